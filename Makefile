@@ -1,0 +1,115 @@
+# Build everything; `make test` is the one test command (CI calls it through .ci/run).
+#
+#   make               CPU trainer and tools, CUDA trainer (nvcc), tests
+#   make test          install missing packages, build, generate references, run every test
+#   make cpu           only what the CPU needs (no nvcc)
+#   GPU_ARCH="90"      override the CUDA architectures (default: sm_80 and sm_90 in one fatbinary)
+#
+# Object files go to build/; sources are found by wildcard, so a new llmc/*.cpp, llmc/cpu/*.cpp, llmc/cuda/*.cu,
+# test/test_*.cpp or test/sim/test_*.cpp is picked up without editing this file.
+
+CXX      ?= g++
+NVCC     ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+GPU_ARCH ?= 80 90
+BUILD    := build
+
+# MPI's include paths as system headers, and without its deprecated C++ bindings (they do not build with -Werror).
+MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell mpicxx --showme:compile 2>/dev/null)) -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX
+MPI_LIBS   := $(shell mpicxx --showme:link 2>/dev/null)
+
+WARN      := -Wall -Wextra -Werror -Wno-unused-parameter
+CXXFLAGS  ?= -O2 -g
+CXXFLAGS  += -std=c++17 -fopenmp -I. $(WARN) $(MPI_CFLAGS) -MMD -MP
+CPU_LIBS  := -lopenblas -lpcre2-8 -fopenmp $(MPI_LIBS)
+
+GENCODE   := $(foreach a,$(GPU_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
+NVCCFLAGS ?= -O3
+NVCCFLAGS += -std=c++17 $(GENCODE) -I. -Werror all-warnings -Xptxas -warn-spills,-warn-lmem-usage \
+             -Xcompiler -fopenmp,-Wall,-Wextra,-Wno-unused-parameter $(MPI_CFLAGS) -MMD -MP
+CUDA_LIBS := -lcublasLt -lnccl -lopenblas -lpcre2-8 -lgomp $(MPI_LIBS)
+
+# The CUDA simulator compiles the real llmc/cuda sources with g++ against dev/cudasim/include.
+SIMFLAGS  := -DLLMC_CUDASIM -Idev/cudasim/include -isystem $(CUDA_HOME)/include
+
+CORE_SRCS := $(wildcard llmc/*.cpp)
+CPU_SRCS  := $(wildcard llmc/cpu/*.cpp)
+CUDA_SRCS := $(wildcard llmc/cuda/*.cu)
+SIMRT_SRCS := $(wildcard dev/cudasim/*.cpp)
+CORE_OBJS := $(CORE_SRCS:%.cpp=$(BUILD)/core/%.o)
+CPU_OBJS  := $(CPU_SRCS:%.cpp=$(BUILD)/cpu/%.o)
+CUDA_OBJS := $(CUDA_SRCS:%.cu=$(BUILD)/cuda/%.o)
+SIM_OBJS  := $(CUDA_SRCS:%.cu=$(BUILD)/sim/%.o) $(SIMRT_SRCS:%.cpp=$(BUILD)/sim/%.o)
+
+TEST_SRCS     := $(wildcard test/test_*.cpp)
+SIM_TEST_SRCS := $(wildcard test/sim/test_*.cpp)
+TEST_BINS     := $(TEST_SRCS:test/%.cpp=$(BUILD)/test/%) $(SIM_TEST_SRCS:test/sim/%.cpp=$(BUILD)/test/sim_%)
+TOOL_SRCS     := $(wildcard dev/tools/*.cpp)
+TOOLS         := $(TOOL_SRCS:dev/tools/%.cpp=%)
+
+CPU_BINS  := train_gpt2_cpu test_gpt2_cpu $(TOOLS)
+CUDA_BINS := train_gpt2 test_gpt2
+
+.PHONY: all cpu cuda test test-binaries deps clean
+all: cpu cuda test-binaries
+cpu: $(CPU_BINS)
+cuda: $(CUDA_BINS)
+test-binaries: $(TEST_BINS) $(BUILD)/train_gpt2_sim $(BUILD)/test_gpt2_sim
+
+# ---- objects ------------------------------------------------------------------------------------------------
+$(BUILD)/core/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+$(BUILD)/cpu/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -O3 -march=x86-64-v2 -c $< -o $@
+$(BUILD)/cuda/%.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(BUILD)/sim/%.o: %.cu
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ -c $< -o $@
+$(BUILD)/sim/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) $(SIMFLAGS) -c $< -o $@
+
+# ---- binaries -----------------------------------------------------------------------------------------------
+# The same train_gpt2.cu / test_gpt2.cu: g++ -x c++ gives the CPU backend, nvcc the CUDA backend.
+train_gpt2_cpu: train_gpt2.cu $(CORE_OBJS) $(CPU_OBJS)
+	$(CXX) $(CXXFLAGS) -x c++ $< -x none $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
+test_gpt2_cpu: test_gpt2.cu $(CORE_OBJS) $(CPU_OBJS)
+	$(CXX) $(CXXFLAGS) -x c++ $< -x none $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
+train_gpt2: train_gpt2.cu $(CORE_OBJS) $(CUDA_OBJS)
+	$(NVCC) $(NVCCFLAGS) $< $(CORE_OBJS) $(CUDA_OBJS) $(CUDA_LIBS) -o $@
+test_gpt2: test_gpt2.cu $(CORE_OBJS) $(CUDA_OBJS)
+	$(NVCC) $(NVCCFLAGS) $< $(CORE_OBJS) $(CUDA_OBJS) $(CUDA_LIBS) -o $@
+# Command-line tools (tokenizer, data preparation, generation): one dev/tools/NAME.cpp -> ./NAME.
+$(TOOLS): %: dev/tools/%.cpp $(CORE_OBJS) $(CPU_OBJS)
+	$(CXX) $(CXXFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
+
+# The trainer and the reference test built against the simulator: the CUDA backend's real sources on the CPU.
+$(BUILD)/train_gpt2_sim: train_gpt2.cu $(CORE_OBJS) $(SIM_OBJS)
+	$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ $< -x none $(CORE_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
+$(BUILD)/test_gpt2_sim: test_gpt2.cu $(CORE_OBJS) $(SIM_OBJS)
+	$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ $< -x none $(CORE_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
+
+# ---- tests --------------------------------------------------------------------------------------------------
+$(BUILD)/test/test_%: test/test_%.cpp $(CORE_OBJS) $(CPU_OBJS)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
+$(BUILD)/test/sim_%: test/sim/test_%.cpp $(CORE_OBJS) $(CPU_OBJS) $(SIM_OBJS)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) $(SIMFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
+
+deps:
+	@bash scripts/install_deps.sh
+
+# deps first (it may install the libraries the build needs), then everything, then the runner.
+test: deps
+	@$(MAKE) --no-print-directory all
+	@bash test/run_tests.sh
+
+clean:
+	rm -rf $(BUILD) $(CPU_BINS) $(CUDA_BINS)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

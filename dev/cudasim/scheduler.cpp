@@ -1,0 +1,332 @@
+// The launcher: runs a grid block by block, and each block's threads as fibers scheduled in the chosen order.
+#include <cuda_runtime.h>
+
+#include "dev/cudasim/fiber.h"
+#include "dev/cudasim/state.h"
+#include "dev/cudasim/include/cudasim.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cudasim {
+namespace detail {
+
+uint3 g_threadIdx;
+uint3 g_blockIdx;
+dim3 g_blockDim;
+dim3 g_gridDim;
+
+namespace {
+
+enum class State { Ready, Barrier, Warp, Done };
+
+struct Fiber {
+    Context ctx;
+    uint3 tid;
+    int linear = 0;
+    State state = State::Ready;
+    unsigned warp_mask = 0;   // the mask of the warp collective this fiber waits in
+    uint64_t warp_value = 0;  // its contribution
+    int barrier_pred = 0;     // __syncthreads_count predicate
+    WarpView view;            // what the collective returned to this fiber
+};
+
+struct Sim {
+    Order order = Order::Forward;
+    uint64_t seed = 1;
+    uint64_t launches = 0, switches = 0;
+    size_t stack_bytes = 64 * 1024;
+
+    std::vector<std::unique_ptr<Stack>> stacks;  // pooled, one per thread slot, reused by every block
+    std::vector<Fiber> fibers;
+    Context scheduler;
+    Fiber* current = nullptr;  // null outside a kernel
+    int nthreads = 0;
+    int barrier_arrived = 0, barrier_count = 0;
+
+    void (*body)(void*) = nullptr;
+    void* body_ctx = nullptr;
+    const char* kernel_name = nullptr;
+    const void* kernel = nullptr;
+};
+
+Sim& sim() {
+    static Sim s = [] {
+        Sim s;
+        if (const char* e = std::getenv("CUDASIM_ORDER")) {
+            std::string v = e;
+            if (v == "forward") s.order = Order::Forward;
+            else if (v == "reverse") s.order = Order::Reverse;
+            else if (v.rfind("shuffled", 0) == 0) {
+                s.order = Order::Shuffled;
+                if (v.size() > 9 && v[8] == ':') s.seed = std::strtoull(v.c_str() + 9, nullptr, 10);
+            } else {
+                std::fprintf(stderr, "cudasim: CUDASIM_ORDER=%s: expected forward, reverse, shuffled or shuffled:SEED\n", e);
+                std::exit(1);
+            }
+        }
+        if (const char* e = std::getenv("CUDASIM_STACK_KB")) s.stack_bytes = std::strtoull(e, nullptr, 10) * 1024;
+        return s;
+    }();
+    return s;
+}
+
+std::string where() {
+    Sim& s = sim();
+    char buf[256];
+    if (!s.current) return "host code";
+    std::snprintf(buf, sizeof buf, "kernel %s%s%p, block (%u,%u,%u), thread (%u,%u,%u)", s.kernel_name ? s.kernel_name : "",
+                  s.kernel_name ? " at " : "at ", s.kernel, g_blockIdx.x, g_blockIdx.y, g_blockIdx.z, s.current->tid.x,
+                  s.current->tid.y, s.current->tid.z);
+    return buf;
+}
+
+[[noreturn]] void die(const std::string& msg) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "cudasim: %s\n", msg.c_str());
+    std::abort();
+}
+
+// Back to the scheduler; returns when the scheduler resumes this fiber.
+void yield() {
+    Sim& s = sim();
+    Fiber* f = s.current;
+    s.switches++;
+    switch_context(f->ctx, s.scheduler);
+}
+
+void fiber_entry() {
+    Sim& s = sim();
+    try {
+        s.body(s.body_ctx);
+    } catch (const std::exception& e) {
+        die(where() + ": exception in kernel: " + e.what());
+    } catch (...) {
+        die(where() + ": exception in kernel");
+    }
+    Fiber* f = s.current;
+    f->state = State::Done;
+    // A lane that exits while its warp mates wait for it in a collective would hang them: report it now.
+    int warp0 = f->linear & ~31;
+    for (int l = warp0; l < std::min(warp0 + 32, s.nthreads); l++) {
+        Fiber& o = s.fibers[l];
+        if (o.state == State::Warp && (o.warp_mask >> (f->linear & 31) & 1u))
+            die(where() + ": thread exited while lane " + std::to_string(l & 31) +
+                " of its warp waits for it in a warp collective (__shfl_*_sync/__syncwarp/vote with a mask naming it)");
+    }
+    switch_context(f->ctx, s.scheduler);
+    die("finished fiber resumed");
+}
+
+std::vector<int> make_order(Order order, int n, std::mt19937_64& rng) {
+    std::vector<int> v(n);
+    for (int i = 0; i < n; i++) v[i] = i;
+    if (order == Order::Reverse) std::reverse(v.begin(), v.end());
+    if (order == Order::Shuffled) std::shuffle(v.begin(), v.end(), rng);
+    return v;
+}
+
+// Nothing is runnable but the block has not finished: explain why and abort.
+[[noreturn]] void report_stuck() {
+    Sim& s = sim();
+    int done = 0, barrier = 0, warp = 0;
+    int first_barrier = -1, first_warp = -1;
+    for (int i = 0; i < s.nthreads; i++) {
+        switch (s.fibers[i].state) {
+            case State::Done: done++; break;
+            case State::Barrier: barrier++; if (first_barrier < 0) first_barrier = i; break;
+            case State::Warp: warp++; if (first_warp < 0) first_warp = i; break;
+            default: break;
+        }
+    }
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "kernel %s%p, block (%u,%u,%u) of %d threads is stuck: %d exited, %d wait at __syncthreads "
+                  "(first: linear thread %d), %d wait in a warp collective (first: linear thread %d).%s",
+                  s.kernel_name ? s.kernel_name : "", s.kernel, g_blockIdx.x, g_blockIdx.y, g_blockIdx.z, s.nthreads,
+                  done, barrier, first_barrier, warp, first_warp,
+                  (barrier && done) ? " Divergent __syncthreads: some threads returned before a barrier the others wait at."
+                  : (barrier && warp) ? " Divergent barrier/warp collective: threads wait at different sync points."
+                  : " Warp collective masks do not match or name lanes that never arrive.");
+    die(buf);
+}
+
+void run_block(std::mt19937_64& rng) {
+    Sim& s = sim();
+    for (int i = 0; i < s.nthreads; i++) {
+        Fiber& f = s.fibers[i];
+        f.state = State::Ready;
+        f.warp_mask = 0;
+        make_context(f.ctx, *s.stacks[i], fiber_entry);
+    }
+    s.barrier_arrived = 0;
+    int done = 0;
+    while (done < s.nthreads) {
+        bool ran = false;
+        for (int i : make_order(s.order, s.nthreads, rng)) {
+            Fiber& f = s.fibers[i];
+            if (f.state != State::Ready) continue;
+            ran = true;
+            s.current = &f;
+            g_threadIdx = f.tid;
+            s.switches++;
+            switch_context(s.scheduler, f.ctx);
+            if (f.state == State::Done) done++;
+        }
+        s.current = nullptr;
+        if (!ran && done < s.nthreads) report_stuck();
+    }
+}
+
+}  // namespace
+
+void run_grid(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t,
+              void (*body)(void*), void* ctx) {
+    Sim& s = sim();
+    if (s.current) die(where() + ": kernel launch from inside a kernel (dynamic parallelism) is not supported");
+    s.kernel = kernel;
+    s.kernel_name = name;
+    const long long nthreads = (long long)block.x * block.y * block.z;
+    char buf[512];
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || nthreads == 0 || nthreads > kMaxThreadsPerBlock ||
+        block.z > 64 || grid.y > 65535 || grid.z > 65535) {
+        std::snprintf(buf, sizeof buf, "launch of kernel %s%p with grid (%u,%u,%u), block (%u,%u,%u): invalid "
+                      "configuration (cudaErrorInvalidConfiguration on a GPU)", name ? name : "", kernel, grid.x,
+                      grid.y, grid.z, block.x, block.y, block.z);
+        die(buf);
+    }
+    const size_t limit = max_dynamic_shared(kernel);
+    if (shared_bytes > limit) {
+        std::snprintf(buf, sizeof buf, "launch of kernel %s%p with %zu bytes of dynamic shared memory: the limit is "
+                      "%zu (raise it up to %zu with cudaFuncSetAttribute(kernel, "
+                      "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes))", name ? name : "", kernel, shared_bytes,
+                      limit, kMaxDynamicShared);
+        die(buf);
+    }
+    s.launches++;
+    s.body = body;
+    s.body_ctx = ctx;
+    s.nthreads = (int)nthreads;
+    while (s.stacks.size() < (size_t)nthreads) s.stacks.push_back(std::make_unique<Stack>(s.stack_bytes));
+    s.fibers.resize(nthreads);
+    for (int i = 0; i < s.nthreads; i++) {
+        Fiber& f = s.fibers[i];
+        f.linear = i;
+        f.tid = uint3{(unsigned)(i % block.x), (unsigned)(i / block.x % block.y), (unsigned)(i / (block.x * block.y))};
+    }
+    g_blockDim = block;
+    g_gridDim = grid;
+
+    std::mt19937_64 rng(s.seed * 0x9E3779B97F4A7C15ull + s.launches);
+    const long long nblocks = (long long)grid.x * grid.y * grid.z;
+    std::vector<long long> blocks;
+    if (s.order == Order::Forward) {
+        for (long long b = 0; b < nblocks; b++) blocks.push_back(b);
+    } else {
+        for (long long b = nblocks - 1; b >= 0; b--) blocks.push_back(b);
+        if (s.order == Order::Shuffled) std::shuffle(blocks.begin(), blocks.end(), rng);
+    }
+    unsigned char* smem = dynamic_shared_buffer();
+    for (long long b : blocks) {
+        g_blockIdx = uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y), (unsigned)(b / ((long long)grid.x * grid.y))};
+        // Shared memory starts with garbage on the GPU: poison it so reads before writes give NaN.
+        std::memset(smem, kPoisonByte, shared_bytes);
+        run_block(rng);
+    }
+    s.kernel = nullptr;
+    s.kernel_name = nullptr;
+}
+
+void syncthreads() { (void)syncthreads_count(0); }
+
+int syncthreads_count(int predicate) {
+    Sim& s = sim();
+    if (!s.current) die("__syncthreads() called outside a kernel");
+    Fiber* f = s.current;
+    f->state = State::Barrier;
+    f->barrier_pred = predicate != 0;
+    if (++s.barrier_arrived == s.nthreads) {  // the last thread releases the barrier
+        int count = 0;
+        for (int i = 0; i < s.nthreads; i++) count += s.fibers[i].barrier_pred;
+        for (int i = 0; i < s.nthreads; i++) s.fibers[i].state = State::Ready;
+        s.barrier_arrived = 0;
+        s.barrier_count = count;
+    }
+    yield();
+    return s.barrier_count;  // every thread reads it before any thread can reach the next barrier
+}
+
+const WarpView& warp_collective(unsigned mask, uint64_t value) {
+    Sim& s = sim();
+    if (!s.current) die("warp collective (__shfl_*_sync, __syncwarp, vote) called outside a kernel");
+    Fiber* f = s.current;
+    const int lane = f->linear & 31, warp0 = f->linear & ~31;
+    const int nlanes = std::min(32, s.nthreads - warp0);
+    const unsigned existing = nlanes == 32 ? 0xffffffffu : ((1u << nlanes) - 1);
+    if (!(mask >> lane & 1u)) die(where() + ": warp collective called with a mask that does not include the calling lane");
+    f->state = State::Warp;
+    f->warp_mask = mask;
+    f->warp_value = value;
+    const unsigned need = mask & existing;
+    bool complete = true;
+    for (int l = 0; l < 32 && complete; l++) {
+        if (!(need >> l & 1u)) continue;
+        const Fiber& o = s.fibers[warp0 + l];
+        if (o.state == State::Done)
+            die(where() + ": warp collective waits for lane " + std::to_string(l) + ", which has exited");
+        complete = o.state == State::Warp && o.warp_mask == mask;
+    }
+    if (complete) {  // the last lane to arrive hands every participant the values of all participants
+        for (int l = 0; l < 32; l++) {
+            if (!(need >> l & 1u)) continue;
+            Fiber& o = s.fibers[warp0 + l];
+            for (int j = 0; j < 32; j++)
+                o.view.values[j] = (need >> j & 1u) ? s.fibers[warp0 + j].warp_value : ~uint64_t(0);
+            o.view.present = need;
+            o.view.lane = l;
+            o.state = State::Ready;
+        }
+    }
+    yield();
+    return f->view;
+}
+
+unsigned active_mask() {
+    Sim& s = sim();
+    if (!s.current) die("__activemask() called outside a kernel");
+    const int warp0 = s.current->linear & ~31;
+    unsigned m = 0;
+    for (int l = 0; l < 32 && warp0 + l < s.nthreads; l++)
+        if (s.fibers[warp0 + l].state != State::Done) m |= 1u << l;
+    return m;
+}
+
+void device_fail(const char* what) { die(where() + ": " + what); }
+
+}  // namespace detail
+
+void set_thread_order(Order order, uint64_t seed) {
+    detail::sim().order = order;
+    detail::sim().seed = seed;
+}
+Order thread_order() { return detail::sim().order; }
+uint64_t thread_order_seed() { return detail::sim().seed; }
+const char* order_name(Order order) {
+    switch (order) {
+        case Order::Forward: return "forward";
+        case Order::Reverse: return "reverse";
+        case Order::Shuffled: return "shuffled";
+    }
+    return "?";
+}
+uint64_t launch_count() { return detail::sim().launches; }
+uint64_t switch_count() { return detail::sim().switches; }
+
+}  // namespace cudasim

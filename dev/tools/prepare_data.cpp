@@ -1,0 +1,414 @@
+// prepare_data: text -> GPT-2 tokens -> llm.c token shards (train and val).
+//
+//   ./prepare_data -o data/brown data/brown/text          a directory of text files, one document per file
+//   ./prepare_data -o data/x --jsonl-field text a.jsonl   JSON lines, one document per line
+//
+// Each document becomes EOT (50256) followed by its tokens; documents are assigned to val or train in input order
+// (see --val-fraction / --val-docs) and packed into shards of --shard-size tokens (llmc/data_shard_writer.h).
+// Tokenization runs on --threads threads, each with its own Encoder; the output order does not depend on it.
+// Nothing in the output directory changes unless the whole run succeeds: shards are written into a staging folder
+// and renamed into place at the end; shards left over from an earlier, larger run of the same name are removed.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "llmc/data_shard_writer.h"
+#include "llmc/error.h"
+#include "llmc/tokenizer.h"
+
+namespace {
+
+using llmc::fail;
+using Clock = std::chrono::steady_clock;
+
+const char* const kUsage =
+    "usage: prepare_data [options] INPUT...\n"
+    "\n"
+    "Tokenize text with GPT-2's tokenizer into llm.c token shards (see docs/data.md):\n"
+    "  <out>/<name>_train_000000.bin, ...   and   <out>/<name>_val_000000.bin, ...\n"
+    "Each document is written as EOT (50256) followed by its tokens.\n"
+    "\n"
+    "INPUT is a text file, a .jsonl file, or a directory (all files below it, recursively, in sorted path order;\n"
+    "names starting with '.' are skipped). A text file is one document (see --doc-separator); a .jsonl file holds\n"
+    "one JSON object per line whose --jsonl-field is the document's text.\n"
+    "\n"
+    "options:\n"
+    "  -o, --output DIR        output directory (required; created if missing)\n"
+    "  -n, --name NAME         shard name prefix (default: the output directory's base name)\n"
+    "  -s, --shard-size N      tokens per shard (default 100000000); the last shard of a split holds the rest\n"
+    "  --val-fraction F        put this fraction of the documents in val, spread evenly: document i (from 0)\n"
+    "                          is val when floor((i+1)F) > floor(iF) (default 0.05)\n"
+    "  --val-docs N            instead: the first N documents are val\n"
+    "  --doc-separator SEP     split text files into documents at SEP (escapes \\n \\t \\\\ understood); each\n"
+    "                          document but the last keeps its trailing SEP (e.g. --doc-separator '\\n\\n')\n"
+    "  --jsonl-field NAME      the text field of .jsonl records (default: text)\n"
+    "  -t, --threads N         tokenizer threads (default: the number of CPU cores)\n"
+    "  --vocab DIR             GPT-2's encoder.json and vocab.bpe (default: data/gpt2)\n"
+    "  -q, --quiet             no progress bar\n"
+    "  -h, --help              this message\n";
+
+struct Options {
+    std::vector<std::string> inputs;
+    std::string out_dir, name, vocab = "data/gpt2", separator, jsonl_field = "text";
+    size_t shard_size = 100000000, val_docs = 0, threads = 0;
+    double val_fraction = 0.05;
+    bool use_val_docs = false, quiet = false, help = false;
+};
+
+size_t parse_size(const std::string& flag, const std::string& v, size_t lo, size_t hi) {
+    char* end = nullptr;
+    errno = 0;
+    // accept 1e8-style values too: they are common for shard sizes
+    double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end || errno || !(d >= (double)lo) || !(d <= (double)hi) || d != std::floor(d))
+        fail("%s: invalid value '%s' (expected an integer in [%zu, %zu])", flag.c_str(), v.c_str(), lo, hi);
+    return (size_t)d;
+}
+
+std::string unescape(const std::string& s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); i++) {
+        if (s[i] == '\\' && i + 1 < s.size()) {
+            char c = s[++i];
+            out.push_back(c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c);
+        } else {
+            out.push_back(s[i]);
+        }
+    }
+    return out;
+}
+
+Options parse(int argc, char** argv) {
+    Options o;
+    bool fraction_given = false;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) fail("%s needs a value (see --help)", a.c_str());
+            return argv[++i];
+        };
+        if (a == "-h" || a == "--help") { o.help = true; return o; }
+        else if (a == "-o" || a == "--output") o.out_dir = value();
+        else if (a == "-n" || a == "--name") o.name = value();
+        else if (a == "-s" || a == "--shard-size") o.shard_size = parse_size(a, value(), 1, llmc::shard::MAX_TOKENS);
+        else if (a == "--val-docs") { o.val_docs = parse_size(a, value(), 0, (size_t)1 << 50); o.use_val_docs = true; }
+        else if (a == "--val-fraction") {
+            std::string v = value();
+            char* end = nullptr;
+            o.val_fraction = std::strtod(v.c_str(), &end);
+            if (v.empty() || *end || !(o.val_fraction >= 0.0 && o.val_fraction < 1.0))
+                fail("--val-fraction: invalid value '%s' (expected a number in [0, 1))", v.c_str());
+            fraction_given = true;
+        }
+        else if (a == "--doc-separator") {
+            o.separator = unescape(value());
+            if (o.separator.empty()) fail("--doc-separator: empty separator");
+        }
+        else if (a == "--jsonl-field") o.jsonl_field = value();
+        else if (a == "-t" || a == "--threads") o.threads = parse_size(a, value(), 1, 1024);
+        else if (a == "--vocab") o.vocab = value();
+        else if (a == "-q" || a == "--quiet") o.quiet = true;
+        else if (a.size() > 1 && a[0] == '-') fail("unknown option '%s' (see --help)", a.c_str());
+        else o.inputs.push_back(a);
+    }
+    if (o.use_val_docs && fraction_given) fail("--val-docs and --val-fraction exclude each other");
+    if (o.out_dir.empty()) fail("no output directory: give -o DIR (see --help)");
+    if (o.inputs.empty()) fail("no input files or directories given (see --help)");
+    while (o.out_dir.size() > 1 && o.out_dir.back() == '/') o.out_dir.pop_back();
+    if (o.name.empty()) {
+        size_t slash = o.out_dir.find_last_of('/');
+        o.name = slash == std::string::npos ? o.out_dir : o.out_dir.substr(slash + 1);
+        if (o.name.empty() || o.name == "." || o.name == "..") fail("cannot derive a shard name from '%s': give --name", o.out_dir.c_str());
+    }
+    if (o.name.find('/') != std::string::npos) fail("--name '%s' must not contain '/'", o.name.c_str());
+    if (o.threads == 0) o.threads = std::max(1u, std::thread::hardware_concurrency());
+    return o;
+}
+
+// ---- inputs ---------------------------------------------------------------------------------------------------
+
+struct InputFile { std::string path; size_t size; bool jsonl; };
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void collect(const std::string& path, std::vector<InputFile>& out, bool top) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) fail("%s: cannot open (%s)", path.c_str(), std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        DIR* d = opendir(path.c_str());
+        if (!d) fail("%s: cannot read directory (%s)", path.c_str(), std::strerror(errno));
+        std::vector<std::string> names;
+        while (dirent* e = readdir(d))
+            if (e->d_name[0] != '.') names.push_back(e->d_name);
+        closedir(d);
+        std::sort(names.begin(), names.end());
+        for (const std::string& n : names) collect(path + "/" + n, out, false);
+        if (top && names.empty()) fail("%s: empty directory (no input files)", path.c_str());
+    } else if (S_ISREG(st.st_mode)) {
+        FILE* f = std::fopen(path.c_str(), "rb");  // fail now, before any output, if it is unreadable
+        if (!f) fail("%s: cannot open (%s)", path.c_str(), std::strerror(errno));
+        std::fclose(f);
+        out.push_back({path, (size_t)st.st_size, ends_with(path, ".jsonl")});
+    } else if (top) {
+        fail("%s: not a regular file or directory", path.c_str());
+    }
+}
+
+std::string read_whole(const std::string& path) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) fail("%s: cannot open (%s)", path.c_str(), std::strerror(errno));
+    std::string s;
+    char buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+    bool err = std::ferror(f);
+    std::fclose(f);
+    if (err) fail("%s: read error", path.c_str());
+    return s;
+}
+
+// Yields documents in input order, in batches of about kBatchBytes.
+class DocumentReader {
+public:
+    DocumentReader(const std::vector<InputFile>& files, const Options& o) : files_(files), o_(o) {}
+    // Fills `docs` with the next batch; false when the inputs are exhausted. `bytes_done` counts input bytes read.
+    bool next_batch(std::vector<std::string>& docs) {
+        static constexpr size_t kBatchBytes = 16 << 20, kBatchDocs = 1 << 14;
+        docs.clear();
+        size_t bytes = 0;
+        while (bytes < kBatchBytes && docs.size() < kBatchDocs) {
+            if (!pending_.empty()) {  // documents of a text file split by --doc-separator
+                docs.push_back(std::move(pending_.back()));
+                pending_.pop_back();
+                bytes += docs.back().size();
+                continue;
+            }
+            if (jsonl_) {
+                std::string line;
+                if (std::getline(*jsonl_, line)) {
+                    line_no_++;
+                    bytes_done += line.size() + 1;
+                    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+                    docs.push_back(jsonl_text(line));
+                    bytes += docs.back().size();
+                    continue;
+                }
+                if (jsonl_->bad()) fail("%s: read error", files_[next_ - 1].path.c_str());
+                jsonl_.reset();
+            }
+            if (next_ >= files_.size()) break;
+            const InputFile& f = files_[next_++];
+            if (f.jsonl) {
+                jsonl_ = std::make_unique<std::ifstream>(f.path, std::ios::binary);
+                if (!*jsonl_) fail("%s: cannot open (%s)", f.path.c_str(), std::strerror(errno));
+                line_no_ = 0;
+                continue;
+            }
+            std::string text = read_whole(f.path);
+            bytes_done += text.size();
+            if (o_.separator.empty()) {
+                if (!text.empty()) { bytes += text.size(); docs.push_back(std::move(text)); }
+                continue;
+            }
+            std::vector<std::string> parts;  // split, keeping the separator at the end of each part but the last
+            for (size_t pos = 0; pos < text.size();) {
+                size_t at = text.find(o_.separator, pos);
+                size_t end = at == std::string::npos ? text.size() : at + o_.separator.size();
+                parts.push_back(text.substr(pos, end - pos));
+                pos = end;
+            }
+            std::reverse(parts.begin(), parts.end());
+            pending_ = std::move(parts);
+        }
+        return !docs.empty();
+    }
+    size_t bytes_done = 0;
+
+private:
+    std::string jsonl_text(const std::string& line) {
+        const std::string& path = files_[next_ - 1].path;
+        nlohmann::json j;
+        try {
+            j = nlohmann::json::parse(line);
+        } catch (const nlohmann::json::exception& e) {
+            fail("%s:%zu: not valid JSON (%s)", path.c_str(), line_no_, e.what());
+        }
+        if (!j.is_object() || !j.contains(o_.jsonl_field) || !j[o_.jsonl_field].is_string())
+            fail("%s:%zu: expected a JSON object with a string field \"%s\"", path.c_str(), line_no_,
+                 o_.jsonl_field.c_str());
+        return j[o_.jsonl_field].get<std::string>();
+    }
+    const std::vector<InputFile>& files_;
+    const Options& o_;
+    size_t next_ = 0, line_no_ = 0;
+    std::unique_ptr<std::ifstream> jsonl_;
+    std::vector<std::string> pending_;
+};
+
+// ---- progress -------------------------------------------------------------------------------------------------
+
+class Progress {
+public:
+    Progress(size_t total_bytes, bool enabled)
+        : total_(total_bytes), enabled_(enabled), tty_(isatty(2)), last_(tty_ ? -1e9 : 0.0) {}
+    void update(size_t bytes, size_t docs, size_t tokens, bool final = false) {
+        if (!enabled_) return;
+        double t = std::chrono::duration<double>(Clock::now() - start_).count();
+        // A terminal gets a redrawn bar 5 times a second; a log gets one line every 10 seconds.
+        if (!final && t - last_ < (tty_ ? 0.2 : 10.0)) return;
+        last_ = t;
+        double frac = total_ ? std::min(1.0, (double)bytes / (double)total_) : 1.0;
+        int width = 30, filled = (int)(frac * width);
+        double eta = frac > 0 ? t / frac - t : 0;
+        std::fprintf(stderr, "%s[%.*s%*s] %5.1f%% %zu docs %zu tokens %.2fM tok/s ETA %.0fs%s", tty_ ? "\r" : "",
+                     filled, "##############################", width - filled, "", 100 * frac, docs, tokens,
+                     t > 0 ? tokens / t / 1e6 : 0.0, eta, tty_ && !final ? "" : "\n");
+        std::fflush(stderr);
+    }
+
+private:
+    size_t total_;
+    bool enabled_, tty_;
+    double last_;  // time of the last line drawn
+    Clock::time_point start_ = Clock::now();
+};
+
+// ---- output ---------------------------------------------------------------------------------------------------
+
+void make_dirs(const std::string& dir) {
+    std::string cur;
+    for (size_t i = 0; i <= dir.size(); i++) {
+        if (i == dir.size() || dir[i] == '/') {
+            if (!cur.empty() && mkdir(cur.c_str(), 0777) != 0 && errno != EEXIST)
+                fail("%s: cannot create directory (%s)", cur.c_str(), std::strerror(errno));
+        }
+        if (i < dir.size()) cur.push_back(dir[i]);
+    }
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail("%s: not a directory", dir.c_str());
+}
+
+// The staging folder: removed with everything in it unless the run succeeds.
+struct Staging {
+    std::string dir;
+    ~Staging() {
+        if (dir.empty()) return;
+        if (DIR* d = opendir(dir.c_str())) {
+            while (dirent* e = readdir(d))
+                if (e->d_name[0] != '.') std::remove((dir + "/" + e->d_name).c_str());
+            closedir(d);
+        }
+        rmdir(dir.c_str());
+    }
+};
+
+int run(const Options& o) {
+    auto t0 = Clock::now();
+    std::vector<InputFile> files;
+    for (const std::string& in : o.inputs) collect(in, files, true);
+    size_t total_bytes = 0;
+    for (const InputFile& f : files) total_bytes += f.size;
+    if (files.empty()) fail("no input files found in %s", o.inputs[0].c_str());
+    if (total_bytes == 0) fail("empty corpus: %zu input file(s), all empty", files.size());
+
+    llmc::Tokenizer tok = llmc::Tokenizer::from_gpt2_dir(o.vocab);
+    if (tok.vocab_size() > 65536) fail("vocabulary of %zu tokens does not fit uint16 shards", tok.vocab_size());
+    make_dirs(o.out_dir);
+    Staging staging;
+    staging.dir = o.out_dir + "/.prepare_data." + std::to_string(getpid());
+    if (mkdir(staging.dir.c_str(), 0777) != 0) fail("%s: cannot create (%s)", staging.dir.c_str(), std::strerror(errno));
+
+    llmc::ShardWriter train(staging.dir, o.name, "train", o.shard_size), val(staging.dir, o.name, "val", o.shard_size);
+    std::vector<std::unique_ptr<llmc::Encoder>> encoders;
+    for (size_t t = 0; t < o.threads; t++) encoders.push_back(std::make_unique<llmc::Encoder>(tok));
+
+    DocumentReader reader(files, o);
+    Progress progress(total_bytes, !o.quiet);
+    std::vector<std::string> docs;
+    std::vector<std::vector<int>> ids;
+    size_t n_docs = 0, n_val_docs = 0;
+    while (reader.next_batch(docs)) {
+        ids.resize(docs.size());
+        std::atomic<size_t> next{0};
+        auto work = [&](size_t t) {
+            for (size_t i; (i = next.fetch_add(1)) < docs.size();) {
+                ids[i].clear();
+                ids[i].push_back(tok.eot());
+                encoders[t]->encode(docs[i], ids[i]);
+            }
+        };
+        std::vector<std::thread> pool;
+        for (size_t t = 1; t < std::min(o.threads, docs.size()); t++) pool.emplace_back(work, t);
+        work(0);
+        for (std::thread& th : pool) th.join();
+        for (size_t i = 0; i < docs.size(); i++, n_docs++) {
+            double f = o.val_fraction;
+            // The 1e-9 keeps exact multiples (e.g. 20 x 0.05) from landing just below an integer.
+            bool is_val = o.use_val_docs ? n_docs < o.val_docs
+                                         : std::floor((n_docs + 1) * f + 1e-9) > std::floor(n_docs * f + 1e-9);
+            (is_val ? val : train).add(ids[i].data(), ids[i].size());
+            n_val_docs += is_val;
+        }
+        progress.update(reader.bytes_done, n_docs, train.tokens() + val.tokens());
+    }
+    if (n_docs == 0) fail("empty corpus: no documents in %zu input file(s)", files.size());
+    train.finish();
+    val.finish();
+    progress.update(total_bytes, n_docs, train.tokens() + val.tokens(), true);
+
+    // Move the new shards into place, then remove shards of this name that an earlier, larger run left behind.
+    std::vector<std::string> written;
+    for (const llmc::ShardWriter* w : {&train, &val}) {
+        const std::string split = w == &train ? "train" : "val";
+        for (size_t i = 0; i < w->paths().size(); i++) {
+            std::string dst = llmc::shard_path(o.out_dir, o.name, split, i);
+            if (std::rename(w->paths()[i].c_str(), dst.c_str()) != 0)
+                fail("%s: cannot rename into place (%s)", dst.c_str(), std::strerror(errno));
+            written.push_back(dst);
+        }
+        for (size_t i = w->paths().size();; i++) {
+            std::string stale = llmc::shard_path(o.out_dir, o.name, split, i);
+            if (std::remove(stale.c_str()) != 0) break;
+            std::fprintf(stderr, "removed %s (left over from an earlier run)\n", stale.c_str());
+        }
+    }
+    if (n_val_docs == 0) std::fprintf(stderr, "warning: no validation documents (see --val-fraction / --val-docs)\n");
+
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    size_t tokens = train.tokens() + val.tokens();
+    std::printf("documents: %zu (train %zu, val %zu)\n", n_docs, n_docs - n_val_docs, n_val_docs);
+    std::printf("tokens:    %zu (train %zu, val %zu), EOT before each document\n", tokens, train.tokens(), val.tokens());
+    std::printf("input:     %zu files, %zu bytes\n", files.size(), total_bytes);
+    std::printf("time:      %.2f s, %.0f tokens/s on %zu threads\n", secs, secs > 0 ? tokens / secs : 0.0, o.threads);
+    for (const std::string& p : written) std::printf("wrote %s\n", p.c_str());
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        Options o = parse(argc, argv);
+        if (o.help) { std::fputs(kUsage, stdout); return 0; }
+        return run(o);
+    } catch (const llmc::Error& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,40 @@
+// The backend boundary.
+//
+// The model (llmc/model.h), the optimizer glue and the training loop are templates over a Backend class. They never
+// include a backend's headers; train_gpt2.cu / test_gpt2.cu pick one:
+//
+//   llmc/cpu/cpu_backend.h    CpuBackend   act_t = float           (g++ build: ./train_gpt2_cpu, ./test_gpt2_cpu)
+//   llmc/cuda/cuda_backend.h  CudaBackend  act_t = __nv_bfloat16   (nvcc build: ./train_gpt2, ./test_gpt2; and g++ with
+//                                                                    the simulator's headers for tests)
+//
+// Every backend has the same member functions with the same signatures (only act_t differs). The canonical list, with
+// the math and the conventions of each op, is in llmc/cpu/cpu_backend.h; the CUDA backend mirrors it exactly.
+//
+// Conventions shared by all backends:
+//   - "device" pointers are whatever the backend computes on (host memory for the CPU backend);
+//   - act_t holds parameters and activations; gradients of parameters, the optimizer state, the layernorm statistics
+//     and the losses are float;
+//   - parameter gradients are accumulated with +=, activation gradients are written with =, except on the residual
+//     stream, where layernorm_backward adds into dinp (+=);
+//   - all ops are enqueued on the backend's main stream in call order; copy_to_host synchronises;
+//   - sizes are size_t; N = B*T rows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace llmc {
+
+// Element types that cross the backend boundary (collectives, conversions).
+enum class DType { F32, BF16 };
+inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
+
+// Options a backend is created with (the subset of the command line a backend cares about).
+struct BackendOptions {
+    int device = 0;          // GPU index (local rank); ignored on the CPU
+    int num_threads = 0;     // CPU threads (0 = OpenMP default)
+    bool recompute_gelu = false;  // -r >= 1 (the model drops the saved GELU output and recomputes it in backward)
+    uint64_t seed = 1337;    // base seed of anything random inside the backend
+};
+
+}  // namespace llmc

@@ -1,0 +1,144 @@
+// Command-line parsing for the trainer (see cli.h).
+#include "cli.h"
+
+#include <cxxopts.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+#include "error.h"
+#include "schedule.h"
+
+namespace llmc {
+
+namespace {
+// llm.c's two-letter flags and their long names here.
+const std::map<std::string, std::string> TWO_LETTER = {
+    {"-nk", "--keep-last"},     {"-nm", "--keep-every"},    {"-sl", "--skip-loss-z"}, {"-sg", "--skip-grad-z"},
+    {"-pi", "--init-method"},   {"-pn", "--num-processes"}, {"-pr", "--process-rank"}, {"-pg", "--gpus-per-node"},
+    {"-pf", "--rendezvous-dir"}, {"-ps", "--server-ip"},
+};
+// Default values as text: %g for floats, so 1e-8 is not printed (and re-parsed) as 0.000000.
+std::string default_text(float x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", x);
+    return buf;
+}
+template <class I>
+std::string default_text(I x) {
+    return std::to_string(x);
+}
+}  // namespace
+
+std::vector<std::string> normalize_args(int argc, char** argv) {
+    std::vector<std::string> out;
+    for (int i = 0; i < argc; i++) {
+        auto it = TWO_LETTER.find(argv[i]);
+        out.push_back(i > 0 && it != TWO_LETTER.end() ? it->second : std::string(argv[i]));
+    }
+    return out;
+}
+
+TrainOptions parse_train_options(int argc, char** argv) {
+    TrainOptions o;
+    cxxopts::Options opts("train_gpt2", "Train GPT-2 (llm.c-compatible flags; every short flag has a long name).");
+    auto v = [](auto& x) { return cxxopts::value(x)->default_value(default_text(x)); };
+    auto s = [](std::string& x) { return cxxopts::value(x)->default_value(x); };
+    opts.add_options("data and model")
+        ("i,train-data", "training shards (glob)", s(o.train_data))
+        ("j,val-data", "validation shards (glob)", s(o.val_data))
+        ("e,model", "model file (.bin) or descriptor: d12 d24 d36 d48, dN, or L=6,NH=6,C=384[,T=..][,V=..]", s(o.model))
+        ("o,output-dir", "where metrics.jsonl, checkpoints and the final model go", s(o.output_dir))
+        ("tokenizer", "llm.c decode table used to print samples", s(o.tokenizer));
+    opts.add_options("batch")
+        ("b,batch-size", "sequences per rank per micro-step (B)", v(o.batch_size))
+        ("t,seq-len", "sequence length (T)", v(o.seq_len))
+        ("d,total-batch", "tokens per optimizer step; -1: B*T*ranks", v(o.total_batch))
+        ("x,max-steps", "optimizer steps; -1: one epoch", v(o.max_steps));
+    opts.add_options("optimisation")
+        ("l,learning-rate", "peak learning rate", v(o.learning_rate))
+        ("u,warmup", "linear warmup steps", v(o.warmup_steps))
+        ("q,final-lr-frac", "final learning rate as a fraction of the peak", v(o.final_lr_fraction))
+        ("k,lr-schedule", "cosine, linear, constant or wsd", s(o.lr_schedule))
+        ("c,weight-decay", "AdamW weight decay (2-D weights only)", v(o.weight_decay))
+        ("beta1", "AdamW beta1", v(o.beta1))
+        ("beta2", "AdamW beta2", v(o.beta2))
+        ("eps", "AdamW epsilon", v(o.eps))
+        ("grad-clip", "clip the global gradient norm to this (0: off)", v(o.grad_clip))
+        ("seed", "seed of initialisation, shuffling and sampling", v(o.seed))
+        ("shuffle", "shuffle the training data each epoch (0/1)", cxxopts::value<int>()->default_value("1"));
+    opts.add_options("evaluation and output")
+        ("v,val-every", "validate every N steps (0: off)", v(o.val_every))
+        ("m,val-batches", "validation batches of -d tokens (-1: all)", v(o.val_batches))
+        ("s,sample-every", "print a sample every N steps (0: off)", v(o.sample_every))
+        ("g,gen-tokens", "tokens per sample", v(o.gen_tokens))
+        ("log-every", "print a step line every N steps", v(o.log_every))
+        ("hellaswag", "HellaSwag eval file (llm.c format)", s(o.hellaswag));
+    opts.add_options("checkpoints and memory")
+        ("n,checkpoint-every", "write a checkpoint every N steps (0: off)", v(o.checkpoint_every))
+        ("keep-last", "-nk: keep the last N checkpoints (0: all)", v(o.keep_last))
+        ("keep-every", "-nm: also keep every checkpoint whose step is a multiple of M", v(o.keep_every))
+        ("y,resume", "1: resume from the latest checkpoint in -o", v(o.resume))
+        ("z,zero-stage", "ZeRO stage 0, 1 or 2 (-1: 1 with several ranks)", v(o.zero_stage))
+        ("r,recompute", "1: recompute GELU in backward", v(o.recompute))
+        ("w,master-weights", "1: fp32 master weights (the CUDA backend)", v(o.master_weights))
+        ("a,overfit", "1: train on the first batch only", v(o.overfit_single_batch))
+        ("skip-loss-z", "-sl: skip steps whose loss z-score exceeds this (0: off)", v(o.skip_loss_z))
+        ("skip-grad-z", "-sg: skip steps whose grad-norm z-score exceeds this (0: off)", v(o.skip_grad_z));
+    opts.add_options("distributed")
+        ("init-method", "-pi: auto, mpi or fs", s(o.init_method))
+        ("num-processes", "-pn: world size override", v(o.num_processes))
+        ("process-rank", "-pr: rank override", v(o.process_rank))
+        ("gpus-per-node", "-pg: GPUs per node override", v(o.gpus_per_node))
+        ("rendezvous-dir", "-pf: shared directory for -pi fs", s(o.rendezvous_dir))
+        ("server-ip", "-ps: accepted for llm.c compatibility (unused)", s(o.server_ip))
+        ("threads", "CPU threads (0: OpenMP default)", v(o.threads))
+        ("h,help", "print this help");
+
+    std::vector<std::string> args = normalize_args(argc, argv);
+    std::vector<char*> cargs;
+    for (std::string& a : args) cargs.push_back(a.data());
+    cxxopts::ParseResult r;
+    try {
+        r = opts.parse((int)cargs.size(), cargs.data());
+        if (!r.unmatched().empty()) fail("unexpected argument '%s'", r.unmatched()[0].c_str());
+    } catch (const cxxopts::exceptions::exception& e) {
+        fail("%s (see --help)", e.what());
+    }
+    if (r.count("help")) {
+        std::printf("%s\n", opts.help().c_str());
+        std::exit(0);
+    }
+    o.shuffle = r["shuffle"].as<int>() != 0;
+
+    if (o.batch_size < 1) fail("-b %d: the batch size must be >= 1", o.batch_size);
+    if (o.seq_len < 1) fail("-t %d: the sequence length must be >= 1", o.seq_len);
+    if (o.total_batch == 0 || o.total_batch < -1) fail("-d %lld: must be positive (or -1)", o.total_batch);
+    if (o.max_steps == 0 || o.max_steps < -1) fail("-x %d: must be positive (or -1 for one epoch)", o.max_steps);
+    if (o.zero_stage < -1 || o.zero_stage > 2) fail("-z %d: ZeRO stage must be 0, 1 or 2", o.zero_stage);
+    if (o.val_every < 0) fail("-v %d: must be >= 0", o.val_every);
+    if (o.val_batches == 0 || o.val_batches < -1) fail("-m %d: must be positive (or -1)", o.val_batches);
+    if (o.sample_every < 0) fail("-s %d: must be >= 0", o.sample_every);
+    if (o.gen_tokens < 1) fail("-g %d: must be >= 1", o.gen_tokens);
+    if (o.log_every < 1) fail("--log-every %d: must be >= 1", o.log_every);
+    if (o.checkpoint_every < 0 || o.keep_last < 0 || o.keep_every < 0)
+        fail("-n/-nk/-nm: must be >= 0 (got %d/%d/%d)", o.checkpoint_every, o.keep_last, o.keep_every);
+    if (o.resume != 0 && o.resume != 1) fail("-y %d: must be 0 or 1", o.resume);
+    if (o.resume && o.output_dir.empty()) fail("-y 1 needs -o (the directory holding the checkpoints)");
+    if (o.recompute < 0 || o.recompute > 2) fail("-r %d: must be 0, 1 or 2", o.recompute);
+    if (o.master_weights != 0 && o.master_weights != 1) fail("-w %d: must be 0 or 1", o.master_weights);
+    if (o.overfit_single_batch != 0 && o.overfit_single_batch != 1) fail("-a %d: must be 0 or 1", o.overfit_single_batch);
+    if (!(o.weight_decay >= 0.0f)) fail("-c %g: weight decay must be >= 0", o.weight_decay);
+    if (!(o.beta1 >= 0.0f && o.beta1 < 1.0f)) fail("--beta1 %g: must be in [0, 1)", o.beta1);
+    if (!(o.beta2 >= 0.0f && o.beta2 < 1.0f)) fail("--beta2 %g: must be in [0, 1)", o.beta2);
+    if (!(o.eps > 0.0f)) fail("--eps %g: must be > 0", o.eps);
+    if (!(o.grad_clip >= 0.0f)) fail("--grad-clip %g: must be >= 0", o.grad_clip);
+    if (o.threads < 0) fail("--threads %d: must be >= 0", o.threads);
+    parse_schedule(o.lr_schedule);  // validates -k
+    ScheduleConfig sc;
+    sc.peak_lr = o.learning_rate, sc.warmup_steps = o.warmup_steps, sc.final_fraction = o.final_lr_fraction;
+    validate_schedule(sc);
+    return o;
+}
+
+}  // namespace llmc

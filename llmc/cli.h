@@ -1,0 +1,66 @@
+// The trainer's command line: llm.c's short flags (so its run scripts work) plus a long name for each.
+//
+// cxxopts takes one-letter short options; llm.c also has two-letter ones (-nk, -nm, -sl, -sg, -pi, -pn, -pr, -pg,
+// -pf, -ps). normalize_args() rewrites exactly those tokens to their long names before parsing. `-h` is --help
+// here; HellaSwag evaluation has the long flag --hellaswag.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace llmc {
+
+struct TrainOptions {
+    // data and model
+    std::string train_data = "data/brown/brown_train_*.bin";  // -i
+    std::string val_data = "data/brown/brown_val_*.bin";      // -j
+    std::string model = "d12";                                // -e: model file or descriptor
+    std::string output_dir;                                   // -o ("" = no output files)
+    std::string tokenizer = "data/gpt2/gpt2_tokenizer.bin";       // decode table for samples
+    // batch
+    int batch_size = 4;          // -b (per rank, per micro-step)
+    int seq_len = 1024;          // -t
+    long long total_batch = -1;  // -d tokens per optimizer step (-1: B*T*world, no accumulation)
+    int max_steps = -1;          // -x (-1: one epoch of the training data)
+    // optimisation
+    float learning_rate = 3e-4f;        // -l
+    int warmup_steps = 0;               // -u
+    float final_lr_fraction = 1.0f;     // -q
+    std::string lr_schedule = "cosine"; // -k
+    float weight_decay = 0.0f;          // -c
+    float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, grad_clip = 1.0f;
+    uint64_t seed = 1337;
+    bool shuffle = true;
+    // evaluation, sampling, logging
+    int val_every = 20;      // -v (0: off)
+    int val_batches = 20;    // -m (-1: the whole val set)
+    int sample_every = 20;   // -s (0: off)
+    int gen_tokens = 64;     // -g
+    int log_every = 1;
+    // checkpoints (issue 6) and memory
+    int checkpoint_every = 0;   // -n
+    int keep_last = 0;          // -nk
+    int keep_every = 0;         // -nm
+    int resume = 0;             // -y
+    int zero_stage = -1;        // -z (-1: 1 with several ranks, 0 with one)
+    int recompute = 0;          // -r
+    int master_weights = 1;     // -w
+    int overfit_single_batch = 0;  // -a
+    float skip_loss_z = 0.0f, skip_grad_z = 0.0f;  // -sl, -sg
+    // distributed
+    std::string init_method = "auto";  // -pi
+    int num_processes = -1, process_rank = -1, gpus_per_node = -1;  // -pn -pr -pg
+    std::string rendezvous_dir;        // -pf
+    std::string server_ip;             // -ps
+    std::string hellaswag;             // --hellaswag
+    int threads = 0;
+};
+
+// Rewrites llm.c's two-letter short flags to long options; everything else is passed through.
+std::vector<std::string> normalize_args(int argc, char** argv);
+// Parses and validates the flags that can be checked without the model or the data. Prints --help and exits 0 when
+// asked; fails (llmc::Error) naming the flag on anything unknown or invalid.
+TrainOptions parse_train_options(int argc, char** argv);
+
+}  // namespace llmc

@@ -1,0 +1,183 @@
+// MpiComm: collectives over host buffers with MPI (see comm_mpi.h for the numerics contract).
+//
+// Chunking: MPI counts are int, so no single MPI call gets a count above max_chunk_ elements. For reduce_scatter
+// and all_gather, whose buffers hold world_size blocks, a call moves world_size * n elements; when that is above
+// max_chunk_ the blocks are processed n = max_chunk_ / world_size elements at a time through packed scratch
+// buffers (block r's [c, c+n) for every r side by side), which keeps each MPI call's total within the limit too.
+#include "comm_mpi.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "bf16.h"
+#include "error.h"
+#include "mpi_env.h"
+
+namespace llmc {
+
+namespace {
+
+void check_mpi(int rc, const char* what) {
+    if (rc == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    fail("MPI error in %s: %s", what, msg);
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+    // Avg is reduced as a Sum and divided afterwards.
+    return op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
+}
+
+MPI_Datatype mpi_type(DType t) { return t == DType::F32 ? MPI_FLOAT : MPI_UINT16_T; }
+
+void widen(float* dst, const uint16_t* src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_float(src[i]);
+}
+void narrow(uint16_t* dst, const float* src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = float_to_bf16(src[i]);
+}
+
+}  // namespace
+
+MpiComm::MpiComm(const DistInfo& info, size_t max_chunk) : max_chunk_(max_chunk) {
+    if (!mpi_is_initialized()) fail("MpiComm: MPI is not initialised (create it with make_mpi_comm)");
+    if (max_chunk == 0 || max_chunk > (size_t)INT32_MAX)
+        fail("MpiComm: max_chunk %zu, expected 1 .. %d elements per MPI call", max_chunk, INT32_MAX);
+    int rank = 0, size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rank != info.rank || size != info.world_size)
+        fail("MpiComm: MPI sees rank %d of %d but the layout says rank %d of %d", rank, size, info.rank,
+             info.world_size);
+    info_ = info;
+    // A communicator of our own, so our collectives never match messages of other code using MPI_COMM_WORLD.
+    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+}
+
+MpiComm::~MpiComm() {
+    if (comm_ != MPI_COMM_NULL && mpi_is_initialized()) MPI_Comm_free(&comm_);
+}
+
+void MpiComm::divide_by_world(float* x, size_t n) const {
+    const float w = (float)info_.world_size;
+    for (size_t i = 0; i < n; i++) x[i] /= w;
+}
+
+void MpiComm::all_reduce_f32(float* buf, size_t count, ReduceOp op) {
+    for (size_t off = 0; off < count; off += max_chunk_) {
+        int n = (int)std::min(count - off, max_chunk_);
+        check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf + off, n, MPI_FLOAT, mpi_op(op), comm_), "MPI_Allreduce");
+    }
+    if (op == ReduceOp::Avg) divide_by_world(buf, count);
+}
+
+void MpiComm::reduce_scatter_f32(const float* send, float* recv, size_t recv_count, ReduceOp op) {
+    const size_t W = (size_t)info_.world_size;
+    if (recv_count * W <= max_chunk_) {
+        if (recv_count)
+            check_mpi(MPI_Reduce_scatter_block(send, recv, (int)recv_count, MPI_FLOAT, mpi_op(op), comm_),
+                      "MPI_Reduce_scatter_block");
+    } else {
+        const size_t n_max = std::max<size_t>(1, max_chunk_ / W);
+        scratch_send_.resize(W * std::min(n_max, recv_count));
+        for (size_t c = 0; c < recv_count; c += n_max) {
+            size_t n = std::min(n_max, recv_count - c);
+            for (size_t r = 0; r < W; r++) std::memcpy(&scratch_send_[r * n], send + r * recv_count + c, n * 4);
+            check_mpi(MPI_Reduce_scatter_block(scratch_send_.data(), recv + c, (int)n, MPI_FLOAT, mpi_op(op), comm_),
+                      "MPI_Reduce_scatter_block");
+        }
+    }
+    if (op == ReduceOp::Avg) divide_by_world(recv, recv_count);
+}
+
+void MpiComm::all_reduce(void* buf, size_t count, DType t, ReduceOp op, void*) {
+    counters.all_reduce++;
+    counters.bytes += count * dtype_size(t);
+    if (t == DType::F32) {
+        all_reduce_f32(static_cast<float*>(buf), count, op);
+    } else {
+        uint16_t* b = static_cast<uint16_t*>(buf);
+        scratch_recv_.resize(count);
+        widen(scratch_recv_.data(), b, count);
+        all_reduce_f32(scratch_recv_.data(), count, op);
+        narrow(b, scratch_recv_.data(), count);
+    }
+}
+
+void MpiComm::reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op, void*) {
+    const size_t W = (size_t)info_.world_size;
+    counters.reduce_scatter++;
+    counters.bytes += W * recv_count * dtype_size(t);
+    if (t == DType::F32) {
+        const float* s = static_cast<const float*>(send);
+        float* r = static_cast<float*>(recv);
+        // MPI forbids overlapping send and receive buffers (Comm's in-place layout, recv = send + rank * count).
+        std::vector<float> tmp;
+        if (r + recv_count > s && r < s + W * recv_count) {
+            tmp.resize(recv_count);
+            r = tmp.data();
+        }
+        reduce_scatter_f32(s, r, recv_count, op);
+        if (!tmp.empty()) std::memcpy(recv, tmp.data(), recv_count * 4);
+    } else {
+        std::vector<float> wide(W * recv_count);
+        widen(wide.data(), static_cast<const uint16_t*>(send), W * recv_count);
+        scratch_recv_.resize(recv_count);
+        reduce_scatter_f32(wide.data(), scratch_recv_.data(), recv_count, op);
+        narrow(static_cast<uint16_t*>(recv), scratch_recv_.data(), recv_count);
+    }
+}
+
+void MpiComm::all_gather(const void* send, void* recv, size_t send_count, DType t, void*) {
+    const size_t W = (size_t)info_.world_size, es = dtype_size(t);
+    counters.all_gather++;
+    counters.bytes += send_count * es;
+    if (send_count == 0) return;
+    const char* s = static_cast<const char*>(send);
+    char* r = static_cast<char*>(recv);
+    const bool in_place = s == r + (size_t)info_.rank * send_count * es;
+    if (send_count * W <= max_chunk_) {
+        check_mpi(MPI_Allgather(in_place ? MPI_IN_PLACE : s, (int)send_count, mpi_type(t), r, (int)send_count,
+                                mpi_type(t), comm_),
+                  "MPI_Allgather");
+        return;
+    }
+    // Chunked: gather block pieces [c, c+n) of every rank side by side, then move them into place.
+    const size_t n_max = std::max<size_t>(1, max_chunk_ / W);
+    std::vector<char> packed(W * std::min(n_max, send_count) * es);
+    for (size_t c = 0; c < send_count; c += n_max) {
+        size_t n = std::min(n_max, send_count - c);
+        check_mpi(MPI_Allgather(s + c * es, (int)n, mpi_type(t), packed.data(), (int)n, mpi_type(t), comm_),
+                  "MPI_Allgather");
+        // In place, the rank's own block is both read (s) and written (r): its piece is identical, so the copy is
+        // harmless, but it must not run before MPI has read it, which the blocking call above guarantees.
+        for (size_t k = 0; k < W; k++) std::memmove(r + (k * send_count + c) * es, packed.data() + k * n * es, n * es);
+    }
+}
+
+void MpiComm::broadcast(void* buf, size_t count, DType t, int root, void*) {
+    if (root < 0 || root >= info_.world_size)
+        fail("broadcast: root %d, expected 0 <= root < world size %d", root, info_.world_size);
+    counters.broadcast++;
+    counters.bytes += count * dtype_size(t);
+    char* b = static_cast<char*>(buf);
+    for (size_t off = 0; off < count; off += max_chunk_) {
+        int n = (int)std::min(count - off, max_chunk_);
+        check_mpi(MPI_Bcast(b + off * dtype_size(t), n, mpi_type(t), root, comm_), "MPI_Bcast");
+    }
+}
+
+void MpiComm::barrier() {
+    counters.barrier++;
+    check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+}
+
+std::unique_ptr<Comm> make_mpi_comm(const DistInfo& info) {
+    mpi_init_once(info);
+    return std::make_unique<MpiComm>(mpi_refine_dist_info(info, current_environment()));
+}
+
+}  // namespace llmc

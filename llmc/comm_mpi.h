@@ -1,0 +1,41 @@
+// MpiComm: collectives over host buffers with MPI (the CPU backend's Comm for several processes).
+//
+// fp32 reductions are MPI's own (MPI_SUM, MPI_MAX on MPI_FLOAT). bf16 buffers (uint16 bit patterns) are widened to
+// fp32, reduced in fp32 and rounded to bf16 once at the end, so a bf16 sum carries a single rounding however many
+// ranks contribute. Avg is Sum followed by a division by the world size (a division, not a multiplication by
+// 1/world, so Avg of identical values returns them exactly for any world size).
+// MPI counts are int: buffers longer than `max_chunk` elements (default 2^30) go in several calls.
+#pragma once
+
+#include <mpi.h>
+
+#include <vector>
+
+#include "comm.h"
+
+namespace llmc {
+
+class MpiComm final : public Comm {
+public:
+    // `info` must match MPI_COMM_WORLD's rank and size; MPI must be initialised (make_mpi_comm does both).
+    explicit MpiComm(const DistInfo& info, size_t max_chunk = (size_t)1 << 30);
+    ~MpiComm() override;
+    const char* name() const override { return "mpi"; }
+
+    void all_reduce(void* buf, size_t count, DType t, ReduceOp op, void* stream) override;
+    void reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op, void* stream) override;
+    void all_gather(const void* send, void* recv, size_t send_count, DType t, void* stream) override;
+    void broadcast(void* buf, size_t count, DType t, int root, void* stream) override;
+    void barrier() override;
+
+private:
+    void all_reduce_f32(float* buf, size_t count, ReduceOp op);
+    void reduce_scatter_f32(const float* send, float* recv, size_t recv_count, ReduceOp op);
+    void divide_by_world(float* x, size_t n) const;
+
+    MPI_Comm comm_ = MPI_COMM_NULL;
+    size_t max_chunk_;
+    std::vector<float> scratch_send_, scratch_recv_;  // fp32 copies of bf16 buffers; packed chunks
+};
+
+}  // namespace llmc

@@ -1,0 +1,49 @@
+// SingleComm: the Comm of a one-process run. With one rank every reduction is the identity (Sum, Avg and Max of a
+// single contribution are the contribution), so collectives only copy when the receive buffer is not the send
+// buffer. They are still counted, so a one-rank run reports the same collective counts as a multi-rank run.
+#include <cstring>
+
+#include "comm.h"
+#include "error.h"
+
+namespace llmc {
+
+namespace {
+
+void host_copy(void* dst, const void* src, size_t bytes, void*) { std::memmove(dst, src, bytes); }
+
+class SingleComm final : public Comm {
+public:
+    explicit SingleComm(CommCopyFn copy) : copy_(copy ? copy : host_copy) {}
+    const char* name() const override { return "single"; }
+
+    void all_reduce(void* buf, size_t count, DType t, ReduceOp, void*) override {
+        counters.all_reduce++;
+        counters.bytes += count * dtype_size(t);
+    }
+    void reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp, void* stream) override {
+        counters.reduce_scatter++;
+        counters.bytes += recv_count * dtype_size(t);
+        if (send != recv && recv_count) copy_(recv, send, recv_count * dtype_size(t), stream);
+    }
+    void all_gather(const void* send, void* recv, size_t send_count, DType t, void* stream) override {
+        counters.all_gather++;
+        counters.bytes += send_count * dtype_size(t);
+        if (send != recv && send_count) copy_(recv, send, send_count * dtype_size(t), stream);
+    }
+    void broadcast(void*, size_t count, DType t, int root, void*) override {
+        if (root != 0) fail("broadcast: root %d, expected 0 (the only rank of a single-process run)", root);
+        counters.broadcast++;
+        counters.bytes += count * dtype_size(t);
+    }
+    void barrier() override { counters.barrier++; }
+
+private:
+    CommCopyFn copy_;
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> make_single_comm(CommCopyFn copy) { return std::make_unique<SingleComm>(copy); }
+
+}  // namespace llmc

@@ -1,0 +1,80 @@
+#include "config.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "error.h"
+
+namespace llmc {
+
+std::string GPT2Config::describe() const {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "L=%zu NH=%zu C=%zu maxT=%zu V=%zu Vp=%zu", num_layers, num_heads, channels,
+                  max_seq_len, vocab_size, padded_vocab_size);
+    return buf;
+}
+
+void validate_config(const GPT2Config& c) {
+    if (c.num_layers == 0 || c.num_heads == 0 || c.channels == 0 || c.max_seq_len == 0 || c.vocab_size == 0)
+        fail("model config %s: every size must be positive", c.describe().c_str());
+    if (c.channels % c.num_heads != 0)
+        fail("model config %s: channels %zu must be divisible by the number of heads %zu", c.describe().c_str(),
+             c.channels, c.num_heads);
+    if (c.padded_vocab_size < c.vocab_size)
+        fail("model config %s: padded vocab %zu is smaller than the vocab %zu", c.describe().c_str(),
+             c.padded_vocab_size, c.vocab_size);
+}
+
+// Parses an unsigned integer that must make up the whole string.
+static bool parse_size(const std::string& s, size_t* out) {
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 12) return false;
+    *out = std::strtoull(s.c_str(), nullptr, 10);
+    return true;
+}
+
+bool parse_model_descriptor(const std::string& spec, GPT2Config* out) {
+    GPT2Config c;  // GPT-2 defaults: maxT 1024, V 50257
+    size_t depth = 0;
+    if (spec.size() > 1 && spec[0] == 'd' && parse_size(spec.substr(1), &depth)) {
+        if (depth == 0) fail("model descriptor '%s': depth must be positive", spec.c_str());
+        c.num_layers = depth;
+        switch (depth) {  // the published GPT-2 sizes
+            case 12: c.channels = 768; c.num_heads = 12; break;
+            case 24: c.channels = 1024; c.num_heads = 16; break;
+            case 36: c.channels = 1280; c.num_heads = 20; break;
+            case 48: c.channels = 1600; c.num_heads = 25; break;
+            default: c.channels = 64 * depth; c.num_heads = depth; break;
+        }
+    } else if (spec.find('=') != std::string::npos) {
+        std::map<std::string, size_t*> keys = {{"L", &c.num_layers}, {"NH", &c.num_heads}, {"C", &c.channels},
+                                               {"T", &c.max_seq_len}, {"V", &c.vocab_size}};
+        std::stringstream ss(spec);
+        std::string item;
+        bool have_l = false, have_nh = false, have_c = false;
+        while (std::getline(ss, item, ',')) {
+            size_t eq = item.find('=');
+            std::string key = item.substr(0, eq), val = eq == std::string::npos ? "" : item.substr(eq + 1);
+            auto it = keys.find(key);
+            size_t v = 0;
+            if (it == keys.end())
+                fail("model descriptor '%s': unknown key '%s' (expected L, NH, C, T, V)", spec.c_str(), key.c_str());
+            if (!parse_size(val, &v) || v == 0)
+                fail("model descriptor '%s': '%s' needs a positive integer, got '%s'", spec.c_str(), key.c_str(),
+                     val.c_str());
+            *it->second = v;
+            have_l |= key == "L"; have_nh |= key == "NH"; have_c |= key == "C";
+        }
+        if (!have_l || !have_nh || !have_c)
+            fail("model descriptor '%s': L, NH and C are required (e.g. L=6,NH=6,C=384)", spec.c_str());
+    } else {
+        return false;
+    }
+    c.padded_vocab_size = pad_vocab(c.vocab_size);
+    validate_config(c);
+    *out = c;
+    return true;
+}
+
+}  // namespace llmc

@@ -1,0 +1,274 @@
+// CudaBackend: the context object and the host side of every op. The kernels and their launchers live in the
+// .cuh files included here (one family per file); this is the only translation unit that includes them, so each
+// kernel is defined once in the program.
+#include "cuda_backend.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "../bf16.h"
+#include "adamw.cuh"
+#include "attention.cuh"
+#include "classifier.cuh"
+#include "common.cuh"
+#include "cuda_check.h"
+#include "encoder.cuh"
+#include "gelu.cuh"
+#include "layernorm.cuh"
+#include "matmul.cuh"
+#include "reduce.cuh"
+
+namespace llmc {
+
+static_assert(sizeof(CudaBackend::act_t) == 2, "bf16 is two bytes");
+
+double cuda_peak_bf16_flops(int sm_count, int cc_major, int cc_minor, int clock_khz) {
+    // Dense (no sparsity) bf16 FLOP per clock per SM of the tensor cores, fp32 accumulation, and the ratio between
+    // the clock NVIDIA quotes its peak at and the maximum boost clock the device reports.
+    double per_clock = 0.0, clock_ratio = 1.0;
+    const int cc = 10 * cc_major + cc_minor;
+    if (cc == 80) per_clock = 2048;                           // A100: 108 x 2048 x 1.41 GHz = 312 TFLOP/s
+    else if (cc == 86 || cc == 87 || cc == 89) per_clock = 1024;  // A10/A40/L4/L40S class (half rate on GeForce)
+    else if (cc == 90) {                                      // H100 / H200
+        per_clock = 4096;
+        clock_ratio = 1830.0 / 1980.0;  // SXM: 989.4 TFLOP/s quoted at 1830 MHz, reported max 1980 MHz (PCIe: same ratio)
+    } else if (cc_major == 10) per_clock = 8192;              // B200 class
+    else if (cc_major == 12) per_clock = 1024;                // RTX Blackwell class
+    else if (cc_major == 7) per_clock = 1024;                 // V100 / T4: fp16 tensor cores (no bf16)
+    return (double)sm_count * per_clock * (double)clock_khz * 1e3 * clock_ratio;
+}
+
+CudaBackend::CudaBackend(const BackendOptions& opt) : device_(opt.device) {
+    int count = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&count));
+    if (device_ < 0 || device_ >= count) fail("CUDA device %d requested, but %d device(s) are visible", device_, count);
+    CUDA_CHECK(cudaSetDevice(device_));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
+    CUDA_CHECK(cudaDeviceGetAttribute(&cc_major_, cudaDevAttrComputeCapabilityMajor, device_));
+    CUDA_CHECK(cudaDeviceGetAttribute(&cc_minor_, cudaDevAttrComputeCapabilityMinor, device_));
+    CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, device_));
+    peak_flops_ = cuda_peak_bf16_flops(sm_count_, cc_major_, cc_minor_, clock_khz_);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&main_done_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
+    gemm_.reset(new GemmRunner());
+    scratch(reduce_partials_, kMaxReducePartials * sizeof(float));
+}
+
+CudaBackend::~CudaBackend() {
+    // No throwing here: errors at teardown are ignored (the process is ending or already failed).
+    if (main_) cudaStreamSynchronize(main_);
+    if (comm_) cudaStreamSynchronize(comm_);
+    gemm_.reset();
+    for (Scratch* s : {&attention_scratch_, &layernorm_partials_, &bias_partials_, &reduce_partials_, &encoder_groups_})
+        if (s->ptr) cudaFree(s->ptr);
+    if (encoder_tokens_host_) cudaFreeHost(encoder_tokens_host_);
+    if (encoder_groups_host_) cudaFreeHost(encoder_groups_host_);
+    if (main_done_) cudaEventDestroy(main_done_);
+    if (comm_done_) cudaEventDestroy(comm_done_);
+    if (main_) cudaStreamDestroy(main_);
+    if (comm_) cudaStreamDestroy(comm_);
+}
+
+size_t CudaBackend::num_gemm_plans() const { return gemm_->num_plans(); }
+
+void* CudaBackend::scratch(Scratch& s, size_t bytes) {
+    if (bytes <= s.bytes) return s.ptr;
+    if (s.ptr) {
+        CUDA_CHECK(cudaStreamSynchronize(main_));  // nothing in flight may still use the old buffer
+        CUDA_CHECK(cudaFree(s.ptr));
+        s.ptr = nullptr;
+        s.bytes = 0;
+    }
+    CUDA_CHECK(cudaMalloc(&s.ptr, bytes));
+    s.bytes = bytes;
+    return s.ptr;
+}
+
+// ---- memory ------------------------------------------------------------------------------------------------------
+
+void* CudaBackend::alloc(size_t bytes) {
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
+    if (err != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&free_b, &total_b);
+        fail("cudaMalloc of %zu bytes failed on device %d (%s; %zu of %zu bytes free)", bytes, device_,
+             cudaGetErrorString(err), free_b, total_b);
+    }
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, main_));
+    CUDA_CHECK(cudaStreamSynchronize(main_));  // zeroed before any stream (the comm stream too) can touch it
+    return p;
+}
+
+void CudaBackend::free(void* p) {
+    if (p) CUDA_CHECK(cudaFree(p));
+}
+
+void CudaBackend::memset_zero(void* p, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, main_));
+}
+
+void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
+    // From pageable memory the call returns once the source has been staged, so the caller may reuse host_src.
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, main_));
+}
+
+void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, main_));
+    CUDA_CHECK(cudaStreamSynchronize(main_));
+}
+
+void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, main_));
+}
+
+void CudaBackend::upload_floats(act_t* dst, const float* host_src, size_t n) {
+    std::vector<uint16_t> bits(n);
+    for (size_t i = 0; i < n; i++) bits[i] = float_to_bf16(host_src[i]);
+    if (n) CUDA_CHECK(cudaMemcpyAsync(dst, bits.data(), n * 2, cudaMemcpyHostToDevice, main_));
+    CUDA_CHECK(cudaStreamSynchronize(main_));
+}
+
+void CudaBackend::download_floats(float* host_dst, const act_t* src, size_t n) {
+    std::vector<uint16_t> bits(n);
+    if (n) CUDA_CHECK(cudaMemcpyAsync(bits.data(), src, n * 2, cudaMemcpyDeviceToHost, main_));
+    CUDA_CHECK(cudaStreamSynchronize(main_));
+    for (size_t i = 0; i < n; i++) host_dst[i] = bf16_to_float(bits[i]);
+}
+
+void CudaBackend::floats_to_act(act_t* dst, const float* src, size_t n) { floats_to_bf16(dst, src, n, main_); }
+void CudaBackend::act_to_floats(float* dst, const act_t* src, size_t n) { bf16_to_floats(dst, src, n, main_); }
+
+void CudaBackend::synchronize() {
+    CUDA_CHECK(cudaStreamSynchronize(main_));
+    CUDA_CHECK(cudaStreamSynchronize(comm_));
+}
+
+void CudaBackend::comm_waits_main() {
+    CUDA_CHECK(cudaEventRecord(main_done_, main_));
+    CUDA_CHECK(cudaStreamWaitEvent(comm_, main_done_, 0));
+}
+void CudaBackend::main_waits_comm() {
+    CUDA_CHECK(cudaEventRecord(comm_done_, comm_));
+    CUDA_CHECK(cudaStreamWaitEvent(main_, comm_done_, 0));
+}
+
+// ---- forward -----------------------------------------------------------------------------------------------------
+
+void CudaBackend::encoder_forward(act_t* out, const int* inp, const act_t* wte, const act_t* wpe, size_t B, size_t T,
+                                  size_t C) {
+    if (B * T * C != 0) llmc::encoder_forward(out, inp, wte, wpe, B, T, C, main_);
+}
+
+void CudaBackend::layernorm_forward(act_t* out, float* mean, float* rstd, const act_t* inp, const act_t* w,
+                                    const act_t* b, size_t N, size_t C) {
+    if (N) llmc::layernorm_forward(out, mean, rstd, inp, w, b, N, C, main_);
+}
+
+void CudaBackend::fused_residual_layernorm_forward(act_t* residual, act_t* out, float* mean, float* rstd,
+                                                   const act_t* inp1, const act_t* inp2, const act_t* w,
+                                                   const act_t* b, size_t N, size_t C) {
+    if (N) llmc::fused_residual_layernorm_forward(residual, out, mean, rstd, inp1, inp2, w, b, N, C, main_);
+}
+
+void CudaBackend::matmul_forward(act_t* out, const act_t* inp, const act_t* w, const act_t* bias, size_t N, size_t C,
+                                 size_t OC, act_t* pre_gelu) {
+    if (N && OC) llmc::matmul_forward(*gemm_, out, inp, w, bias, N, C, OC, pre_gelu, main_);
+}
+
+void CudaBackend::gelu_forward(act_t* out, const act_t* inp, size_t n) { llmc::gelu_forward(out, inp, n, main_); }
+
+void CudaBackend::attention_forward(act_t* out, act_t* att, const act_t* qkv, size_t B, size_t T, size_t C,
+                                    size_t NH) {
+    if (B * T * C == 0) return;
+    bf16* s = (bf16*)scratch(attention_scratch_, attention_scratch_elems(B, T, C, NH) * sizeof(bf16));
+    llmc::attention_forward(*gemm_, out, att, qkv, s, B, T, C, NH, main_);
+}
+
+void CudaBackend::fused_classifier(act_t* logits, float* losses, const int* targets, float dloss, size_t N, size_t V,
+                                   size_t Vp, bool write_dlogits) {
+    llmc::fused_classifier(logits, losses, targets, dloss, N, V, Vp, write_dlogits, main_);
+}
+
+// ---- backward ----------------------------------------------------------------------------------------------------
+
+void CudaBackend::matmul_backward(act_t* dinp, float* dweight, float* dbias, act_t* dout, const act_t* inp,
+                                  const act_t* w, size_t N, size_t C, size_t OC, const act_t* pre_gelu) {
+    if (N == 0 || OC == 0 || C == 0) return;
+    float* partials = dbias ? (float*)scratch(bias_partials_, bias_backward_scratch_floats(N, OC) * sizeof(float))
+                            : nullptr;
+    llmc::matmul_backward(*gemm_, dinp, dweight, dbias, partials, dout, inp, w, N, C, OC, pre_gelu, main_);
+}
+
+void CudaBackend::layernorm_backward(act_t* dinp, float* dweight, float* dbias, const act_t* dout, const act_t* inp,
+                                     const act_t* w, const float* mean, const float* rstd, size_t N, size_t C) {
+    if (N == 0 || C == 0) return;
+    float* partials = (float*)scratch(layernorm_partials_, layernorm_backward_scratch_floats(N, C) * sizeof(float));
+    llmc::layernorm_backward(dinp, dweight, dbias, partials, dout, inp, w, mean, rstd, N, C, main_);
+}
+
+void CudaBackend::attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* att, size_t B,
+                                     size_t T, size_t C, size_t NH) {
+    if (B * T * C == 0) return;
+    bf16* s = (bf16*)scratch(attention_scratch_, attention_scratch_elems(B, T, C, NH) * sizeof(bf16));
+    llmc::attention_backward(*gemm_, dqkv, dout, qkv, att, s, B, T, C, NH, main_);
+}
+
+void CudaBackend::encoder_backward(float* dwte, float* dwpe, const act_t* dout, const int* inp, size_t B, size_t T,
+                                   size_t C) {
+    const size_t N = B * T;
+    if (N == 0 || C == 0) return;
+    encoder_backward_wpe(dwpe, dout, B, T, C, main_);
+
+    // Grouping on the host: fetch the tokens (this waits for the stream, which also guarantees that the previous
+    // call's upload from encoder_groups_host_ has finished before the buffer is rewritten).
+    const size_t packed_max = 3 * N + 1;  // positions (N) + bucket tokens (<= N) + bucket starts (<= N + 1)
+    if (encoder_host_ints_ < packed_max) {
+        CUDA_CHECK(cudaStreamSynchronize(main_));
+        if (encoder_tokens_host_) CUDA_CHECK(cudaFreeHost(encoder_tokens_host_));
+        if (encoder_groups_host_) CUDA_CHECK(cudaFreeHost(encoder_groups_host_));
+        encoder_tokens_host_ = encoder_groups_host_ = nullptr;
+        encoder_host_ints_ = 0;
+        CUDA_CHECK(cudaMallocHost((void**)&encoder_tokens_host_, packed_max * sizeof(int)));
+        CUDA_CHECK(cudaMallocHost((void**)&encoder_groups_host_, packed_max * sizeof(int)));
+        encoder_host_ints_ = packed_max;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(encoder_tokens_host_, inp, N * sizeof(int), cudaMemcpyDeviceToHost, main_));
+    CUDA_CHECK(cudaStreamSynchronize(main_));
+    int max_token = 0;
+    for (size_t n = 0; n < N; n++) max_token = std::max(max_token, encoder_tokens_host_[n]);
+    if ((size_t)max_token + 1 > encoder_count_.size()) {
+        encoder_count_.assign((size_t)max_token + 1, 0);
+        encoder_next_.assign((size_t)max_token + 1, 0);
+    }
+    const size_t K = encoder_group_positions(encoder_groups_host_, encoder_tokens_host_, N, encoder_count_.data(),
+                                             encoder_next_.data(), encoder_count_.size());
+    const size_t packed = N + 2 * K + 1;
+    int* groups = (int*)scratch(encoder_groups_, packed_max * sizeof(int));
+    CUDA_CHECK(cudaMemcpyAsync(groups, encoder_groups_host_, packed * sizeof(int), cudaMemcpyHostToDevice, main_));
+    encoder_backward_wte(dwte, dout, groups, N, K, C, main_);
+}
+
+// ---- reductions and the optimizer ----------------------------------------------------------------------------------
+
+void CudaBackend::sum_into(float* acc, const float* x, size_t n, float scale) {
+    reduce_into<false>(acc, x, n, scale, (float*)reduce_partials_.ptr, main_);
+}
+
+void CudaBackend::norm_squared_into(float* acc, const float* g, size_t n) {
+    reduce_into<true>(acc, g, n, 1.0f, (float*)reduce_partials_.ptr, main_);
+}
+
+void CudaBackend::add_into(float* dst, const float* src, size_t n) { llmc::add_into(dst, src, n, main_); }
+
+void CudaBackend::adamw_update(act_t* params, float* master, const float* grads, float* m, float* v, size_t n,
+                               float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                               int t, uint32_t seed) {
+    llmc::adamw_update(params, master, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t, seed,
+                       main_);
+}
+
+}  // namespace llmc

@@ -1,0 +1,134 @@
+// CUDA backend: bf16 activations and parameters, fp32 gradients / master weights / optimizer state, handwritten
+// kernels (llmc/cuda/*.cuh, one family per file) and cuBLASLt for every matmul.
+//
+// The op list and the semantics of every op are those of llmc/cpu/cpu_backend.h (same member functions, same
+// parameter order; act_t = __nv_bfloat16). Everything is enqueued on the main stream in call order; copy_to_host
+// and the download functions synchronise.
+//
+// One context object: a CudaBackend owns the device choice, the main and comm streams, the events that order them,
+// the cuBLASLt handle and workspace (with its per-shape plan cache), the device properties and the op-private scratch
+// buffers (each named for the one op that uses it). No CUDA state lives in globals.
+//
+// peak_flops() = SMs x dense bf16 FLOP per clock per SM (from the compute capability) x the clock the device reports
+// (cudaDevAttrClockRate, its maximum boost clock) x a per-architecture factor where NVIDIA's published peak is quoted at a
+// lower tensor clock than the reported maximum: see docs/cuda.md. H100 SXM: 132 x 4096 x 1.98 GHz x (1830/1980) =
+// 989.4 TFLOP/s. Unknown architectures give 0 (MFU not reported).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "../backend.h"
+
+namespace llmc {
+
+class GemmRunner;
+
+class CudaBackend {
+public:
+    using act_t = __nv_bfloat16;
+    static constexpr DType act_dtype = DType::BF16;
+    static constexpr const char* name = "cuda";
+
+    explicit CudaBackend(const BackendOptions& opt = BackendOptions());
+    ~CudaBackend();
+    CudaBackend(const CudaBackend&) = delete;
+    CudaBackend& operator=(const CudaBackend&) = delete;
+
+    // ---- memory ----------------------------------------------------------------------------------------------
+    void* alloc(size_t bytes);                 // zero-initialised device memory (cudaMalloc: 256-byte aligned)
+    void free(void* p);
+    void memset_zero(void* p, size_t bytes);
+    void copy_to_device(void* dst, const void* host_src, size_t bytes);
+    void copy_to_host(void* host_dst, const void* src, size_t bytes);   // synchronises
+    void copy_on_device(void* dst, const void* src, size_t bytes);
+    void upload_floats(act_t* dst, const float* host_src, size_t n);      // host fp32 -> device bf16 (nearest even)
+    void download_floats(float* host_dst, const act_t* src, size_t n);    // synchronises
+    void floats_to_act(act_t* dst, const float* src, size_t n);
+    void act_to_floats(float* dst, const act_t* src, size_t n);
+    void synchronize();
+    double peak_flops() const { return peak_flops_; }
+
+    // ---- streams -------------------------------------------------------------------------------------------------
+    void* main_stream() { return (void*)main_; }
+    void* comm_stream() { return (void*)comm_; }
+    void comm_waits_main();
+    void main_waits_comm();
+
+    // ---- forward ops (semantics: llmc/cpu/cpu_backend.h) -----------------------------------------------------
+    void encoder_forward(act_t* out, const int* inp, const act_t* wte, const act_t* wpe, size_t B, size_t T, size_t C);
+    void layernorm_forward(act_t* out, float* mean, float* rstd, const act_t* inp, const act_t* w, const act_t* b,
+                           size_t N, size_t C);
+    void fused_residual_layernorm_forward(act_t* residual, act_t* out, float* mean, float* rstd,
+                                          const act_t* inp1, const act_t* inp2, const act_t* w, const act_t* b,
+                                          size_t N, size_t C);
+    void matmul_forward(act_t* out, const act_t* inp, const act_t* w, const act_t* bias,
+                        size_t N, size_t C, size_t OC, act_t* pre_gelu = nullptr);
+    void gelu_forward(act_t* out, const act_t* inp, size_t n);
+    void attention_forward(act_t* out, act_t* att, const act_t* qkv, size_t B, size_t T, size_t C, size_t NH);
+    void fused_classifier(act_t* logits, float* losses, const int* targets, float dloss,
+                          size_t N, size_t V, size_t Vp, bool write_dlogits);
+
+    // ---- backward ops ----------------------------------------------------------------------------------------
+    void matmul_backward(act_t* dinp, float* dweight, float* dbias, act_t* dout, const act_t* inp, const act_t* w,
+                         size_t N, size_t C, size_t OC, const act_t* pre_gelu = nullptr);
+    void layernorm_backward(act_t* dinp, float* dweight, float* dbias, const act_t* dout, const act_t* inp,
+                            const act_t* w, const float* mean, const float* rstd, size_t N, size_t C);
+    void attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* att,
+                            size_t B, size_t T, size_t C, size_t NH);
+    // Copies the tokens to the host (a synchronisation point) to group positions by token: see encoder.cuh.
+    void encoder_backward(float* dwte, float* dwpe, const act_t* dout, const int* inp, size_t B, size_t T, size_t C);
+
+    // ---- reductions and the optimizer -------------------------------------------------------------------------
+    void sum_into(float* acc, const float* x, size_t n, float scale);
+    void norm_squared_into(float* acc, const float* g, size_t n);
+    void add_into(float* dst, const float* src, size_t n);
+    void adamw_update(act_t* params, float* master, const float* grads, float* m, float* v, size_t n,
+                      float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                      int t, uint32_t seed);
+
+    // ---- device information (CUDA-only) -------------------------------------------------------------------------
+    int device() const { return device_; }
+    int sm_count() const { return sm_count_; }
+    int compute_capability() const { return 10 * cc_major_ + cc_minor_; }  // e.g. 90 for sm_90
+    double clock_ghz() const { return clock_khz_ * 1e-6; }
+    cudaStream_t stream() const { return main_; }
+    size_t num_gemm_plans() const;  // distinct cuBLASLt plans built so far (the cache is per shape)
+
+private:
+    // A device buffer private to one op, grown on demand (growing synchronises the device, so it happens in the first
+    // step only).
+    struct Scratch {
+        void* ptr = nullptr;
+        size_t bytes = 0;
+    };
+    void* scratch(Scratch& s, size_t bytes);
+
+    int device_ = 0;
+    int sm_count_ = 0, cc_major_ = 0, cc_minor_ = 0, clock_khz_ = 0;
+    double peak_flops_ = 0.0;
+    cudaStream_t main_ = nullptr, comm_ = nullptr;
+    cudaEvent_t main_done_ = nullptr, comm_done_ = nullptr;
+    std::unique_ptr<GemmRunner> gemm_;
+
+    Scratch attention_scratch_;         // attention_forward / _backward: permuted q, k, v, y and their gradients
+    Scratch layernorm_partials_;        // layernorm_backward: per-block dweight / dbias partial sums
+    Scratch bias_partials_;             // matmul_backward: per-block dbias partial sums
+    Scratch reduce_partials_;           // sum_into / norm_squared_into: per-block partial sums
+    Scratch encoder_groups_;            // encoder_backward: positions grouped by token (device copy)
+    int* encoder_tokens_host_ = nullptr;   // pinned: the tokens, copied back for grouping
+    int* encoder_groups_host_ = nullptr;   // pinned: the grouping, uploaded from here
+    size_t encoder_host_ints_ = 0;         // capacity of each pinned buffer
+    std::vector<int> encoder_count_, encoder_next_;  // counting-sort scratch, sized by the largest token seen
+};
+
+// Dense bf16 tensor-core FLOP/s from the device's SM count, compute capability and reported clock (kHz); 0 when the
+// architecture is not known. Exposed for tests and docs.
+double cuda_peak_bf16_flops(int sm_count, int cc_major, int cc_minor, int clock_khz);
+
+}  // namespace llmc

@@ -1,0 +1,181 @@
+// Shard validation and the data loader (see dataloader.h for the batch semantics).
+#include "dataloader.h"
+
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "error.h"
+#include "file_util.h"
+#include "rng.h"
+
+namespace llmc {
+
+namespace {
+constexpr size_t HEADER_BYTES = 256 * sizeof(int32_t);
+constexpr uint64_t SHUFFLE_STREAM = 0x5348554646ull;  // "SHUFF": separates the loader's RNG from the others
+
+void pread_exact(int fd, void* dst, size_t n, off_t offset, const std::string& path) {
+    char* p = (char*)dst;
+    while (n > 0) {
+        ssize_t got = pread(fd, p, n, offset);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) fail("%s: read failed at byte %lld (%s)", path.c_str(), (long long)offset,
+                           got < 0 ? std::strerror(errno) : "unexpected end of file");
+        p += got, n -= (size_t)got, offset += got;
+    }
+}
+
+// Fisher-Yates with our own RNG, so every rank and machine gets the same permutation.
+template <class T>
+void shuffle_with(std::vector<T>& v, Rng& rng) {
+    for (size_t i = v.size(); i > 1; i--) std::swap(v[i - 1], v[rng.below(i)]);
+}
+}  // namespace
+
+ShardInfo read_shard_info(const std::string& path) {
+    size_t bytes = file_size_or_fail(path);
+    if (bytes < HEADER_BYTES)
+        fail("%s: truncated data shard (%zu bytes, the header alone is %zu)", path.c_str(), bytes, HEADER_BYTES);
+    FILE* f = open_or_fail(path, "rb");
+    int32_t header[256];
+    read_exact(f, header, sizeof header, path);
+    std::fclose(f);
+    if (header[0] != SHARD_MAGIC)
+        fail("%s: bad magic %d in data shard header (expected %d)", path.c_str(), header[0], SHARD_MAGIC);
+    if (header[1] != SHARD_VERSION)
+        fail("%s: unsupported data shard version %d (expected %d)", path.c_str(), header[1], SHARD_VERSION);
+    if (header[2] < 0) fail("%s: negative token count %d in the header", path.c_str(), header[2]);
+    ShardInfo s{path, (size_t)(uint32_t)header[2]};
+    size_t want = HEADER_BYTES + s.num_tokens * sizeof(uint16_t);
+    if (bytes != want)
+        fail("%s: the header says %zu tokens (%zu bytes) but the file has %zu bytes", path.c_str(), s.num_tokens,
+             want, bytes);
+    return s;
+}
+
+std::vector<std::string> expand_glob(const std::string& pattern) {
+    glob_t g;
+    std::memset(&g, 0, sizeof g);
+    int rc = glob(pattern.c_str(), 0, nullptr, &g);
+    std::vector<std::string> out;
+    if (rc == 0)
+        for (size_t i = 0; i < g.gl_pathc; i++) out.emplace_back(g.gl_pathv[i]);
+    globfree(&g);
+    if (out.empty()) fail("no data files match '%s'", pattern.c_str());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+DataLoader::DataLoader(const std::string& pattern, size_t B, size_t T, int rank, int world_size,
+                       size_t seqs_per_step, bool shuffle, uint64_t seed)
+    : B_(B), T_(T), rank_(rank), world_(world_size), seqs_per_step_(seqs_per_step), shuffle_(shuffle), seed_(seed) {
+    if (B == 0 || T == 0 || world_size < 1 || rank < 0 || rank >= world_size)
+        fail("data loader: bad shape B=%zu T=%zu rank=%d world=%d", B, T, rank, world_size);
+    size_t per_micro = B * (size_t)world_size;
+    if (seqs_per_step == 0 || seqs_per_step % per_micro != 0)
+        fail("data loader: %zu sequences per step is not a multiple of B x world size = %zu", seqs_per_step,
+             per_micro);
+    micro_steps_ = seqs_per_step / per_micro;
+    for (const std::string& path : expand_glob(pattern)) {
+        ShardInfo s = read_shard_info(path);
+        if (s.num_tokens < 1 || (s.num_tokens - 1) / T < seqs_per_step)
+            fail("%s: %zu tokens is fewer than one step needs (%zu sequences of %zu+1 tokens)", path.c_str(),
+                 s.num_tokens, seqs_per_step, T);
+        shards_.push_back(s);
+    }
+    buf_.resize(T + 1);
+    set_position(LoaderPosition());
+}
+
+DataLoader::~DataLoader() {
+    if (fd_ >= 0) close(fd_);
+}
+
+size_t DataLoader::total_tokens() const {
+    size_t n = 0;
+    for (const ShardInfo& s : shards_) n += s.num_tokens;
+    return n;
+}
+
+size_t DataLoader::steps_per_epoch() const {
+    size_t n = 0;
+    for (size_t i = 0; i < shards_.size(); i++) n += sequences_in(i) / seqs_per_step_;
+    return n;
+}
+
+void DataLoader::start_epoch(uint64_t epoch) {
+    shard_order_.resize(shards_.size());
+    for (size_t i = 0; i < shards_.size(); i++) shard_order_[i] = i;
+    if (shuffle_) {
+        Rng rng(seed_ ^ (epoch * 0x9E3779B97F4A7C15ull), SHUFFLE_STREAM);
+        shuffle_with(shard_order_, rng);
+    }
+}
+
+void DataLoader::open_current_shard() {
+    size_t index = shard_order_[pos_.shard];
+    if (index != open_shard_) {
+        if (fd_ >= 0) close(fd_);
+        fd_ = open(shards_[index].path.c_str(), O_RDONLY);
+        if (fd_ < 0) fail("%s: cannot open (%s)", shards_[index].path.c_str(), std::strerror(errno));
+        open_shard_ = index;
+    }
+    seq_order_.clear();
+    if (shuffle_) {
+        seq_order_.resize(sequences_in(index));
+        for (size_t i = 0; i < seq_order_.size(); i++) seq_order_[i] = i;
+        Rng rng(seed_ ^ (pos_.epoch * 0x9E3779B97F4A7C15ull), SHUFFLE_STREAM + 1 + index);
+        shuffle_with(seq_order_, rng);
+    }
+}
+
+void DataLoader::set_position(const LoaderPosition& p) {
+    start_epoch(p.epoch);
+    if (p.shard >= shards_.size() || p.micro_step >= micro_steps_ ||
+        p.sequence + seqs_per_step_ > sequences_in(shard_order_[p.shard]))
+        fail("data loader position (epoch %llu, shard %llu, sequence %llu, micro-step %llu) does not fit the data "
+             "'%s'...: was it written for other data or another batch size?",
+             (unsigned long long)p.epoch, (unsigned long long)p.shard, (unsigned long long)p.sequence,
+             (unsigned long long)p.micro_step, shards_[0].path.c_str());
+    pos_ = p;
+    open_current_shard();
+}
+
+void DataLoader::advance_step() {
+    LoaderPosition p = pos_;
+    p.micro_step = 0;
+    p.sequence += seqs_per_step_;
+    if (p.sequence + seqs_per_step_ > sequences_in(shard_order_[p.shard])) {
+        p.sequence = 0;
+        if (++p.shard == shards_.size()) p.shard = 0, p.epoch++;
+    }
+    if (p.epoch != pos_.epoch) start_epoch(p.epoch);
+    bool new_shard = p.shard != pos_.shard || p.epoch != pos_.epoch;
+    pos_ = p;
+    if (new_shard) open_current_shard();
+}
+
+void DataLoader::read_sequence(uint64_t seq, int* inputs, int* targets) {
+    uint64_t j = seq_order_.empty() ? seq : seq_order_[seq];
+    const ShardInfo& s = shards_[open_shard_];
+    off_t offset = (off_t)(HEADER_BYTES + j * T_ * sizeof(uint16_t));
+    pread_exact(fd_, buf_.data(), (T_ + 1) * sizeof(uint16_t), offset, s.path);
+    for (size_t t = 0; t < T_; t++) {
+        inputs[t] = buf_[t];
+        targets[t] = buf_[t + 1];
+    }
+}
+
+void DataLoader::next_batch(int* inputs, int* targets) {
+    uint64_t first = pos_.sequence + pos_.micro_step * B_ * world_ + (uint64_t)rank_ * B_;
+    for (size_t b = 0; b < B_; b++) read_sequence(first + b, inputs + b * T_, targets + b * T_);
+    if (++pos_.micro_step == micro_steps_) advance_step();
+}
+
+}  // namespace llmc

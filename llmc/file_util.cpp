@@ -1,0 +1,69 @@
+#include "file_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "error.h"
+
+namespace llmc {
+
+FILE* open_or_fail(const std::string& path, const char* mode) {
+    FILE* f = std::fopen(path.c_str(), mode);
+    if (!f) fail("%s: cannot open (%s)", path.c_str(), std::strerror(errno));
+    return f;
+}
+
+size_t file_size_or_fail(const std::string& path) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) fail("%s: cannot open (%s)", path.c_str(), std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) fail("%s: not a regular file", path.c_str());
+    return (size_t)st.st_size;
+}
+
+void read_exact(FILE* f, void* dst, size_t n, const std::string& path) {
+    size_t got = std::fread(dst, 1, n, f);
+    if (got != n) fail("%s: truncated (wanted %zu more bytes, got %zu)", path.c_str(), n, got);
+}
+
+void write_exact(FILE* f, const void* src, size_t n, const std::string& path) {
+    if (std::fwrite(src, 1, n, f) != n) fail("%s: write failed (%s)", path.c_str(), std::strerror(errno));
+}
+
+static std::string dir_of(const std::string& path) {
+    size_t slash = path.find_last_of('/');
+    return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+void write_atomically(const std::string& path, const std::function<void(FILE*)>& write) {
+    std::string tmp = path + ".tmp." + std::to_string(getpid());
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) fail("%s: cannot create (%s)", tmp.c_str(), std::strerror(errno));
+    try {
+        write(f);
+        if (std::fflush(f) != 0 || fsync(fileno(f)) != 0)
+            fail("%s: cannot flush to disk (%s)", tmp.c_str(), std::strerror(errno));
+    } catch (...) {
+        std::fclose(f);
+        std::remove(tmp.c_str());
+        throw;
+    }
+    if (std::fclose(f) != 0) {
+        std::remove(tmp.c_str());
+        fail("%s: close failed (%s)", tmp.c_str(), std::strerror(errno));
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        fail("%s: cannot rename into place (%s)", path.c_str(), std::strerror(errno));
+    }
+    int dfd = open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+}
+
+}  // namespace llmc

@@ -1,0 +1,24 @@
+// Small file helpers shared by every reader and writer: whole-file checks and atomic replacement.
+#pragma once
+
+#include <cstddef>
+#include <cstdio>
+#include <functional>
+#include <string>
+
+namespace llmc {
+
+// Opens for reading or fails with "<path>: cannot open (<strerror>)".
+FILE* open_or_fail(const std::string& path, const char* mode);
+// Size of a file in bytes, or fails naming the path.
+size_t file_size_or_fail(const std::string& path);
+// Reads exactly n bytes or fails with "<path>: truncated ...".
+void read_exact(FILE* f, void* dst, size_t n, const std::string& path);
+// Writes `path` atomically: `write` fills a temporary file in the same directory, which is flushed, fsync'ed and
+// renamed over `path` (then the directory is fsync'ed). If `write` throws, the temporary is removed and `path` is
+// untouched.
+void write_atomically(const std::string& path, const std::function<void(FILE*)>& write);
+// fwrite that fails with the path on a short write.
+void write_exact(FILE* f, const void* src, size_t n, const std::string& path);
+
+}  // namespace llmc

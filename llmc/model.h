@@ -1,0 +1,330 @@
+// GPT-2, written once over a backend (llmc/backend.h; ops and their semantics in llmc/cpu/cpu_backend.h).
+//
+// The model owns three kinds of device memory:
+//   params   act_t, flat, ParamLayout order (llmc/layout.h), padded to padded_params() elements (zeros past the end)
+//   grads    float, same layout and length; accumulated with += over micro-steps, zeroed by the optimizer
+//   acts     the activations of one forward pass at the (B, T) it was created for, kept for backward
+// Forward reads top to bottom, one op per line with its shapes. N = B*T rows throughout.
+//
+// Residual stream: layer l reads res_in (= encoded for l = 0, else layer l-1's res3) and writes
+//   res2 = res_in + attproj(attention(ln1(res_in)))         (fused with ln2: ln2 = layernorm(res2))
+//   res3 = res2 + fcproj(gelu(fc(ln2)))                     (fused with the next layer's ln1, or with lnf)
+// so layer l's ln1 is computed by layer l-1 (or by a plain layernorm of the encoding for l = 0).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "config.h"
+#include "error.h"
+#include "layout.h"
+#include "rng.h"
+
+namespace llmc {
+
+struct ModelOptions {
+    size_t pad_to = 1;            // padded_params() is a multiple of this (ZeRO shards: world size x alignment)
+    bool recompute_gelu = false;  // -r 1: keep only the pre-GELU activations, recompute gelu(fch) in backward
+};
+
+template <class Backend>
+class GPT2 {
+public:
+    using act_t = typename Backend::act_t;
+
+    GPT2(Backend& be, const GPT2Config& cfg, size_t B, size_t T, const ModelOptions& opt = ModelOptions())
+        : be_(be), cfg_(cfg), layout_(cfg), B_(B), T_(T), opt_(opt) {
+        validate_config(cfg);
+        if (B == 0 || T == 0) fail("batch size B=%zu and sequence length T=%zu must be positive", B, T);
+        if (T > cfg.max_seq_len)
+            fail("sequence length T=%zu is longer than the model's maximum %zu (maxT)", T, cfg.max_seq_len);
+        if (opt.pad_to == 0) fail("ModelOptions::pad_to must be positive");
+        padded_ = (layout_.total + opt.pad_to - 1) / opt.pad_to * opt.pad_to;
+        params_ = (act_t*)be_.alloc(padded_ * sizeof(act_t));
+        grads_ = (float*)be_.alloc(padded_ * sizeof(float));
+        allocate_activations();
+    }
+    ~GPT2() {
+        for (void* p : owned_) be_.free(p);
+        be_.free(params_);
+        be_.free(grads_);
+    }
+    GPT2(const GPT2&) = delete;
+    GPT2& operator=(const GPT2&) = delete;
+
+    Backend& backend() { return be_; }
+    const GPT2Config& config() const { return cfg_; }
+    const ParamLayout& layout() const { return layout_; }
+    size_t num_params() const { return layout_.total; }
+    size_t padded_params() const { return padded_; }
+    size_t max_batch() const { return B_; }
+    size_t max_seq_len() const { return T_; }
+    act_t* params() { return params_; }
+    float* grads() { return grads_; }
+    ParamViews<act_t> param_views() { return ParamViews<act_t>(params_, layout_); }
+    ParamViews<float> grad_views() { return ParamViews<float>(grads_, layout_); }
+
+    // Host fp32 values in ParamLayout order (num_params() of them) -> the device parameters.
+    void set_params(const std::vector<float>& host) {
+        if (host.size() != layout_.total)
+            fail("parameter count %zu does not match the model's %zu (%s)", host.size(), layout_.total,
+                 cfg_.describe().c_str());
+        be_.upload_floats(params_, host.data(), host.size());
+    }
+    std::vector<float> get_params() {
+        std::vector<float> host(layout_.total);
+        be_.download_floats(host.data(), params_, host.size());
+        return host;
+    }
+    std::vector<float> get_grads() {
+        std::vector<float> host(layout_.total);
+        be_.copy_to_host(host.data(), grads_, host.size() * sizeof(float));
+        return host;
+    }
+
+    // GPT-2 initialisation, deterministic from `seed`: weights ~ N(0, 0.02), the residual projections (attprojw,
+    // fcprojw) ~ N(0, 0.02 / sqrt(2L)), biases 0, layernorm weights 1, padded wte rows 0. Each tensor draws from its
+    // own stream (seed, tensor index), so the values do not depend on the order tensors are initialised in.
+    void init_gpt2(uint64_t seed) {
+        std::vector<float> host(layout_.total, 0.0f);
+        const float resid_std = 0.02f / std::sqrt(2.0f * (float)cfg_.num_layers);
+        for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+            float* dst = host.data() + layout_.offsets[t];
+            size_t n = layout_.sizes[t];
+            if (t == LN1W || t == LN2W || t == LNFW) {
+                for (size_t i = 0; i < n; i++) dst[i] = 1.0f;
+            } else if (ParamLayout::is_decayed(t)) {
+                float std = (t == ATTPROJW || t == FCPROJW) ? resid_std : 0.02f;
+                if (t == WTE) n = cfg_.vocab_size * cfg_.channels;  // padded rows stay zero
+                NormalRng rng(seed, (uint64_t)t);
+                for (size_t i = 0; i < n; i++) dst[i] = std * rng.next();
+            }
+        }
+        set_params(host);
+    }
+
+    void zero_grads() { be_.memset_zero(grads_, padded_ * sizeof(float)); }
+
+    // Forward over inputs/targets (host, B*T token ids each; B <= max_batch(), T <= max_seq_len()).
+    // targets == nullptr: logits only. With targets, per-position losses are computed and
+    // mean_loss() returns their mean. grad_scale > 0 prepares backward(): the classifier overwrites the logits with
+    // d(grad_scale * mean loss)/dlogits (so micro-step losses are scaled by grad_scale = 1/grad_accum_steps).
+    void forward(const int* inputs, const int* targets, size_t B, size_t T, float grad_scale = 0.0f) {
+        if (B > B_ || T > T_ || B == 0 || T == 0)
+            fail("forward: batch %zux%zu does not fit the model's activations %zux%zu", B, T, B_, T_);
+        const size_t C = cfg_.channels, NH = cfg_.num_heads, L = cfg_.num_layers, N = B * T;
+        const size_t V = cfg_.vocab_size, Vp = cfg_.padded_vocab_size;
+        for (size_t i = 0; i < N; i++) check_token(inputs[i], "input");
+        be_.copy_to_device(inputs_, inputs, N * sizeof(int));
+        has_targets_ = targets != nullptr;
+        if (targets) {
+            for (size_t i = 0; i < N; i++) check_token(targets[i], "target");
+            be_.copy_to_device(targets_, targets, N * sizeof(int));
+        }
+        cur_B_ = B, cur_T_ = T, grad_scale_ = grad_scale;
+
+        ParamViews<act_t> p = param_views();
+        be_.encoder_forward(a_.encoded, inputs_, p.wte(), p.wpe(), B, T, C);              // (B,T,C)
+        be_.layernorm_forward(a_.ln1, a_.ln1_mean, a_.ln1_rstd, a_.encoded,              // (B,T,C)
+                              p.layer(0).ln1w, p.layer(0).ln1b, N, C);
+        for (size_t l = 0; l < L; l++) {
+            LayerParams<act_t> w = p.layer(l);
+            LayerActs a = layer_acts(l);
+            const act_t* res_in = l == 0 ? a_.encoded : layer_acts(l - 1).res3;
+            be_.matmul_forward(a.qkv, a.ln1, w.qkvw, w.qkvb, N, C, 3 * C);              // (B,T,3C)
+            be_.attention_forward(a.atty, a.att, a.qkv, B, T, C, NH);                    // (B,T,C), att (B,NH,T,T)
+            be_.matmul_forward(a.attproj, a.atty, w.attprojw, w.attprojb, N, C, C);      // (B,T,C)
+            be_.fused_residual_layernorm_forward(a.res2, a.ln2, a.ln2_mean, a.ln2_rstd,  // (B,T,C) x2
+                                                 res_in, a.attproj, w.ln2w, w.ln2b, N, C);
+            be_.matmul_forward(a.fch_gelu, a.ln2, w.fcw, w.fcb, N, C, 4 * C, a.fch);     // (B,T,4C) x2
+            be_.matmul_forward(a.fcproj, a.fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C); // (B,T,C)
+            // res3 = res2 + fcproj, normalised by the next layer's ln1 or by the final layernorm.
+            bool last = l + 1 == L;
+            LayerActs next = last ? a : layer_acts(l + 1);
+            be_.fused_residual_layernorm_forward(a.res3, last ? a_.lnf : next.ln1,
+                                                 last ? a_.lnf_mean : next.ln1_mean,
+                                                 last ? a_.lnf_rstd : next.ln1_rstd, a.res2, a.fcproj,
+                                                 last ? p.lnfw() : p.layer(l + 1).ln1w,
+                                                 last ? p.lnfb() : p.layer(l + 1).ln1b, N, C);
+        }
+        be_.matmul_forward(a_.logits, a_.lnf, p.wte(), nullptr, N, C, Vp);               // (B,T,Vp)
+        if (targets) {
+            float dloss = grad_scale / (float)N;
+            be_.fused_classifier(a_.logits, a_.losses, targets_, dloss, N, V, Vp, grad_scale > 0.0f);
+        }
+    }
+
+    // Mean of the per-position losses of the last forward (synchronises with the device).
+    float mean_loss() {
+        if (!has_targets_) fail("mean_loss: the last forward had no targets");
+        size_t N = cur_B_ * cur_T_;
+        std::vector<float> losses(N);
+        be_.copy_to_host(losses.data(), a_.losses, N * sizeof(float));
+        double sum = 0;
+        for (float x : losses) sum += x;
+        return (float)(sum / (double)N);
+    }
+    // Adds scale * sum(losses of the last forward) into a device float (no host synchronisation).
+    void accumulate_loss(float* device_acc, float scale) {
+        if (!has_targets_) fail("accumulate_loss: the last forward had no targets");
+        be_.sum_into(device_acc, a_.losses, cur_B_ * cur_T_, scale);
+    }
+    // The logits of the last forward, (B, T, Vp) as floats; only valid when that forward had grad_scale == 0.
+    std::vector<float> get_logits() {
+        if (grad_scale_ > 0.0f) fail("get_logits: the last forward overwrote the logits with their gradient");
+        size_t n = cur_B_ * cur_T_ * cfg_.padded_vocab_size;
+        std::vector<float> host(n);
+        be_.download_floats(host.data(), a_.logits, n);
+        return host;
+    }
+    // Logits of one position (b, t) of the last forward: Vp floats.
+    std::vector<float> get_logits_row(size_t b, size_t t) {
+        const size_t Vp = cfg_.padded_vocab_size;
+        std::vector<float> host(Vp);
+        be_.download_floats(host.data(), a_.logits + (b * cur_T_ + t) * Vp, Vp);
+        return host;
+    }
+
+    // grads += d(grad_scale * mean loss)/dparams for the last forward (which must have had targets and grad_scale > 0).
+    void backward() {
+        if (!has_targets_ || !(grad_scale_ > 0.0f)) fail("backward: the last forward had no targets or grad_scale 0");
+        const size_t B = cur_B_, T = cur_T_, N = B * T;
+        const size_t C = cfg_.channels, NH = cfg_.num_heads, L = cfg_.num_layers, Vp = cfg_.padded_vocab_size;
+        ParamViews<act_t> p = param_views();
+        ParamViews<float> g = grad_views();
+
+        // The classifier left dlogits in a_.logits. lnf = layernorm(res3 of the last layer), logits = lnf @ wte^T.
+        be_.matmul_backward(d_.buf_c, g.wte(), nullptr, a_.logits, a_.lnf, p.wte(), N, C, Vp);
+        be_.memset_zero(d_.residual, N * C * sizeof(act_t));
+        be_.layernorm_backward(d_.residual, g.lnfw(), g.lnfb(), d_.buf_c, layer_acts(L - 1).res3, p.lnfw(),
+                               a_.lnf_mean, a_.lnf_rstd, N, C);
+        // d_.residual now holds dL/d(res3 of layer L-1); each layer turns it into dL/d(its res_in).
+        for (size_t l = L; l-- > 0;) {
+            LayerParams<act_t> w = p.layer(l);
+            LayerParams<float> gw = g.layer(l);
+            LayerActs a = layer_acts(l);
+            const act_t* res_in = l == 0 ? a_.encoded : layer_acts(l - 1).res3;
+            if (opt_.recompute_gelu) be_.gelu_forward(a.fch_gelu, a.fch, N * 4 * C);
+            // MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2))))
+            be_.matmul_backward(d_.buf_4c, gw.fcprojw, gw.fcprojb, d_.residual, a.fch_gelu, w.fcprojw, N, 4 * C, C);
+            be_.matmul_backward(d_.buf_c, gw.fcw, gw.fcb, d_.buf_4c, a.ln2, w.fcw, N, C, 4 * C, a.fch);
+            be_.layernorm_backward(d_.residual, gw.ln2w, gw.ln2b, d_.buf_c, a.res2, w.ln2w, a.ln2_mean, a.ln2_rstd,
+                                   N, C);
+            // Attention: res2 = res_in + attproj(attention(qkv(ln1(res_in))))
+            be_.matmul_backward(d_.buf_c, gw.attprojw, gw.attprojb, d_.residual, a.atty, w.attprojw, N, C, C);
+            be_.attention_backward(d_.buf_3c, d_.buf_c, a.qkv, a.att, B, T, C, NH);
+            be_.matmul_backward(d_.buf_c, gw.qkvw, gw.qkvb, d_.buf_3c, a.ln1, w.qkvw, N, C, 3 * C);
+            be_.layernorm_backward(d_.residual, gw.ln1w, gw.ln1b, d_.buf_c, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd,
+                                   N, C);
+        }
+        be_.encoder_backward(g.wte(), g.wpe(), d_.residual, inputs_, B, T, C);
+    }
+
+    // Bytes of device memory held by the model (parameters, gradients, activations).
+    size_t memory_bytes() const { return memory_bytes_; }
+
+private:
+    // One layer's activations: views into the stacked (L, ...) buffers.
+    struct LayerActs {
+        act_t *ln1, *qkv, *atty, *att, *attproj, *res2, *ln2, *fch, *fch_gelu, *fcproj, *res3;
+        float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+    };
+    struct Acts {  // every buffer stacked over layers where it is per layer
+        act_t *encoded, *ln1, *qkv, *atty, *att, *attproj, *res2, *ln2, *fch, *fch_gelu, *fcproj, *res3, *lnf,
+            *logits;
+        float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
+    };
+    struct GradActs {  // activation gradients of one layer at a time, reused layer after layer (by the same role)
+        act_t *residual, *buf_c, *buf_3c, *buf_4c;
+    };
+
+    template <class X>
+    X* take(size_t n) {
+        size_t bytes = n * sizeof(X);
+        void* ptr = be_.alloc(bytes);
+        owned_.push_back(ptr);
+        memory_bytes_ += bytes;
+        return (X*)ptr;
+    }
+
+    void allocate_activations() {
+        const size_t B = B_, T = T_, N = B * T, C = cfg_.channels, L = cfg_.num_layers, NH = cfg_.num_heads;
+        memory_bytes_ = padded_ * (sizeof(act_t) + sizeof(float));
+        inputs_ = take<int>(N);
+        targets_ = take<int>(N);
+        a_.encoded = take<act_t>(N * C);
+        a_.ln1 = take<act_t>(L * N * C);
+        a_.ln1_mean = take<float>(L * N);
+        a_.ln1_rstd = take<float>(L * N);
+        a_.qkv = take<act_t>(L * N * 3 * C);
+        a_.atty = take<act_t>(L * N * C);
+        a_.att = take<act_t>(L * B * NH * T * T);
+        a_.attproj = take<act_t>(L * N * C);
+        a_.res2 = take<act_t>(L * N * C);
+        a_.ln2 = take<act_t>(L * N * C);
+        a_.ln2_mean = take<float>(L * N);
+        a_.ln2_rstd = take<float>(L * N);
+        a_.fch = take<act_t>(L * N * 4 * C);
+        // With recomputation one (N, 4C) buffer holds gelu(fch) of whichever layer is being processed.
+        a_.fch_gelu = take<act_t>((opt_.recompute_gelu ? 1 : L) * N * 4 * C);
+        a_.fcproj = take<act_t>(L * N * C);
+        a_.res3 = take<act_t>(L * N * C);
+        a_.lnf = take<act_t>(N * C);
+        a_.lnf_mean = take<float>(N);
+        a_.lnf_rstd = take<float>(N);
+        a_.logits = take<act_t>(N * cfg_.padded_vocab_size);
+        a_.losses = take<float>(N);
+        d_.residual = take<act_t>(N * C);
+        d_.buf_c = take<act_t>(N * C);
+        d_.buf_3c = take<act_t>(N * 3 * C);
+        d_.buf_4c = take<act_t>(N * 4 * C);
+    }
+
+    // Views of layer l at the current batch shape: the stacked buffers are laid out for (B_, T_), and a smaller
+    // batch uses the first rows of each layer's slice.
+    LayerActs layer_acts(size_t l) const {
+        const size_t N = B_ * T_, C = cfg_.channels, NH = cfg_.num_heads;
+        LayerActs a;
+        a.ln1 = a_.ln1 + l * N * C;
+        a.ln1_mean = a_.ln1_mean + l * N;
+        a.ln1_rstd = a_.ln1_rstd + l * N;
+        a.qkv = a_.qkv + l * N * 3 * C;
+        a.atty = a_.atty + l * N * C;
+        a.att = a_.att + l * B_ * NH * T_ * T_;
+        a.attproj = a_.attproj + l * N * C;
+        a.res2 = a_.res2 + l * N * C;
+        a.ln2 = a_.ln2 + l * N * C;
+        a.ln2_mean = a_.ln2_mean + l * N;
+        a.ln2_rstd = a_.ln2_rstd + l * N;
+        a.fch = a_.fch + l * N * 4 * C;
+        a.fch_gelu = a_.fch_gelu + (opt_.recompute_gelu ? 0 : l * N * 4 * C);
+        a.fcproj = a_.fcproj + l * N * C;
+        a.res3 = a_.res3 + l * N * C;
+        return a;
+    }
+
+    void check_token(int tok, const char* what) const {
+        if (tok < 0 || (size_t)tok >= cfg_.vocab_size)
+            fail("%s token %d is outside the vocabulary [0, %zu)", what, tok, cfg_.vocab_size);
+    }
+
+    Backend& be_;
+    GPT2Config cfg_;
+    ParamLayout layout_;
+    size_t B_, T_;
+    ModelOptions opt_;
+    size_t padded_ = 0, memory_bytes_ = 0;
+    act_t* params_ = nullptr;
+    float* grads_ = nullptr;
+    int *inputs_ = nullptr, *targets_ = nullptr;
+    Acts a_{};
+    GradActs d_{};
+    std::vector<void*> owned_;
+    size_t cur_B_ = 0, cur_T_ = 0;
+    float grad_scale_ = 0.0f;
+    bool has_targets_ = false;
+};
+
+}  // namespace llmc

@@ -1,0 +1,227 @@
+// AdamW over the flat, sharded parameter buffer, with data-parallel gradient reduction and ZeRO stages 0-2.
+//
+// One optimizer step, after the micro-steps' forward/backward (grads accumulate locally with += in the model):
+//   reduce_gradients(last)   called after every micro-step's backward:
+//       ZeRO 0: at the last micro-step, all_reduce(Avg) of the whole gradient buffer
+//       ZeRO 1: at the last micro-step, reduce_scatter(Avg) of the gradient buffer into this rank's fp32 shard
+//       ZeRO 2: every micro-step, reduce_scatter(Avg) into a scratch shard, added into the sharded fp32
+//               accumulator, then the full gradient buffer is zeroed for the next micro-step (see below)
+//   step(lr, t)              after the last micro-step:
+//       global norm = sqrt(all_reduce(Sum) of the squared norm of this rank's shard of the reduced gradients);
+//           ZeRO 0 has every reduced gradient on every rank but still sums shard norms, so every stage and every
+//           world size computes the norm the same way
+//       clip scale = min(1, grad_clip / (norm + 1e-6))  (PyTorch's clip_grad_norm_; grad_clip <= 0: no clipping)
+//       AdamW on the rank's range (ZeRO 0: everything; ZeRO >= 1: its shard), one backend call per tensor piece
+//           (weight decay only on the 2-D matrices, ParamLayout::is_decayed)
+//       ZeRO >= 1: all_gather the updated parameters (in place); then the gradients are zeroed
+//   and returns the norm before clipping. A non-finite norm is returned as it is (the update is still applied):
+//   what to do about it is the training loop's decision.
+//
+// Averaging over ranks (Avg) and over micro-steps (the model scales each micro-step's loss by 1/accum) commute, so
+// the sum over micro-steps of ZeRO 2's per-micro-step averages equals ZeRO 0/1's average of the accumulated sums.
+//
+// State: m, v and the fp32 master weights cover ZeRO 0's whole buffer or ZeRO >= 1's shard, [state_offset(),
+// state_offset() + state_count()) of the flat buffer. The master is a separate fp32 copy on every backend (one code
+// path), initialised from the parameters at construction (act_to_floats).
+//
+// Streams (CUDA): each collective is enqueued on comm_stream() after comm_waits_main() and followed by
+// main_waits_comm(), so it sees the finished backward and everything after it sees its result; in particular the
+// all_gather of the parameters cannot race the AdamW update before it or the next forward after it. The reduction
+// runs on the whole gradient buffer once backward is done; overlapping it with backward needs per-layer buckets
+// issued from inside the model's backward (not done here). On the CPU these calls are no-ops.
+//
+// ZeRO 2 honestly: this implementation keeps the model's full fp32 gradient buffer (backward accumulates into it),
+// so its memory saving over ZeRO 1 is nil here; what it changes is the traffic (one reduce_scatter per micro-step
+// instead of one per step). A backend that reduce-scatters each layer's gradients as soon as backward produced
+// them could free the full buffer and keep one layer's worth; docs/distributed.md has the formulas.
+//
+// bf16 stochastic rounding (CUDA): the seed of each adamw_update call is derived from (seed, t, tensor, offset of
+// the piece inside the tensor), identically on every rank, so shards of one tensor draw independent streams and a
+// rerun reproduces them. It does not depend on the rank, but the pieces depend on the world size, so the rounding
+// noise of a bf16 run differs between world sizes (the CPU backend does not round: its results agree across world
+// sizes to fp32 reduction order).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "comm.h"
+#include "error.h"
+#include "layout.h"
+#include "rng.h"
+#include "zero.h"
+
+namespace llmc {
+
+struct OptimConfig {
+    float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f, grad_clip = 1.0f;
+};
+
+template <class Backend>
+class GPT2;
+
+// Model needs: num_params(), padded_params(), layout(), params() (act_t*, device), grads() (float*, device),
+// all in ParamLayout order over padded_params() elements. GPT2<Backend> is the model; tests may pass a stand-in.
+template <class Backend, class Model = GPT2<Backend>>
+class Optimizer {
+public:
+    using act_t = typename Backend::act_t;
+
+    // The model's buffers must be padded to a multiple of zero_pad_multiple(world size, align) (ModelOptions::pad_to).
+    Optimizer(Backend& be, Model& model, Comm& comm, const OptimConfig& cfg, int zero_stage, uint64_t seed,
+              size_t align = 128)
+        : be_(be), model_(model), comm_(comm), cfg_(cfg), stage_(zero_stage), seed_(seed) {
+        validate_zero_stage(zero_stage);
+        plan_ = make_shard_plan(model.num_params(), comm.world_size(), comm.rank(), align);
+        if (model.padded_params() < plan_.padded)
+            fail("the model's flat buffers have %zu elements but ZeRO over %d ranks needs %zu: create the model "
+                 "with ModelOptions::pad_to = zero_pad_multiple(%d) = %zu",
+                 model.padded_params(), plan_.world_size, plan_.padded, plan_.world_size,
+                 zero_pad_multiple(plan_.world_size, align));
+        state_offset_ = stage_ == 0 ? 0 : plan_.begin();
+        state_count_ = stage_ == 0 ? plan_.padded : plan_.shard_size;
+        segments_ = range_segments(model.layout(), state_offset_, state_offset_ + state_count_);
+        m_ = alloc_floats(state_count_);
+        v_ = alloc_floats(state_count_);
+        master_ = alloc_floats(state_count_);
+        if (stage_ >= 1) grad_shard_ = alloc_floats(plan_.shard_size);
+        norm_ = alloc_floats(1);
+        reset_master_from_params();
+    }
+    ~Optimizer() {
+        for (float* p : {m_, v_, master_, grad_shard_, scratch_, norm_})
+            if (p) be_.free(p);
+    }
+    Optimizer(const Optimizer&) = delete;
+    Optimizer& operator=(const Optimizer&) = delete;
+
+    void reduce_gradients(bool last_micro_step) {
+        if (reduced_) fail("Optimizer::reduce_gradients: called after the last micro-step without step()");
+        float* grads = model_.grads();
+        const size_t S = plan_.shard_size;
+        if (stage_ == 0) {
+            if (last_micro_step)
+                collective([&](void* st) { comm_.all_reduce(grads, plan_.padded, DType::F32, ReduceOp::Avg, st); });
+        } else if (stage_ == 1) {
+            if (last_micro_step)
+                collective([&](void* st) {
+                    comm_.reduce_scatter(grads, grad_shard_, S, DType::F32, ReduceOp::Avg, st);
+                });
+        } else {
+            // The first micro-step lands in the accumulator directly, the later ones in a scratch shard added to it.
+            if (accumulated_ && !scratch_) scratch_ = alloc_floats(S);
+            float* dst = accumulated_ ? scratch_ : grad_shard_;
+            collective([&](void* st) { comm_.reduce_scatter(grads, dst, S, DType::F32, ReduceOp::Avg, st); });
+            if (accumulated_) be_.add_into(grad_shard_, scratch_, S);
+            accumulated_ = true;
+            be_.memset_zero(grads, model_.padded_params() * sizeof(float));
+        }
+        if (last_micro_step) reduced_ = true;
+    }
+
+    float step(float lr, int t) {
+        if (!reduced_) fail("Optimizer::step: reduce_gradients(last_micro_step = true) was not called");
+        if (t < 1) fail("Optimizer::step: step t=%d, expected >= 1 (AdamW's bias correction is 1-based)", t);
+        float* grads = model_.grads();
+        // The reduced gradients of this rank's range: in place for ZeRO 0, the fp32 shard otherwise.
+        const float* g = stage_ == 0 ? grads : grad_shard_;
+        const float* g_shard = stage_ == 0 ? grads + plan_.begin() : grad_shard_;
+
+        be_.memset_zero(norm_, sizeof(float));
+        be_.norm_squared_into(norm_, g_shard, plan_.shard_size);
+        collective([&](void* st) { comm_.all_reduce(norm_, 1, DType::F32, ReduceOp::Sum, st); });
+        float norm2 = 0;
+        be_.copy_to_host(&norm2, norm_, sizeof(float));
+        const float norm = std::sqrt(norm2);
+        float scale = 1.0f;
+        if (cfg_.grad_clip > 0) {
+            const float coef = cfg_.grad_clip / (norm + 1e-6f);
+            if (coef < 1.0f) scale = coef;
+        }
+        last_grad_scale_ = scale;
+
+        act_t* params = model_.params();
+        for (const ShardSegment& s : segments_) {
+            const float wd = ParamLayout::is_decayed(s.tensor) ? cfg_.weight_decay : 0.0f;
+            be_.adamw_update(params + s.flat_offset, master_ + s.offset_in_range, g + s.offset_in_range,
+                             m_ + s.offset_in_range, v_ + s.offset_in_range, s.length, lr, cfg_.beta1, cfg_.beta2,
+                             cfg_.eps, wd, scale, t, rounding_seed(seed_, t, s.tensor, s.offset_in_tensor));
+        }
+        if (stage_ >= 1) gather_params();
+
+        if (stage_ != 2) be_.memset_zero(grads, model_.padded_params() * sizeof(float));  // ZeRO 2 zeroed it already
+        accumulated_ = false;
+        reduced_ = false;
+        return norm;
+    }
+
+    // ---- state, for checkpoints and tests --------------------------------------------------------------------
+    const ShardPlan& plan() const { return plan_; }
+    int zero_stage() const { return stage_; }
+    const OptimConfig& config() const { return cfg_; }
+    // m(), v(), master() (device, float) hold flat elements [state_offset(), state_offset() + state_count()).
+    // A checkpoint stores rank r's logical part [plan().logical_begin(r), plan().logical_end(r)), found at index
+    // logical_begin(r) - state_offset() of these arrays (for ZeRO 0 every rank holds all of them).
+    size_t state_offset() const { return state_offset_; }
+    size_t state_count() const { return state_count_; }
+    float* m() { return m_; }
+    float* v() { return v_; }
+    float* master() { return master_; }
+    float last_grad_scale() const { return last_grad_scale_; }  // the clip factor the last step applied
+
+    // master = the current parameters of the state's range (construction does this; again after loading params).
+    void reset_master_from_params() { be_.act_to_floats(master_, model_.params() + state_offset_, state_count_); }
+    // params = master (rounded to act_t), then gathered: after loading the master weights from a checkpoint.
+    void master_to_params() {
+        be_.floats_to_act(model_.params() + state_offset_, master_, state_count_);
+        if (stage_ >= 1) gather_params();
+    }
+
+    // The stochastic-rounding seed of one adamw_update call: a function of (seed, step, tensor, piece offset) only.
+    static uint32_t rounding_seed(uint64_t seed, int t, int tensor, size_t offset_in_tensor) {
+        uint64_t s = seed ^ ((uint64_t)(uint32_t)t << 32) ^ ((uint64_t)tensor << 20);
+        uint64_t a = splitmix64(s);
+        uint64_t b = offset_in_tensor + a;
+        return (uint32_t)(splitmix64(b) >> 32);
+    }
+
+private:
+    float* alloc_floats(size_t n) {
+        float* p = static_cast<float*>(be_.alloc(n * sizeof(float)));
+        be_.memset_zero(p, n * sizeof(float));
+        return p;
+    }
+    // Enqueue a collective on the comm stream, ordered after the main stream's work and before its later work.
+    template <class F>
+    void collective(F&& f) {
+        be_.comm_waits_main();
+        f(be_.comm_stream());
+        be_.main_waits_comm();
+    }
+    void gather_params() {
+        act_t* params = model_.params();
+        collective([&](void* st) {
+            comm_.all_gather(params + plan_.begin(), params, plan_.shard_size, Backend::act_dtype, st);
+        });
+    }
+
+    Backend& be_;
+    Model& model_;
+    Comm& comm_;
+    OptimConfig cfg_;
+    int stage_;
+    uint64_t seed_;
+    ShardPlan plan_;
+    size_t state_offset_ = 0, state_count_ = 0;
+    std::vector<ShardSegment> segments_;
+    float *m_ = nullptr, *v_ = nullptr, *master_ = nullptr;
+    float* grad_shard_ = nullptr;  // ZeRO 1: the reduce-scattered shard; ZeRO 2: the accumulator
+    float* scratch_ = nullptr;     // ZeRO 2: each later micro-step's reduce-scattered shard
+    float* norm_ = nullptr;        // the squared norm (one device float)
+    bool accumulated_ = false;     // ZeRO 2: grad_shard_ holds this step's first micro-step
+    bool reduced_ = false;         // the last micro-step's reduction was issued
+    float last_grad_scale_ = 1.0f;
+};
+
+}  // namespace llmc

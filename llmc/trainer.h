@@ -1,0 +1,265 @@
+// The training loop, shared by every backend: data, gradient accumulation, the optimizer, evaluation, sampling,
+// logging. train_gpt2.cu picks the backend and calls run_training<Backend>().
+//
+// One optimizer step:
+//   for each of grad_accum micro-steps: next batch -> forward (dlogits scaled by 1/grad_accum) -> backward
+//       -> optimizer.reduce_gradients(last micro-step?)   (ZeRO 0/1 reduce only at the last micro-step)
+//   train loss = mean over micro-steps, all-reduced (mean over ranks) before it is logged
+//   optimizer.step(lr(step), step + 1): global grad norm, clipping, AdamW on the rank's shard, all-gather
+#pragma once
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "comm.h"
+#include "config.h"
+#include "dataloader.h"
+#include "dist_info.h"
+#include "error.h"
+#include "logger.h"
+#include "model.h"
+#include "model_file.h"
+#include "optimizer.h"
+#include "sampler.h"
+#include "schedule.h"
+#include "tokenizer.h"
+#include "zero.h"
+
+namespace llmc {
+
+// Model FLOPs per token of one training step (forward + backward), for MFU: 6 per parameter (one multiply-add
+// forward, two backward) plus the attention score and value products, 12 * L * C * T (PaLM's appendix B count).
+inline double flops_per_token(const GPT2Config& c, size_t num_params, size_t T) {
+    return 6.0 * (double)num_params + 12.0 * (double)c.num_layers * (double)c.channels * (double)T;
+}
+
+// The model's shape: a descriptor builds a fresh, GPT-2-initialised model; anything else is a model file.
+inline GPT2Config resolve_model_config(const std::string& spec, bool* from_file) {
+    GPT2Config cfg;
+    *from_file = !parse_model_descriptor(spec, &cfg);
+    if (*from_file) cfg = read_model_config(spec);
+    validate_config(cfg);
+    return cfg;
+}
+
+inline void make_dirs(const std::string& dir) {
+    std::string path;
+    for (size_t i = 0; i <= dir.size(); i++) {
+        if (i == dir.size() || dir[i] == '/') {
+            if (!path.empty() && mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
+                fail("%s: cannot create directory (%s)", path.c_str(), std::strerror(errno));
+        }
+        if (i < dir.size()) path += dir[i];
+    }
+}
+
+template <class Backend>
+class Trainer {
+public:
+    Trainer(const TrainOptions& o, Backend& be, Comm& comm) : o_(o), be_(be), comm_(comm) {}
+
+    int run() {
+        const int rank = comm_.rank(), world = comm_.world_size();
+        bool from_file = false;
+        GPT2Config cfg = resolve_model_config(o_.model, &from_file);
+        const size_t B = (size_t)o_.batch_size, T = (size_t)o_.seq_len;
+        if (T > cfg.max_seq_len)
+            fail("-t %zu is longer than the model's maximum sequence length %zu", T, cfg.max_seq_len);
+        const size_t tokens_per_micro = B * T * (size_t)world;
+        const size_t total_batch = o_.total_batch < 0 ? tokens_per_micro : (size_t)o_.total_batch;
+        if (total_batch % tokens_per_micro != 0)
+            fail("-d %zu is not divisible by B*T*ranks = %zu*%zu*%d = %zu", total_batch, B, T, world,
+                 tokens_per_micro);
+        const size_t grad_accum = total_batch / tokens_per_micro;
+        const int zero_stage = o_.zero_stage >= 0 ? o_.zero_stage : (world > 1 ? 1 : 0);
+
+        ModelOptions mo;
+        mo.pad_to = zero_pad_multiple(world);
+        mo.recompute_gelu = o_.recompute >= 1;
+        GPT2<Backend> model(be_, cfg, B, T, mo);
+        if (from_file) model.set_params(read_model_file(o_.model).params);
+        else model.init_gpt2(o_.seed);
+
+        OptimConfig oc;
+        oc.beta1 = o_.beta1, oc.beta2 = o_.beta2, oc.eps = o_.eps, oc.weight_decay = o_.weight_decay;
+        oc.grad_clip = o_.grad_clip;
+        Optimizer<Backend> opt(be_, model, comm_, oc, zero_stage, o_.seed);
+
+        const size_t seqs_per_step = total_batch / T;
+        DataLoader train(o_.train_data, B, T, rank, world, seqs_per_step, o_.shuffle && !o_.overfit_single_batch,
+                         o_.seed);
+        std::unique_ptr<DataLoader> val;
+        if (o_.val_every > 0)
+            val = std::make_unique<DataLoader>(o_.val_data, B, T, rank, world, seqs_per_step, false, o_.seed);
+        const int max_steps = o_.max_steps > 0 ? o_.max_steps : (int)train.steps_per_epoch();
+        const int val_steps = !val ? 0
+                              : o_.val_batches < 0 ? (int)val->steps_per_epoch()
+                                                   : std::min(o_.val_batches, (int)val->steps_per_epoch());
+
+        ScheduleConfig sc;
+        sc.kind = parse_schedule(o_.lr_schedule);
+        sc.peak_lr = o_.learning_rate, sc.warmup_steps = o_.warmup_steps, sc.total_steps = max_steps;
+        sc.final_fraction = o_.final_lr_fraction;
+        validate_schedule(sc);
+
+        std::unique_ptr<Tokenizer> tokenizer;
+        if (o_.sample_every > 0 && rank == 0) tokenizer = load_tokenizer();
+
+        MetricsLogger metrics;
+        if (rank == 0 && !o_.output_dir.empty()) {
+            make_dirs(o_.output_dir);
+            metrics = MetricsLogger(o_.output_dir + "/metrics.jsonl", false);
+        }
+        const double flops_token = flops_per_token(cfg, model.num_params(), T);
+        if (rank == 0) {
+            std::printf("model      %s, %.2fM parameters (%s)\n", cfg.describe().c_str(), model.num_params() / 1e6,
+                        from_file ? o_.model.c_str() : "fresh GPT-2 init");
+            std::printf("backend    %s, %d rank(s), ZeRO-%d, %zu MiB of model memory per rank\n", Backend::name,
+                        world, zero_stage, model.memory_bytes() >> 20);
+            std::printf("batch      B=%zu T=%zu, %zu tokens per step = %zu micro-step(s) x %d rank(s)\n", B, T,
+                        total_batch, grad_accum, world);
+            std::printf("data       train %zu tokens in %zu shard(s); %d steps%s\n", train.total_tokens(),
+                        train.num_shards(), max_steps, o_.overfit_single_batch ? " (overfitting one batch)" : "");
+            std::printf("schedule   %s, peak lr %g, warmup %d, final fraction %g\n", schedule_name(sc.kind),
+                        sc.peak_lr, sc.warmup_steps, sc.final_fraction);
+            std::printf("%s", zero_summary(opt.plan(), zero_stage, sizeof(typename Backend::act_t), (int)grad_accum).c_str());
+            std::fflush(stdout);
+        }
+
+        float* loss_acc = (float*)be_.alloc(sizeof(float));
+        std::vector<int> inputs(B * T), targets(B * T);
+        double total_ms = 0;
+        int timed_steps = 0;
+        for (int step = 0; step <= max_steps; step++) {
+            const bool last = step == max_steps;
+            if (val && (last || step % o_.val_every == 0)) {
+                float vl = evaluate(model, *val, val_steps, grad_accum, loss_acc, inputs, targets);
+                if (rank == 0) {
+                    std::printf("step %*d/%d | val loss %.6f\n", width(max_steps), step, max_steps, vl);
+                    metrics.log({{"step", step}, {"val_loss", vl}});
+                }
+            }
+            if (tokenizer && o_.sample_every > 0 && (last || (step > 0 && step % o_.sample_every == 0)))
+                sample(model, *tokenizer, step);
+            if (last) break;
+
+            auto t0 = std::chrono::steady_clock::now();
+            if (o_.overfit_single_batch) train.reset();
+            be_.memset_zero(loss_acc, sizeof(float));
+            for (size_t micro = 0; micro < grad_accum; micro++) {
+                train.next_batch(inputs.data(), targets.data());
+                model.forward(inputs.data(), targets.data(), B, T, 1.0f / (float)grad_accum);
+                model.accumulate_loss(loss_acc, 1.0f / (float)(B * T * grad_accum));
+                model.backward();
+                opt.reduce_gradients(micro + 1 == grad_accum);
+            }
+            comm_.all_reduce(loss_acc, 1, DType::F32, ReduceOp::Avg, be_.main_stream());
+            const float lr = learning_rate(sc, step);
+            const float norm = opt.step(lr, step + 1);
+            float loss = 0;
+            be_.copy_to_host(&loss, loss_acc, sizeof(float));  // synchronises: the step is done
+            auto t1 = std::chrono::steady_clock::now();
+            if (!std::isfinite(loss) || !std::isfinite(norm))
+                fail("step %d: the loss (%g) or gradient norm (%g) is not finite; stopping (lower -l or check the data)",
+                     step + 1, loss, norm);
+
+            const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+            if (step > 0) total_ms += ms, timed_steps++;  // the first step warms up
+            const double avg_ms = timed_steps ? total_ms / timed_steps : ms;
+            const double tok_s = (double)total_batch / (ms / 1e3);
+            const double peak = be_.peak_flops() * world;
+            const double mfu = peak > 0 ? flops_token * tok_s / peak : -1.0;
+            if (rank == 0) {
+                if ((step + 1) % o_.log_every == 0 || step == 0) {
+                    char mfu_s[32] = "";
+                    if (mfu >= 0) std::snprintf(mfu_s, sizeof mfu_s, " | MFU %5.1f%%", 100 * mfu);
+                    std::printf("step %*d/%d | loss %.6f | norm %7.4f | lr %.2e | %7.1f ms | %8.0f tok/s%s | ETA %s\n",
+                                width(max_steps), step + 1, max_steps, loss, norm, lr, ms, tok_s, mfu_s,
+                                format_duration(avg_ms * (max_steps - step - 1) / 1e3).c_str());
+                    std::fflush(stdout);
+                }
+                nlohmann::json rec = {{"step", step + 1}, {"train_loss", loss}, {"lr", lr}, {"grad_norm", norm},
+                                      {"tokens_per_sec", tok_s}, {"ms", ms}};
+                rec["mfu"] = mfu >= 0 ? nlohmann::json(mfu) : nlohmann::json(nullptr);
+                metrics.log(rec);
+            }
+        }
+        be_.free(loss_acc);
+        if (rank == 0 && !o_.output_dir.empty()) {
+            std::string path = o_.output_dir + "/model.bin";
+            write_model_file(path, cfg, model.get_params().data(), false);
+            std::printf("wrote %s\n", path.c_str());
+        } else if (rank != 0 && !o_.output_dir.empty()) {
+            model.get_params();  // keeps ranks in step with rank 0's synchronising download
+        }
+        return 0;
+    }
+
+private:
+    static int width(int n) { return (int)std::to_string(n).size(); }
+
+    std::unique_ptr<Tokenizer> load_tokenizer() {
+        FILE* f = std::fopen(o_.tokenizer.c_str(), "rb");
+        if (!f) {
+            std::printf("note: no tokenizer at %s, samples are off (make one with ./gpt2_tokenizer)\n",
+                        o_.tokenizer.c_str());
+            return nullptr;
+        }
+        std::fclose(f);
+        return std::make_unique<Tokenizer>(Tokenizer::from_decode_table(o_.tokenizer));
+    }
+
+    // Mean loss over `steps` global batches of the validation data, the same batches for any world size.
+    float evaluate(GPT2<Backend>& model, DataLoader& val, int steps, size_t grad_accum, float* acc,
+                   std::vector<int>& inputs, std::vector<int>& targets) {
+        const size_t B = (size_t)o_.batch_size, T = (size_t)o_.seq_len;
+        val.reset();
+        be_.memset_zero(acc, sizeof(float));
+        const float scale = 1.0f / (float)(B * T * grad_accum * (size_t)steps);
+        for (int s = 0; s < steps; s++)
+            for (size_t micro = 0; micro < grad_accum; micro++) {
+                val.next_batch(inputs.data(), targets.data());
+                model.forward(inputs.data(), targets.data(), B, T, 0.0f);
+                model.accumulate_loss(acc, scale);
+            }
+        comm_.all_reduce(acc, 1, DType::F32, ReduceOp::Avg, be_.main_stream());
+        float loss = 0;
+        be_.copy_to_host(&loss, acc, sizeof(float));
+        return loss;
+    }
+
+    // Rank 0 continues an <|endoftext|> prompt for -g tokens (no KV cache: one forward over the prefix per token).
+    void sample(GPT2<Backend>& model, const Tokenizer& tok, int step) {
+        const size_t T = model.max_seq_len();
+        SamplerConfig scfg;
+        scfg.temperature = 1.0f, scfg.top_k = 0;
+        Sampler sampler(scfg, o_.seed + (uint64_t)step);
+        std::vector<int> ids = {tok.eot()};
+        std::string text;
+        for (int i = 0; i < o_.gen_tokens; i++) {
+            size_t start = ids.size() > T ? ids.size() - T : 0;
+            size_t len = ids.size() - start;
+            model.forward(ids.data() + start, nullptr, 1, len, 0.0f);
+            std::vector<float> row = model.get_logits_row(0, len - 1);
+            int next = sampler.sample(row.data(), model.config().vocab_size);
+            ids.push_back(next);
+            if (next == tok.eot()) break;
+            text += tok.decode(&next, 1);
+        }
+        std::printf("---- sample at step %d ----\n%s\n---------------------------\n", step, text.c_str());
+        std::fflush(stdout);
+    }
+
+    const TrainOptions& o_;
+    Backend& be_;
+    Comm& comm_;
+};
+
+}  // namespace llmc

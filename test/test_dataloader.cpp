@@ -1,0 +1,116 @@
+// Data shards and the loader: header validation, batch contents, and the contract that the global batch of every
+// step is the same whatever the world size (each rank takes its slice of the same window).
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "llmc/dataloader.h"
+#include "test/testing.h"
+
+using namespace llmc;
+
+static void write_shard(const std::string& path, const std::vector<uint16_t>& tokens, int magic = SHARD_MAGIC,
+                        int version = SHARD_VERSION, long header_count = -1) {
+    int32_t header[256] = {0};
+    header[0] = magic, header[1] = version;
+    header[2] = (int32_t)(header_count < 0 ? (long)tokens.size() : header_count);
+    FILE* f = std::fopen(path.c_str(), "wb");
+    std::fwrite(header, sizeof header, 1, f);
+    std::fwrite(tokens.data(), 2, tokens.size(), f);
+    std::fclose(f);
+}
+
+// All sequences (as their first input token) that `world` ranks see in `steps` steps, in global order.
+static std::vector<int> global_order(const std::string& pattern, size_t B, size_t T, int world, size_t seqs_per_step,
+                                     bool shuffle, int steps) {
+    std::vector<DataLoader*> loaders;
+    for (int r = 0; r < world; r++) loaders.push_back(new DataLoader(pattern, B, T, r, world, seqs_per_step, shuffle, 7));
+    std::vector<int> seen, in(B * T), tg(B * T);
+    size_t micro = loaders[0]->micro_steps_per_step();
+    for (int s = 0; s < steps; s++)
+        for (size_t m = 0; m < micro; m++)
+            for (int r = 0; r < world; r++) {
+                loaders[r]->next_batch(in.data(), tg.data());
+                for (size_t b = 0; b < B; b++) seen.push_back(in[b * T]);
+            }
+    for (DataLoader* l : loaders) delete l;
+    return seen;
+}
+
+int main() {
+    std::string dir = "build/test-tmp/dataloader";
+    if (std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) != 0) return 1;
+    // Two shards; token value = position + 1000*shard so every window is recognisable.
+    const size_t T = 4;
+    std::vector<uint16_t> s0(T * 24 + 1), s1(T * 12 + 1);
+    for (size_t i = 0; i < s0.size(); i++) s0[i] = (uint16_t)i;
+    for (size_t i = 0; i < s1.size(); i++) s1[i] = (uint16_t)(1000 + i);
+    write_shard(dir + "/d_train_000.bin", s0);
+    write_shard(dir + "/d_train_001.bin", s1);
+    std::string pattern = dir + "/d_train_*.bin";
+
+    ShardInfo info = read_shard_info(dir + "/d_train_000.bin");
+    testing::check("shard header token count", info.num_tokens == s0.size());
+
+    // Inputs are T tokens, targets the same window shifted by one.
+    DataLoader one(pattern, 2, T, 0, 1, 6, false, 1);
+    std::vector<int> in(2 * T), tg(2 * T);
+    one.next_batch(in.data(), tg.data());
+    bool ok = true;
+    for (size_t i = 0; i < 2 * T; i++) ok &= in[i] == (int)i && tg[i] == (int)i + 1;
+    testing::check("first batch is the first 2 sequences, targets shifted", ok);
+    testing::check("micro-steps per step", one.micro_steps_per_step() == 3);
+    testing::check("steps per epoch (24/6 + 12/6)", one.steps_per_epoch() == 6);
+
+    // The same sequences in the same global order for world sizes 1, 2 and 3, with and without shuffling,
+    // across shard boundaries and an epoch boundary (8 steps > 6 per epoch).
+    for (bool shuffle : {false, true}) {
+        std::vector<int> w1 = global_order(pattern, 1, T, 1, 6, shuffle, 8);
+        std::vector<int> w2 = global_order(pattern, 1, T, 2, 6, shuffle, 8);
+        std::vector<int> w3 = global_order(pattern, 2, T, 3, 6, shuffle, 8);
+        std::string tag = shuffle ? " (shuffled)" : "";
+        testing::check("world 2 sees world 1's global batches" + tag, w1 == w2);
+        testing::check("world 3 (B=2) sees world 1's global batches" + tag, w1 == w3);
+        bool second_shard = false;
+        for (int x : w1) second_shard |= x >= 1000;
+        testing::check("the loader reaches the second shard" + tag, second_shard);
+    }
+    std::vector<int> plain = global_order(pattern, 1, T, 1, 6, false, 4);
+    std::vector<int> shuf = global_order(pattern, 1, T, 1, 6, true, 4);
+    testing::check("shuffling changes the order", plain != shuf);
+
+    // Resuming from a saved position continues with the same batches.
+    DataLoader a(pattern, 2, T, 0, 1, 6, true, 3), b(pattern, 2, T, 0, 1, 6, true, 3);
+    for (int i = 0; i < 10; i++) a.next_batch(in.data(), tg.data());
+    b.set_position(a.position());
+    std::vector<int> ia(2 * T), ib(2 * T);
+    ok = true;
+    for (int i = 0; i < 12; i++) {
+        a.next_batch(ia.data(), tg.data());
+        b.next_batch(ib.data(), tg.data());
+        ok &= ia == ib;
+    }
+    testing::check("set_position resumes the same batches", ok);
+
+    // Bad shards: each refused with a message naming the problem.
+    write_shard(dir + "/bad_magic.bin", s1, 12345);
+    testing::check("wrong magic refused", testing::throws_with([&] { read_shard_info(dir + "/bad_magic.bin"); }, "magic"));
+    write_shard(dir + "/bad_version.bin", s1, SHARD_MAGIC, 2);
+    testing::check("wrong version refused",
+                   testing::throws_with([&] { read_shard_info(dir + "/bad_version.bin"); }, "version"));
+    write_shard(dir + "/bad_count.bin", s1, SHARD_MAGIC, SHARD_VERSION, (long)s1.size() + 5);
+    testing::check("header count larger than the file refused",
+                   testing::throws_with([&] { read_shard_info(dir + "/bad_count.bin"); }, "header says"));
+    write_shard(dir + "/short.bin", {});
+    if (truncate((dir + "/short.bin").c_str(), 100) != 0) return 1;
+    testing::check("truncated header refused", testing::throws_with([&] { read_shard_info(dir + "/short.bin"); }, "truncated"));
+    testing::check("no match refused", testing::throws_with([&] { DataLoader x(dir + "/nothing_*.bin", 1, T, 0, 1, 1, false, 1); }, "no data files"));
+    testing::check("shard smaller than one step refused",
+                   testing::throws_with([&] { DataLoader x(pattern, 1, T, 0, 1, 20, false, 1); }, "fewer than one step"));
+    testing::check("step not divisible by B x world refused",
+                   testing::throws_with([&] { DataLoader x(pattern, 2, T, 0, 2, 6, false, 1); }, "not a multiple"));
+    return testing::finish();
+}

@@ -1,0 +1,302 @@
+// Optimizer (llmc/optimizer.h) in one process on GPT2<CpuBackend>: AdamW with clipping and weight decay on the 2-D
+// tensors only, against a hand computation in double, for ZeRO 0/1/2 and 1/2/8 micro-steps; the collectives each
+// step issues (counted by SingleComm); gradients zeroed; padding untouched; misuse refused.
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "llmc/comm.h"
+#include "llmc/cpu/cpu_backend.h"
+#include "llmc/model.h"
+#include "llmc/optimizer.h"
+#include "testing.h"
+
+using namespace llmc;
+using testing::check;
+using Model = GPT2<CpuBackend>;
+using Opt = Optimizer<CpuBackend>;
+
+namespace {
+
+GPT2Config tiny_config() {
+    GPT2Config c;
+    c.max_seq_len = 5, c.vocab_size = 11, c.padded_vocab_size = 16, c.num_layers = 2, c.num_heads = 2,
+    c.channels = 6;
+    return c;
+}
+
+ModelOptions padded_for(int world) {
+    ModelOptions o;
+    o.pad_to = zero_pad_multiple(world);
+    return o;
+}
+
+// Deterministic values in (-0.5, 0.5) for parameters.
+std::vector<float> initial_params(size_t n) {
+    std::vector<float> p(n);
+    Rng rng(7, 1);
+    for (auto& x : p) x = (float)rng.uniform() - 0.5f;
+    return p;
+}
+
+// Gradient of micro-step k of step s: magnitude in [0.05, 1) times `size`, random sign, so sqrt(vhat) stays far
+// above eps and the update is well conditioned (the tolerances below rely on it).
+std::vector<float> micro_grads(size_t n, int s, int k, float size) {
+    std::vector<float> g(n);
+    Rng rng(99, (uint64_t)(s * 100 + k));
+    for (auto& x : g) {
+        double mag = 0.05 + 0.95 * rng.uniform();
+        x = (float)((rng.uniform() < 0.5 ? -mag : mag) * size);
+    }
+    return g;
+}
+
+// Backward's contribution: grads += g (host copy in and out; CPU "device" memory is host memory).
+void add_grads(CpuBackend& be, Model& model, const std::vector<float>& g) {
+    std::vector<float> cur(g.size());
+    be.copy_to_host(cur.data(), model.grads(), g.size() * 4);
+    for (size_t i = 0; i < g.size(); i++) cur[i] += g[i];
+    be.copy_to_device(model.grads(), cur.data(), g.size() * 4);
+}
+
+// AdamW with clipping in double: PyTorch's clip_grad_norm_ then AdamW (decoupled weight decay on 2-D tensors).
+struct RefAdamW {
+    std::vector<double> p, m, v;
+    std::vector<bool> decayed;
+    OptimConfig cfg;
+    double last_norm = 0, last_scale = 1;
+
+    RefAdamW(const std::vector<float>& init, const ParamLayout& layout, const OptimConfig& c)
+        : p(init.begin(), init.end()), m(init.size(), 0.0), v(init.size(), 0.0), decayed(init.size()), cfg(c) {
+        for (size_t i = 0; i < init.size(); i++) decayed[i] = ParamLayout::is_decayed(layout.tensor_of(i));
+    }
+    void step(const std::vector<double>& grad, double lr, int t) {
+        double ss = 0;
+        for (double g : grad) ss += g * g;
+        last_norm = std::sqrt(ss);
+        last_scale = cfg.grad_clip > 0 ? std::min(1.0, cfg.grad_clip / (last_norm + 1e-6)) : 1.0;
+        const double b1 = cfg.beta1, b2 = cfg.beta2;
+        for (size_t i = 0; i < p.size(); i++) {
+            double g = grad[i] * last_scale;
+            m[i] = b1 * m[i] + (1 - b1) * g;
+            v[i] = b2 * v[i] + (1 - b2) * g * g;
+            double mhat = m[i] / (1 - std::pow(b1, t)), vhat = v[i] / (1 - std::pow(b2, t));
+            double wd = decayed[i] ? cfg.weight_decay : 0.0;
+            p[i] -= lr * (mhat / (std::sqrt(vhat) + cfg.eps) + wd * p[i]);
+        }
+    }
+};
+
+std::vector<float> download(CpuBackend& be, const float* src, size_t n) {
+    std::vector<float> h(n);
+    be.copy_to_host(h.data(), src, n * 4);
+    return h;
+}
+
+// Three steps with `accum` micro-steps each; the first has a large gradient (clipped), the others small ones
+// (not clipped, since their norm is below grad_clip).
+void test_against_reference(int stage, int accum) {
+    const std::string tag = "ZeRO " + std::to_string(stage) + ", " + std::to_string(accum) + " micro-steps: ";
+    CpuBackend be;
+    Model model(be, tiny_config(), 1, 1, padded_for(1));
+    const size_t n = model.num_params();
+    std::vector<float> init = initial_params(n);
+    model.set_params(init);
+    auto comm = make_single_comm();
+    OptimConfig cfg;
+    cfg.weight_decay = 0.1f;
+    cfg.grad_clip = 1.0f;
+    Opt opt(be, model, *comm, cfg, stage, 1234);
+    RefAdamW ref(init, model.layout(), cfg);
+
+    const float lrs[3] = {1e-2f, 5e-3f, 2e-3f};
+    const float sizes[3] = {0.5f, 0.002f, 0.003f};  // step 1: norm ~ 0.5 sqrt(n) accum >> 1; later: < 1
+    bool norms_ok = true, clip_ok = true;
+    std::string why;
+    for (int s = 0; s < 3; s++) {
+        std::vector<double> sum(n, 0.0);
+        for (int k = 0; k < accum; k++) {
+            std::vector<float> g = micro_grads(n, s, k, sizes[s]);
+            add_grads(be, model, g);
+            for (size_t i = 0; i < n; i++) sum[i] += g[i];
+            opt.reduce_gradients(k == accum - 1);
+        }
+        float norm = opt.step(lrs[s], s + 1);
+        ref.step(sum, lrs[s], s + 1);
+        // fp32 accumulation of n squares (the backend sums in double and rounds once) and one sqrt: a few ulps.
+        if (std::fabs(norm - ref.last_norm) > 1e-6 * ref.last_norm) {
+            norms_ok = false;
+            why = "step " + std::to_string(s + 1) + ": norm " + std::to_string(norm) + " vs " +
+                  std::to_string(ref.last_norm);
+        }
+        if (std::fabs(opt.last_grad_scale() - ref.last_scale) > 1e-6 * ref.last_scale) clip_ok = false;
+        if ((s == 0) != (ref.last_scale < 1.0)) clip_ok = false;  // the setup clips step 1 only
+    }
+    check(tag + "global norm", norms_ok, "%s", why.c_str());
+    check(tag + "clip scale (clipped at step 1 only)", clip_ok, "scale %g vs %g", opt.last_grad_scale(),
+          ref.last_scale);
+    // Tolerance: each fp32 AdamW step carries ~10 roundings (relative 6e-8 each) in an update of size
+    // lr * |mhat / sqrt(vhat)| <= 1e-2 * 3, i.e. <= 2e-8 absolute, plus half an ulp of |p| < 1 (6e-8) for the
+    // parameter itself; three steps stay below 3e-7, so 1e-6 leaves margin without hiding a wrong formula
+    // (a missing bias correction or weight decay moves parameters by >= 1e-4 here).
+    std::vector<float> got = model.get_params();
+    testing::check_close(tag + "parameters match the hand computation", got.data(), ref.p.data(), n, 0.0, 1e-6);
+    // m and v: a handful of fp32 roundings each (relative <= 1e-6).
+    std::vector<float> m = download(be, opt.m(), n), v = download(be, opt.v(), n);
+    testing::check_close(tag + "AdamW m", m.data(), ref.m.data(), n, 1e-6, 1e-12);
+    testing::check_close(tag + "AdamW v", v.data(), ref.v.data(), n, 1e-6, 1e-15);
+    std::vector<float> master = download(be, opt.master(), n);
+    check(tag + "master equals the parameters (fp32 backend)", master == got);
+
+    std::vector<float> grads = download(be, model.grads(), model.padded_params());
+    bool zero = true;
+    for (float x : grads) zero = zero && x == 0.0f;
+    check(tag + "gradients zeroed after the step", zero);
+    std::vector<float> all(model.padded_params());
+    be.download_floats(all.data(), model.params(), all.size());
+    bool pad_zero = true;
+    for (size_t i = n; i < all.size(); i++) pad_zero = pad_zero && all[i] == 0.0f;
+    check(tag + "padding stays zero", pad_zero && model.padded_params() > n);
+}
+
+// With zero gradients AdamW's adaptive term is 0/(0+eps) = 0, so only weight decay moves parameters: the 2-D
+// matrices shrink by (1 - lr wd), everything else stays bit-identical.
+void test_weight_decay_only_2d(int stage) {
+    CpuBackend be;
+    Model model(be, tiny_config(), 1, 1, padded_for(1));
+    std::vector<float> init = initial_params(model.num_params());
+    model.set_params(init);
+    auto comm = make_single_comm();
+    OptimConfig cfg;
+    cfg.weight_decay = 0.5f;
+    Opt opt(be, model, *comm, cfg, stage, 1);
+    opt.reduce_gradients(true);
+    float norm = opt.step(0.1f, 1);
+    std::vector<float> p = model.get_params();
+    const ParamLayout& L = model.layout();
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        bool ok = true;
+        for (size_t i = L.offsets[t]; i < L.offsets[t] + L.sizes[t]; i++) {
+            if (ParamLayout::is_decayed(t)) {
+                double want = (double)init[i] * (1.0 - 0.1 * 0.5);
+                ok = ok && std::fabs(p[i] - want) <= 1e-7;  // one fp32 update of |p| < 0.5: an ulp or two
+            } else {
+                ok = ok && p[i] == init[i];
+            }
+        }
+        check("ZeRO " + std::to_string(stage) + ": weight decay " +
+                  (ParamLayout::is_decayed(t) ? "shrinks " : "leaves alone ") + ParamLayout::name(t),
+              ok);
+    }
+    check("ZeRO " + std::to_string(stage) + ": zero gradients have norm 0", norm == 0.0f);
+}
+
+void test_clip_settings() {
+    for (float clip : {0.0f, 1000.0f}) {
+        CpuBackend be;
+        Model model(be, tiny_config(), 1, 1, padded_for(1));
+        model.set_params(initial_params(model.num_params()));
+        auto comm = make_single_comm();
+        OptimConfig cfg;
+        cfg.grad_clip = clip;
+        Opt opt(be, model, *comm, cfg, 1, 1);
+        add_grads(be, model, micro_grads(model.num_params(), 0, 0, 0.5f));
+        opt.reduce_gradients(true);
+        float norm = opt.step(1e-3f, 1);
+        check(std::string("grad_clip ") + (clip == 0 ? "0 disables clipping" : "above the norm does not clip"),
+              opt.last_grad_scale() == 1.0f && norm > 1.0f, "scale %g norm %g", opt.last_grad_scale(), norm);
+    }
+}
+
+// Collectives per optimizer step: ZeRO 0 one all_reduce of the gradients; ZeRO 1 one reduce_scatter; ZeRO 2 one
+// reduce_scatter per micro-step; ZeRO >= 1 one all_gather; every stage one all_reduce of the squared norm.
+void test_collective_counts() {
+    for (int stage = 0; stage <= 2; stage++) {
+        for (int accum : {1, 2, 8}) {
+            CpuBackend be;
+            Model model(be, tiny_config(), 1, 1, padded_for(1));
+            model.set_params(initial_params(model.num_params()));
+            auto comm = make_single_comm();
+            Opt opt(be, model, *comm, OptimConfig(), stage, 1);
+            const int steps = 2;
+            for (int s = 0; s < steps; s++) {
+                for (int k = 0; k < accum; k++) {
+                    add_grads(be, model, micro_grads(model.num_params(), s, k, 0.01f));
+                    opt.reduce_gradients(k == accum - 1);
+                }
+                opt.step(1e-3f, s + 1);
+            }
+            const CommCounters& c = comm->counters;
+            uint64_t ar = (uint64_t)steps * (stage == 0 ? 2 : 1);
+            uint64_t rs = (uint64_t)steps * (stage == 0 ? 0 : stage == 1 ? 1 : accum);
+            uint64_t ag = (uint64_t)steps * (stage == 0 ? 0 : 1);
+            ZeroFootprint f = zero_footprint(opt.plan(), stage, 4, accum);
+            check("ZeRO " + std::to_string(stage) + ", " + std::to_string(accum) + " micro-steps: collectives per step",
+                  c.all_reduce == ar && c.reduce_scatter == rs && c.all_gather == ag && c.broadcast == 0 &&
+                      c.barrier == 0 && c.all_reduce + c.reduce_scatter == steps * f.reductions &&
+                      c.all_gather == steps * f.gathers,
+                  "all_reduce %llu (want %llu) reduce_scatter %llu (want %llu) all_gather %llu (want %llu)",
+                  (unsigned long long)c.all_reduce, (unsigned long long)ar, (unsigned long long)c.reduce_scatter,
+                  (unsigned long long)rs, (unsigned long long)c.all_gather, (unsigned long long)ag);
+        }
+    }
+}
+
+void expect_error(const std::string& name, const std::function<void()>& fn, const std::string& want) {
+    try {
+        fn();
+        testing::fail(name, "no error (expected one mentioning '%s')", want.c_str());
+    } catch (const Error& e) {
+        check(name, std::string(e.what()).find(want) != std::string::npos, "message '%s' lacks '%s'", e.what(),
+              want.c_str());
+    }
+}
+
+void test_misuse_and_state() {
+    CpuBackend be;
+    Model model(be, tiny_config(), 1, 1, padded_for(1));
+    model.set_params(initial_params(model.num_params()));
+    auto comm = make_single_comm();
+    Opt opt(be, model, *comm, OptimConfig(), 1, 1);
+    expect_error("step without reduce_gradients", [&] { opt.step(1e-3f, 1); }, "reduce_gradients");
+    opt.reduce_gradients(true);
+    expect_error("reduce_gradients after the last micro-step", [&] { opt.reduce_gradients(true); }, "without step");
+    expect_error("step 0", [&] { opt.step(1e-3f, 0); }, "t=0");
+    opt.step(1e-3f, 1);
+
+    // master_to_params restores parameters from the master copy.
+    std::vector<float> good = model.get_params();
+    model.set_params(std::vector<float>(model.num_params(), 3.0f));
+    opt.master_to_params();
+    check("master_to_params restores the parameters", model.get_params() == good);
+    check("state covers the whole (one-rank) buffer",
+          opt.state_offset() == 0 && opt.state_count() == model.padded_params() && opt.zero_stage() == 1);
+
+    Model unpadded(be, tiny_config(), 1, 1);  // pad_to 1: not a multiple of 128
+    expect_error("a model not padded for ZeRO is refused",
+                 [&] { Opt bad(be, unpadded, *comm, OptimConfig(), 0, 1); }, "pad_to");
+    expect_error("ZeRO stage 3 is refused", [&] { Opt bad(be, model, *comm, OptimConfig(), 3, 1); }, "ZeRO stage 3");
+
+    uint32_t a = Opt::rounding_seed(5, 1, WTE, 0);
+    check("rounding seed is a function of its inputs", a == Opt::rounding_seed(5, 1, WTE, 0));
+    check("rounding seed differs by step, tensor, piece offset and seed",
+          a != Opt::rounding_seed(5, 2, WTE, 0) && a != Opt::rounding_seed(5, 1, WPE, 0) &&
+              a != Opt::rounding_seed(5, 1, WTE, 128) && a != Opt::rounding_seed(6, 1, WTE, 0));
+}
+
+}  // namespace
+
+int main() {
+    try {
+        for (int stage = 0; stage <= 2; stage++)
+            for (int accum : {1, 2, 8}) test_against_reference(stage, accum);
+        for (int stage = 0; stage <= 2; stage++) test_weight_decay_only_2d(stage);
+        test_clip_settings();
+        test_collective_counts();
+        test_misuse_and_state();
+    } catch (const Error& e) {
+        testing::fail("unexpected error", "%s", e.what());
+    }
+    return testing::finish();
+}

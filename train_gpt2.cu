@@ -1,0 +1,51 @@
+// The GPT-2 trainer. One source, two programs:
+//   nvcc            -> ./train_gpt2      CUDA backend (bf16 kernels, cuBLASLt, NCCL)
+//   g++ -x c++      -> ./train_gpt2_cpu  CPU backend (fp32, OpenMP, OpenBLAS)
+//   g++ -DLLMC_CUDASIM -> build/train_gpt2_sim: the CUDA backend on the CUDA simulator (tests only)
+// Everything else (model, loop, optimizer, data, logging) is shared host code in llmc/.
+//
+//   ./train_gpt2_cpu -i "data/brown/brown_train_*.bin" -j "data/brown/brown_val_*.bin" -e d6 -b 4 -t 128 -x 100
+//   mpirun -np 8 ./train_gpt2 -i ... -e d12 -b 64 -t 1024 -d 524288 -o runs/d12
+#include <cstdio>
+
+#include "llmc/cli.h"
+#include "llmc/dist_info.h"
+#include "llmc/error.h"
+#include "llmc/mpi_env.h"
+#include "llmc/trainer.h"
+
+#if defined(__CUDACC__) || defined(LLMC_CUDASIM)
+#include "llmc/cuda/cuda_backend.h"
+#include "llmc/cuda/cuda_comm.h"
+using Backend = llmc::CudaBackend;
+#else
+#include "llmc/cpu/cpu_backend.h"
+#include "llmc/cpu/cpu_comm.h"
+using Backend = llmc::CpuBackend;
+#endif
+
+int main(int argc, char** argv) {
+    try {
+        llmc::TrainOptions opt = llmc::parse_train_options(argc, argv);
+        llmc::DistOverrides ov;
+        ov.num_processes = opt.num_processes, ov.process_rank = opt.process_rank;
+        ov.gpus_per_node = opt.gpus_per_node;
+        llmc::DistInfo info = llmc::compute_dist_info(llmc::current_environment(), ov);
+        llmc::BackendOptions bo;
+        bo.device = info.device, bo.num_threads = opt.threads, bo.recompute_gelu = opt.recompute >= 1;
+        bo.seed = opt.seed;
+        Backend backend(bo);
+        llmc::CommOptions co;
+        co.init = llmc::parse_comm_init(opt.init_method), co.rendezvous_dir = opt.rendezvous_dir;
+        std::unique_ptr<llmc::Comm> comm = llmc::create_comm(backend, info, co);
+        int rc = llmc::Trainer<Backend>(opt, backend, *comm).run();
+        comm.reset();
+        llmc::mpi_finalize();
+        return rc;
+    } catch (const std::exception& e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "error: %s\n", e.what());
+        llmc::mpi_abort(1);
+        return 1;
+    }
+}
