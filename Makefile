@@ -101,6 +101,14 @@ $(BUILD)/test/sim_%: test/sim/test_%.cpp $(CORE_OBJS) $(CPU_OBJS) $(SIM_OBJS)
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) $(SIMFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
 
+# Per-kernel benchmarks for real GPUs (nvcc only, not part of `make test`): dev/cuda/NAME.cu -> build/cuda-bench/NAME.
+BENCH_BINS := $(patsubst dev/cuda/%.cu,$(BUILD)/cuda-bench/%,$(wildcard dev/cuda/*.cu))
+.PHONY: cuda-bench
+cuda-bench: $(BENCH_BINS)
+$(BUILD)/cuda-bench/%: dev/cuda/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) $< -lcublasLt -o $@
+
 deps:
 	@bash scripts/install_deps.sh
 

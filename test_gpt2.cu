@@ -30,6 +30,7 @@
 #include "llmc/model.h"
 #include "llmc/model_file.h"
 #include "llmc/optimizer.h"
+#include "llmc/zero.h"
 #include "test/testing.h"
 
 #if defined(__CUDACC__) || defined(LLMC_CUDASIM)
@@ -136,22 +137,24 @@ struct Tolerances {
 // but sum in different orders (BLAS blocking over C and 4C, OpenMP chunks over B*T, the loss mean over B*T). Each
 // result is then off by a few units of 6e-8 times the magnitude of the terms it sums, amplified mildly through the
 // depth. Measured with gpt2_reference.py --float64 (the fp32 run against a float64 run of the same model) on the
-// test's shapes, the fp32 noise is at most 2.4e-7 of max|logit|, 8.7e-7 of each gradient tensor's max, 1.2e-6
-// relative on the gradient norms and 1.4e-7 relative on the step losses. Two fp32 implementations differ by up to
-// about twice that; 1e-5 leaves a 4-20x margin, while a wrong op (a dropped bias, a wrong scale, a transposed weight)
-// is off by 1e-3 or more.
+// test's shapes, the fp32 noise is at most 3.1e-7 of max|logit|, 8.7e-7 of each gradient tensor's max and 1.6e-7
+// relative on the step losses. Two fp32 implementations differ by up to about twice that; 1e-5 leaves a 5-15x
+// margin, while a wrong op (a dropped bias, a wrong scale, a transposed weight, erf GELU instead of tanh) is off by
+// 1e-4 or more. The gradient norms of steps 2..10 also carry the parameters' drift (below): up to 4e-6 relative in
+// fp32 vs float64, so 3e-5 (an eps misplaced in AdamW is off by 3e-4).
 //
 // After 10 AdamW steps most parameters still agree to ~1e-7 (1e-4 of lr): Adam's update is a smooth function of
 // gradients far above eps. But Adam divides each gradient element by its own running RMS, so an element whose gradient
 // is at the rounding-noise level moves by up to lr per step in a direction set by the noise. Such elements exist: the
 // key bias (qkvb rows C..2C of each layer) has an exact gradient of zero (adding a constant vector to every key shifts
 // all of a query's scores by the same amount, which softmax ignores), so its fp32 gradient is pure noise; and a few
-// elements of the large matrices have gradients ~1e-8 that cross zero. Hence: every element within lr per step (the
-// most noise can do), the key bias held to that alone, and in each tensor at most 0.1% of the other elements
+// elements of the large matrices have gradients ~1e-8 that cross zero. Hence: every element within 2 lr per step (by
+// Cauchy-Schwarz, |mhat| / sqrt(vhat) <= 1.01 for beta1 = 0.9, beta2 = 0.95 and t <= 10, so one step moves a parameter
+// by at most ~lr and two runs differ by at most 2 lr per step), the key bias held to that alone, and in each tensor at most 0.1% of the other elements
 // (observed: at most 7 of 110592 in fp32 vs float64) outside the tight bound rtol 1e-5 + 1e-3 lr. A real optimizer
 // bug (weight decay on a bias or layernorm weight, wrong bias correction, no clipping) moves every element of a
 // tensor by lr * wd * |p| * steps or more, >= 2e-5 (2e-2 lr) on the perturbed reference's biases.
-constexpr Tolerances kFp32Tol{1e-5, 1e-5, 1e-5, 0.0, 1e-5, 1e-5, 1e-5, 1e-5, 1e-5, 1e-3, 1e-3, 1.0};
+constexpr Tolerances kFp32Tol{1e-5, 1e-5, 1e-5, 0.0, 1e-5, 1e-5, 1e-5, 3e-5, 1e-5, 1e-3, 1e-3, 2.0};
 
 // bf16 (CudaBackend): parameters and activations are bf16, unit roundoff u = 2^-8 = 3.9e-3 (8 significand bits), and
 // every stored activation is one rounding. Along the forward path a logit passes through ~6 roundings per layer
@@ -161,19 +164,21 @@ constexpr Tolerances kFp32Tol{1e-5, 1e-5, 1e-5, 0.0, 1e-5, 1e-5, 1e-5, 1e-5, 1e-
 // logit (which can cancel to 0). Gradients pass through as many roundings again (activation gradients are bf16):
 // sqrt(2) s. gpt2_reference.py --bf16-noise emulates exactly this rounding (round to nearest at every stored
 // activation, activation gradient and parameter; fp32 master weights) and measures, on L = 1..3: logits 0.36-0.43 s,
-// gradients 0.33-0.36 sqrt(2) s of the tensor's max, gradient norms 0.18-0.36 s, step losses 0.03-0.04 s relative.
-// Tolerances: logits s, gradients sqrt(2) s, norms s: 2.3x or more above the emulated error, which a real kernel bug
-// (a wrong index, a missing barrier, a dropped term: errors of order 1) exceeds by far.
+// gradients 0.33-0.36 sqrt(2) s of the tensor's max, step losses 0.03-0.04 s relative, and gradient norms
+// 0.18-0.82 sqrt(2) s (steps 2..10 add the drift of the parameters to the gradients' own error).
+// Tolerances: logits s, gradients sqrt(2) s, norms 2 sqrt(2) s: 2.3x or more above the emulated error, which a real
+// kernel bug (a wrong index, a missing barrier, a dropped term: errors of order 1) exceeds by far.
 // The loss: the cross-entropy's gradient with respect to one row of logits, softmax - onehot, has L1 norm <= 2, so
 // |loss error| <= 2 max|logit error| (+ fp32 rounding): a bound computed from the run itself. The step losses are
 // means over N positions whose errors partly cancel: s / 8 (3.5x above the emulated error).
 // Parameters after training: the bf16 copy of the master weights is off by up to one ulp (2u relative; stochastic
-// rounding), and Adam turns gradient noise of relative size ~sqrt(2) s into update differences of up to lr per step
-// (emulated: up to 0.64 lr steps, rounding included): every element within 2u |want| + lr steps. That bound is weak
-// by nature; the optimizer's arithmetic is held tight by the fp32 run of the same code path and by the step losses.
+// rounding), and Adam turns gradient noise of relative size ~sqrt(2) s into update differences of up to 2 lr per
+// step (see kFp32Tol; emulated: up to 0.73 lr steps, rounding included): every element within 2u |want| + 2 lr steps.
+// That bound only catches gross errors (NaN, a wrong learning rate, a lost update); the optimizer's arithmetic is held
+// tight by the fp32 run of the same code path, and here by the step losses and norms.
 static Tolerances bf16_tolerances(size_t L) {
     const double u = 1.0 / 256.0, s = u * std::sqrt(6.0 * (double)L + 4.0), s2 = std::sqrt(2.0) * s;
-    return Tolerances{s, s, 1e-5, 2.0, s2, s2, s / 8, s, 2 * u, 0.0, 0.0, 1.0};
+    return Tolerances{s, s, 1e-5, 2.0, s2, s2, s / 8, 2 * s2, 2 * u, 0.0, 0.0, 2.0};
 }
 
 // ---- comparisons -----------------------------------------------------------------------------------------------
@@ -273,7 +278,9 @@ static int run(const std::string& dir) {
                 ref.weight_decay, ref.grad_clip);
 
     Backend be{llmc::BackendOptions()};
-    llmc::GPT2<Backend> model(be, ref.cfg, B, T);
+    llmc::ModelOptions mo;
+    mo.pad_to = llmc::zero_pad_multiple(1);  // the optimizer's flat shards (one rank)
+    llmc::GPT2<Backend> model(be, ref.cfg, B, T, mo);
     model.set_params(mf.params);
 
     // Forward only: the logits survive (grad_scale 0).

@@ -84,7 +84,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("w,master-weights", "1: fp32 master weights (the CUDA backend)", v(o.master_weights))
         ("a,overfit", "1: train on the first batch only", v(o.overfit_single_batch))
         ("skip-loss-z", "-sl: skip steps whose loss z-score exceeds this (0: off)", v(o.skip_loss_z))
-        ("skip-grad-z", "-sg: skip steps whose grad-norm z-score exceeds this (0: off)", v(o.skip_grad_z));
+        ("skip-grad-z", "-sg: skip steps whose grad-norm z-score exceeds this (0: off)", v(o.skip_grad_z))
+        ("max-bad-steps", "stop after this many steps in a row with a non-finite loss or grad norm", v(o.max_bad_steps));
     opts.add_options("distributed")
         ("init-method", "-pi: auto, mpi or fs", s(o.init_method))
         ("num-processes", "-pn: world size override", v(o.num_processes))
@@ -124,6 +125,9 @@ TrainOptions parse_train_options(int argc, char** argv) {
     if (o.checkpoint_every < 0 || o.keep_last < 0 || o.keep_every < 0)
         fail("-n/-nk/-nm: must be >= 0 (got %d/%d/%d)", o.checkpoint_every, o.keep_last, o.keep_every);
     if (o.resume != 0 && o.resume != 1) fail("-y %d: must be 0 or 1", o.resume);
+    if (o.max_bad_steps < 1) fail("--max-bad-steps %d: must be >= 1", o.max_bad_steps);
+    if (!(o.skip_loss_z >= 0.0f) || !(o.skip_grad_z >= 0.0f))
+        fail("-sl/-sg %g/%g: z-score thresholds must be >= 0 (0: off)", o.skip_loss_z, o.skip_grad_z);
     if (o.resume && o.output_dir.empty()) fail("-y 1 needs -o (the directory holding the checkpoints)");
     if (o.recompute < 0 || o.recompute > 2) fail("-r %d: must be 0, 1 or 2", o.recompute);
     if (o.master_weights != 0 && o.master_weights != 1) fail("-w %d: must be 0 or 1", o.master_weights);

@@ -48,6 +48,7 @@ struct TrainOptions {
     int master_weights = 1;     // -w
     int overfit_single_batch = 0;  // -a
     float skip_loss_z = 0.0f, skip_grad_z = 0.0f;  // -sl, -sg
+    int max_bad_steps = 5;      // stop after this many non-finite steps in a row
     // distributed
     std::string init_method = "auto";  // -pi
     int num_processes = -1, process_rank = -1, gpus_per_node = -1;  // -pn -pr -pg

@@ -121,13 +121,19 @@ public:
     }
 
     float step(float lr, int t) {
-        if (!reduced_) fail("Optimizer::step: reduce_gradients(last_micro_step = true) was not called");
-        if (t < 1) fail("Optimizer::step: step t=%d, expected >= 1 (AdamW's bias correction is 1-based)", t);
-        float* grads = model_.grads();
-        // The reduced gradients of this rank's range: in place for ZeRO 0, the fp32 shard otherwise.
-        const float* g = stage_ == 0 ? grads : grad_shard_;
-        const float* g_shard = stage_ == 0 ? grads + plan_.begin() : grad_shard_;
+        const float norm = grad_norm();
+        apply(lr, t);
+        return norm;
+    }
 
+    // step() in two halves, for a training loop that looks at the norm before deciding (issue 6: skipping
+    // non-finite and outlier steps). grad_norm() is collective (every rank calls it); then either apply(lr, t)
+    // (clipping with the scale grad_norm() computed, AdamW, gather, zeroed gradients) or skip() (the gradients are
+    // dropped; parameters and m, v, master are untouched).
+    float grad_norm() {
+        if (!reduced_) fail("Optimizer::step: reduce_gradients(last_micro_step = true) was not called");
+        float* grads = model_.grads();
+        const float* g_shard = stage_ == 0 ? grads + plan_.begin() : grad_shard_;
         be_.memset_zero(norm_, sizeof(float));
         be_.norm_squared_into(norm_, g_shard, plan_.shard_size);
         collective([&](void* st) { comm_.all_reduce(norm_, 1, DType::F32, ReduceOp::Sum, st); });
@@ -140,7 +146,17 @@ public:
             if (coef < 1.0f) scale = coef;
         }
         last_grad_scale_ = scale;
+        normed_ = true;
+        return norm;
+    }
 
+    void apply(float lr, int t) {
+        if (!normed_) fail("Optimizer::apply: grad_norm() was not called for this step");
+        if (t < 1) fail("Optimizer::step: step t=%d, expected >= 1 (AdamW's bias correction is 1-based)", t);
+        float* grads = model_.grads();
+        // The reduced gradients of this rank's range: in place for ZeRO 0, the fp32 shard otherwise.
+        const float* g = stage_ == 0 ? grads : grad_shard_;
+        const float scale = last_grad_scale_;
         act_t* params = model_.params();
         for (const ShardSegment& s : segments_) {
             const float wd = ParamLayout::is_decayed(s.tensor) ? cfg_.weight_decay : 0.0f;
@@ -149,11 +165,12 @@ public:
                              cfg_.eps, wd, scale, t, rounding_seed(seed_, t, s.tensor, s.offset_in_tensor));
         }
         if (stage_ >= 1) gather_params();
+        finish_step();
+    }
 
-        if (stage_ != 2) be_.memset_zero(grads, model_.padded_params() * sizeof(float));  // ZeRO 2 zeroed it already
-        accumulated_ = false;
-        reduced_ = false;
-        return norm;
+    void skip() {
+        if (!reduced_) fail("Optimizer::skip: reduce_gradients(last_micro_step = true) was not called");
+        finish_step();
     }
 
     // ---- state, for checkpoints and tests --------------------------------------------------------------------
@@ -199,6 +216,14 @@ private:
         f(be_.comm_stream());
         be_.main_waits_comm();
     }
+    // The gradients are zeroed for the next step (ZeRO 2 zeroed the full buffer after each micro-step already;
+    // its accumulator is overwritten by the next step's first micro-step).
+    void finish_step() {
+        if (stage_ != 2) be_.memset_zero(model_.grads(), model_.padded_params() * sizeof(float));
+        accumulated_ = false;
+        reduced_ = false;
+        normed_ = false;
+    }
     void gather_params() {
         act_t* params = model_.params();
         collective([&](void* st) {
@@ -221,6 +246,7 @@ private:
     float* norm_ = nullptr;        // the squared norm (one device float)
     bool accumulated_ = false;     // ZeRO 2: grad_shard_ holds this step's first micro-step
     bool reduced_ = false;         // the last micro-step's reduction was issued
+    bool normed_ = false;          // grad_norm() ran for this step (apply() uses its clip scale)
     float last_grad_scale_ = 1.0f;
 };
 

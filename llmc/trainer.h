@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint.h"
 #include "cli.h"
 #include "comm.h"
 #include "config.h"
@@ -27,6 +28,7 @@
 #include "model.h"
 #include "model_file.h"
 #include "optimizer.h"
+#include "outlier.h"
 #include "sampler.h"
 #include "schedule.h"
 #include "tokenizer.h"
@@ -109,18 +111,47 @@ public:
         sc.final_fraction = o_.final_lr_fraction;
         validate_schedule(sc);
 
+        // Checkpoints and resume (issue 6, llmc/checkpoint.h): -y 1 continues from the newest intact checkpoint.
+        CheckpointMeta run_id;  // what this run is; a checkpoint must agree to be resumed
+        run_id.config = cfg, run_id.batch_size = o_.batch_size, run_id.seq_len = o_.seq_len;
+        run_id.total_batch = (long long)total_batch, run_id.seed = o_.seed, run_id.shuffle = o_.shuffle;
+        run_id.overfit = o_.overfit_single_batch != 0, run_id.max_steps = max_steps;
+        std::unique_ptr<Checkpointer<Backend>> ckpt;
+        if (!o_.output_dir.empty()) ckpt = std::make_unique<Checkpointer<Backend>>(o_.output_dir, be_, comm_, model, opt);
+        StepGuard guard(o_.skip_loss_z, o_.skip_grad_z, o_.max_bad_steps);
+        int start_step = 0;
+        CheckpointMeta resumed;
+        const bool resuming = o_.resume && ckpt && (start_step = ckpt->find_latest_valid(&resumed)) >= 0;
+        if (resuming) {
+            const std::string dir = checkpoint_dir(o_.output_dir, start_step);
+            check_resume_compatible(resumed, run_id, dir);
+            if (start_step > max_steps)
+                fail("%s: the checkpoint is at step %d, past -x %d", dir.c_str(), start_step, max_steps);
+            ckpt->load(resumed);
+            train.set_position(resumed.data);
+            guard.set_state(resumed.guard);
+            if (rank == 0)
+                std::printf("resume     %s: step %d (written by %d rank(s), ZeRO-%d)\n", dir.c_str(), start_step,
+                            resumed.world_size, resumed.zero_stage);
+        } else {
+            start_step = 0;
+            if (o_.resume && rank == 0) std::printf("resume     no checkpoint in %s: starting afresh\n", o_.output_dir.c_str());
+        }
+
         std::unique_ptr<Tokenizer> tokenizer;
         if (o_.sample_every > 0 && rank == 0) tokenizer = load_tokenizer();
 
         MetricsLogger metrics;
         if (rank == 0 && !o_.output_dir.empty()) {
             make_dirs(o_.output_dir);
-            metrics = MetricsLogger(o_.output_dir + "/metrics.jsonl", false);
+            // A resumed run drops the lines of the steps it redoes and appends from there.
+            if (resuming) truncate_metrics(o_.output_dir + "/metrics.jsonl", resumed.metrics_bytes);
+            metrics = MetricsLogger(o_.output_dir + "/metrics.jsonl", resuming);
         }
         const double flops_token = flops_per_token(cfg, model.num_params(), T);
         if (rank == 0) {
             std::printf("model      %s, %.2fM parameters (%s)\n", cfg.describe().c_str(), model.num_params() / 1e6,
-                        from_file ? o_.model.c_str() : "fresh GPT-2 init");
+                        from_file ? o_.model.c_str() : resuming ? "from the checkpoint" : "fresh GPT-2 init");
             std::printf("backend    %s, %d rank(s), ZeRO-%d, %zu MiB of model memory per rank\n", Backend::name,
                         world, zero_stage, model.memory_bytes() >> 20);
             std::printf("batch      B=%zu T=%zu, %zu tokens per step = %zu micro-step(s) x %d rank(s)\n", B, T,
@@ -137,7 +168,7 @@ public:
         std::vector<int> inputs(B * T), targets(B * T);
         double total_ms = 0;
         int timed_steps = 0;
-        for (int step = 0; step <= max_steps; step++) {
+        for (int step = start_step; step <= max_steps; step++) {
             const bool last = step == max_steps;
             if (val && (last || step % o_.val_every == 0)) {
                 float vl = evaluate(model, *val, val_steps, grad_accum, loss_acc, inputs, targets);
@@ -162,33 +193,49 @@ public:
             }
             comm_.all_reduce(loss_acc, 1, DType::F32, ReduceOp::Avg, be_.main_stream());
             const float lr = learning_rate(sc, step);
-            const float norm = opt.step(lr, step + 1);
             float loss = 0;
-            be_.copy_to_host(&loss, loss_acc, sizeof(float));  // synchronises: the step is done
+            be_.copy_to_host(&loss, loss_acc, sizeof(float));
+            if (test_nan_injected(step + 1)) loss = NAN;
+            // Non-finite or outlier (-sl/-sg) steps are skipped: no AdamW update, the gradients are dropped
+            // (llmc/outlier.h); the guard stops the run after --max-bad-steps non-finite ones in a row.
+            const float norm = opt.grad_norm();
+            const StepVerdict verdict = guard.judge(step + 1, loss, norm);
+            if (verdict.skip) opt.skip();
+            else opt.apply(lr, step + 1);
+            be_.synchronize();  // the step is done
             auto t1 = std::chrono::steady_clock::now();
-            if (!std::isfinite(loss) || !std::isfinite(norm))
-                fail("step %d: the loss (%g) or gradient norm (%g) is not finite; stopping (lower -l or check the data)",
-                     step + 1, loss, norm);
 
             const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-            if (step > 0) total_ms += ms, timed_steps++;  // the first step warms up
+            if (step > start_step) total_ms += ms, timed_steps++;  // the first step warms up
             const double avg_ms = timed_steps ? total_ms / timed_steps : ms;
             const double tok_s = (double)total_batch / (ms / 1e3);
             const double peak = be_.peak_flops() * world;
             const double mfu = peak > 0 ? flops_token * tok_s / peak : -1.0;
             if (rank == 0) {
-                if ((step + 1) % o_.log_every == 0 || step == 0) {
+                if ((step + 1) % o_.log_every == 0 || step == start_step || verdict.skip) {
                     char mfu_s[32] = "";
                     if (mfu >= 0) std::snprintf(mfu_s, sizeof mfu_s, " | MFU %5.1f%%", 100 * mfu);
-                    std::printf("step %*d/%d | loss %.6f | norm %7.4f | lr %.2e | %7.1f ms | %8.0f tok/s%s | ETA %s\n",
+                    std::printf("step %*d/%d | loss %.6f | norm %7.4f | lr %.2e | %7.1f ms | %8.0f tok/s%s | ETA %s%s\n",
                                 width(max_steps), step + 1, max_steps, loss, norm, lr, ms, tok_s, mfu_s,
-                                format_duration(avg_ms * (max_steps - step - 1) / 1e3).c_str());
+                                format_duration(avg_ms * (max_steps - step - 1) / 1e3).c_str(),
+                                verdict.skip ? (" | SKIPPED (" + verdict.reason + ")").c_str() : "");
                     std::fflush(stdout);
                 }
                 nlohmann::json rec = {{"step", step + 1}, {"train_loss", loss}, {"lr", lr}, {"grad_norm", norm},
                                       {"tokens_per_sec", tok_s}, {"ms", ms}};
                 rec["mfu"] = mfu >= 0 ? nlohmann::json(mfu) : nlohmann::json(nullptr);
+                if (verdict.skip) rec["skipped"] = verdict.reason;
+                auto z = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+                if (o_.skip_loss_z > 0) rec["loss_z"] = z(verdict.loss_z);
+                if (o_.skip_grad_z > 0) rec["grad_norm_z"] = z(verdict.norm_z);
                 metrics.log(rec);
+            }
+            if (ckpt && o_.checkpoint_every > 0 && ((step + 1) % o_.checkpoint_every == 0 || step + 1 == max_steps)) {
+                CheckpointMeta meta = run_id;
+                meta.step = step + 1, meta.data = train.position(), meta.guard = guard.state();
+                if (metrics.enabled()) meta.metrics_bytes = (int64_t)file_size_or_fail(o_.output_dir + "/metrics.jsonl");
+                ckpt->save(meta, o_.keep_last, o_.keep_every);
+                if (rank == 0) std::printf("checkpoint %s\n", checkpoint_dir(o_.output_dir, step + 1).c_str());
             }
         }
         be_.free(loss_acc);
@@ -238,9 +285,7 @@ private:
     // Rank 0 continues an <|endoftext|> prompt for -g tokens (no KV cache: one forward over the prefix per token).
     void sample(GPT2<Backend>& model, const Tokenizer& tok, int step) {
         const size_t T = model.max_seq_len();
-        SamplerConfig scfg;
-        scfg.temperature = 1.0f, scfg.top_k = 0;
-        Sampler sampler(scfg, o_.seed + (uint64_t)step);
+        SplitMix64 rng(o_.seed ^ (0x53414D50ull + (uint64_t)step));  // a stream per step: resumes reproduce samples
         std::vector<int> ids = {tok.eot()};
         std::string text;
         for (int i = 0; i < o_.gen_tokens; i++) {
@@ -248,7 +293,7 @@ private:
             size_t len = ids.size() - start;
             model.forward(ids.data() + start, nullptr, 1, len, 0.0f);
             std::vector<float> row = model.get_logits_row(0, len - 1);
-            int next = sampler.sample(row.data(), model.config().vocab_size);
+            int next = sample_token(row.data(), model.config().vocab_size, 1.0f, 0, rng);
             ids.push_back(next);
             if (next == tok.eot()) break;
             text += tok.decode(&next, 1);

@@ -34,10 +34,14 @@ struct ShardPlan {
     size_t shard_end(int r) const { return (size_t)(r + 1) * shard_size; }
     size_t begin() const { return shard_begin(rank); }  // this rank's [begin, end)
     size_t end() const { return shard_end(rank); }
-    // The part of rank r's shard that holds real parameters, [logical_begin, logical_end) (empty past the end):
-    // what a checkpoint stores for that rank, so a run on N ranks can resume on M.
-    size_t logical_begin(int r) const { return shard_begin(r) < num_params ? shard_begin(r) : num_params; }
-    size_t logical_end(int r) const { return shard_end(r) < num_params ? shard_end(r) : num_params; }
+    // The part of rank r's shard that holds real parameters, [logical_begin, logical_end): what a checkpoint
+    // stores for that rank, so a run on N ranks can resume on M. It always starts at the shard's start; it is
+    // empty (logical_end == logical_begin) for a shard that lies entirely in the padding.
+    size_t logical_begin(int r) const { return shard_begin(r); }
+    size_t logical_end(int r) const {
+        size_t e = shard_end(r) < num_params ? shard_end(r) : num_params;
+        return e > shard_begin(r) ? e : shard_begin(r);
+    }
 };
 
 // The multiple the flat buffers are padded to (ModelOptions::pad_to): world_size * align.

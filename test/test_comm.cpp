@@ -43,8 +43,11 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
 std::string first_diff(const std::vector<float>& got, const std::vector<float>& want) {
     for (size_t i = 0; i < got.size(); i++)
         if (std::memcmp(&got[i], &want[i], 4) != 0)
-            return "index " + std::to_string(i) + ": got " + std::to_string(got[i]) + " want " +
-                   std::to_string(want[i]);
+        {
+            char buf[128];
+            std::snprintf(buf, sizeof buf, "index %zu: got %.9g want %.9g", i, (double)got[i], (double)want[i]);
+            return buf;
+        }
     return got.size() == want.size() ? "" : "size differs";
 }
 

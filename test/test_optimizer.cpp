@@ -142,10 +142,14 @@ void test_against_reference(int stage, int accum) {
     // (a missing bias correction or weight decay moves parameters by >= 1e-4 here).
     std::vector<float> got = model.get_params();
     testing::check_close(tag + "parameters match the hand computation", got.data(), ref.p.data(), n, 0.0, 1e-6);
-    // m and v: a handful of fp32 roundings each (relative <= 1e-6).
+    // v sums positive terms: a handful of fp32 roundings, relative <= 1e-6. m sums terms of either sign (the
+    // large clipped step-1 gradient, then small ones), so cancellation can make its relative error large; its
+    // absolute error is a few ulps of the largest term, bounded by max |m| (~16 ulps = 2e-6 max |m| allowed).
     std::vector<float> m = download(be, opt.m(), n), v = download(be, opt.v(), n);
-    testing::check_close(tag + "AdamW m", m.data(), ref.m.data(), n, 1e-6, 1e-12);
-    testing::check_close(tag + "AdamW v", v.data(), ref.v.data(), n, 1e-6, 1e-15);
+    double max_m = 0;
+    for (double x : ref.m) max_m = std::max(max_m, std::fabs(x));
+    testing::check_close(tag + "AdamW m", m.data(), ref.m.data(), n, 1e-6, 2e-6 * max_m);
+    testing::check_close(tag + "AdamW v", v.data(), ref.v.data(), n, 1e-6, 0.0);
     std::vector<float> master = download(be, opt.master(), n);
     check(tag + "master equals the parameters (fp32 backend)", master == got);
 

@@ -9,10 +9,9 @@
 // the cuBLASLt handle and workspace (with its per-shape plan cache), the device properties and the op-private scratch
 // buffers (each named for the one op that uses it). No CUDA state lives in globals.
 //
-// peak_flops() = SMs x dense bf16 FLOP per clock per SM (from the compute capability) x the clock the device reports
-// (cudaDevAttrClockRate, its maximum boost clock) x a per-architecture factor where NVIDIA's published peak is quoted at a
-// lower tensor clock than the reported maximum: see docs/cuda.md. H100 SXM: 132 x 4096 x 1.98 GHz x (1830/1980) =
-// 989.4 TFLOP/s. Unknown architectures give 0 (MFU not reported).
+// peak_flops() = SMs x dense bf16 FLOP per clock per SM (from the compute capability) x the reported clock x a
+// per-architecture clock ratio (llmc/cuda/device_info.h): H100 SXM 132 x 4096 x 1.98 GHz x 1830/1980 = 989.4 TFLOP/s.
+// Unknown architectures (or an unreadable clock) give 0: MFU is then not reported.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include "../backend.h"
+#include "device_info.h"
 
 namespace llmc {
 
@@ -126,9 +126,5 @@ private:
     size_t encoder_host_ints_ = 0;         // capacity of each pinned buffer
     std::vector<int> encoder_count_, encoder_next_;  // counting-sort scratch, sized by the largest token seen
 };
-
-// Dense bf16 tensor-core FLOP/s from the device's SM count, compute capability and reported clock (kHz); 0 when the
-// architecture is not known. Exposed for tests and docs.
-double cuda_peak_bf16_flops(int sm_count, int cc_major, int cc_minor, int clock_khz);
 
 }  // namespace llmc

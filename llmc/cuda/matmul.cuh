@@ -209,18 +209,10 @@ private:
 
 // ---- kernels around the matmuls ----------------------------------------------------------------------------------
 
-// Fallback epilogue (when cuBLASLt offers no fused one, e.g. an aux leading dimension not divisible by 8):
-// x = out + bias; if pre_gelu: pre_gelu = x, out = gelu(x); else out = x.
-__global__ void bias_gelu_kernel(bf16* out, bf16* pre_gelu, const bf16* bias, size_t N, size_t OC) {
+// Fallback bias (when cuBLASLt declines the BIAS epilogue): out += bias per column (a second bf16 rounding).
+__global__ void add_bias_kernel(bf16* out, const bf16* bias, size_t N, size_t OC) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N * OC) return;
-    float x = to_float(out[i]);
-    if (bias) x = to_float(to_bf16(x + to_float(bias[i % OC])));  // the fused epilogue also stores bf16 pre_gelu
-    if (pre_gelu) {
-        pre_gelu[i] = to_bf16(x);
-        x = gelu_f(x);
-    }
-    out[i] = to_bf16(x);
+    if (i < N * OC) out[i] = to_bf16(to_float(out[i]) + to_float(bias[i % OC]));
 }
 
 // Column sums of dout (N, OC), first stage: block (g, j) sums rows [g*R, (g+1)*R) of columns [j*256, (j+1)*256) in
@@ -252,33 +244,48 @@ inline void bias_backward(float* dbias, float* partials, const bf16* dout, size_
 
 // ---- the two linear-layer ops ------------------------------------------------------------------------------------
 
-inline void matmul_forward(GemmRunner& gemm, bf16* out, const bf16* inp, const bf16* w, const bf16* bias, size_t N,
-                           size_t C, size_t OC, bf16* pre_gelu, cudaStream_t stream) {
+// out (N,OC) = inp @ w^T + bias via the BIAS epilogue (or a plain GEMM and add_bias_kernel if it is declined).
+inline void linear_forward(GemmRunner& gemm, bf16* out, const bf16* inp, const bf16* w, const bf16* bias, size_t N,
+                           size_t C, size_t OC, cudaStream_t stream) {
     // out^T (OC x N, ld OC) = w (stored C x OC, ld C, transposed) @ inp^T (C x N, ld C)
     GemmArgs g;
     g.d = out; g.a = w; g.b = inp;
     g.trans_a = true; g.trans_b = false;
     g.m = OC; g.n = N; g.k = C;
     g.lda = C; g.ldb = C; g.ldd = OC;
-    g.bias = bias;
-    if (pre_gelu) {
-        g.aux = pre_gelu;
-        g.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
-    } else {
-        g.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (bias) {
+        g.bias = bias;
+        g.epilogue = CUBLASLT_EPILOGUE_BIAS;
+        if (gemm.try_run(g, stream)) return;
+        g.bias = nullptr;
+        g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     }
-    // The aux output needs a leading dimension divisible by 8; otherwise (or if cuBLASLt declines the fused epilogue)
-    // run a plain GEMM and apply bias and GELU with a kernel.
-    bool fused = (!pre_gelu || OC % 8 == 0) && gemm.try_run(g, stream);
-    if (fused || g.epilogue == CUBLASLT_EPILOGUE_DEFAULT) {
-        if (!fused) gemm.run(g, stream);
+    gemm.run(g, stream);
+    if (bias) LLMC_LAUNCH(add_bias_kernel, grid_size(N * OC, 256), 256, 0, stream, out, bias, N, OC);
+}
+
+inline void matmul_forward(GemmRunner& gemm, bf16* out, const bf16* inp, const bf16* w, const bf16* bias, size_t N,
+                           size_t C, size_t OC, bf16* pre_gelu, cudaStream_t stream) {
+    if (!pre_gelu) {
+        linear_forward(gemm, out, inp, w, bias, N, C, OC, stream);
         return;
     }
-    g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-    g.bias = nullptr;
-    g.aux = nullptr;
-    gemm.run(g, stream);
-    LLMC_LAUNCH(bias_gelu_kernel, grid_size(N * OC, 256), 256, 0, stream, out, pre_gelu, bias, N, OC);
+    // Fused: GELU_AUX(_BIAS) writes pre_gelu = inp @ w^T + bias (bf16, aux output) and out = gelu of it. cuBLASLt
+    // requires the aux leading dimension (OC) to be a multiple of 8.
+    if (OC % 8 == 0) {
+        GemmArgs g;
+        g.d = out; g.a = w; g.b = inp;
+        g.trans_a = true; g.trans_b = false;
+        g.m = OC; g.n = N; g.k = C;
+        g.lda = C; g.ldb = C; g.ldd = OC;
+        g.bias = bias;
+        g.aux = pre_gelu;
+        g.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+        if (gemm.try_run(g, stream)) return;
+    }
+    // Otherwise: pre_gelu from the GEMM, then out = gelu(pre_gelu) (GELU of the stored bf16 pre-activation).
+    linear_forward(gemm, pre_gelu, inp, w, bias, N, C, OC, stream);
+    gelu_forward(out, pre_gelu, N * OC, stream);
 }
 
 inline void matmul_backward(GemmRunner& gemm, bf16* dinp, float* dweight, float* dbias, float* bias_partials,

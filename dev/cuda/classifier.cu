@@ -1,0 +1,28 @@
+// Benchmark: the fused classifier (llmc/cuda/classifier.cuh): N rows of Vp bf16 logits, read twice, written once.
+#include "bench_common.h"
+#include "llmc/cuda/classifier.cuh"
+
+int main(int argc, char** argv) {
+    try {
+        bench::Device dev = bench::device();
+        bench::Shape s = bench::shape(argc, argv);
+        const size_t N = s.N();
+        cudaStream_t st;
+        CUDA_CHECK(cudaStreamCreate(&st));
+        llmc::bf16* logits = bench::alloc_bf16(N * s.Vp, 1, -8, 8);
+        int* targets = bench::alloc_tokens(N, 2, (int)s.V);
+        float* losses = bench::alloc_f32(N, 3);
+        float ms = bench::time_ms([&](cudaStream_t q) {
+            llmc::fused_classifier(logits, losses, targets, 1.0f / N, N, s.V, s.Vp, true, q);
+        }, st);
+        bench::report(dev, "fused_classifier (with dlogits)", ms, 2.0 * 3 * N * s.Vp, 0);
+        ms = bench::time_ms([&](cudaStream_t q) {
+            llmc::fused_classifier(logits, losses, targets, 1.0f / N, N, s.V, s.Vp, false, q);
+        }, st);
+        bench::report(dev, "fused_classifier (loss only)", ms, 2.0 * N * s.Vp, 0);
+    } catch (const llmc::Error& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,25 @@
+// Benchmark: the fp32 reductions and element-wise helpers (llmc/cuda/reduce.cuh) over a 124M-element buffer.
+#include "bench_common.h"
+#include "llmc/cuda/reduce.cuh"
+
+int main(int argc, char** argv) {
+    try {
+        bench::Device dev = bench::device();
+        const size_t n = 124475904;
+        cudaStream_t st;
+        CUDA_CHECK(cudaStreamCreate(&st));
+        float *x = bench::alloc_f32(n, 1), *y = bench::alloc_f32(n, 2), *acc = bench::alloc_f32(1, 3);
+        float* partials = bench::alloc_f32(llmc::kMaxReducePartials, 4);
+        llmc::bf16* h = bench::alloc_bf16(n, 5);
+        float ms = bench::time_ms([&](cudaStream_t q) { llmc::reduce_into<true>(acc, x, n, 1.0f, partials, q); }, st);
+        bench::report(dev, "norm_squared_into", ms, 4.0 * n, 0);
+        ms = bench::time_ms([&](cudaStream_t q) { llmc::add_into(y, x, n, q); }, st);
+        bench::report(dev, "add_into", ms, 12.0 * n, 0);
+        ms = bench::time_ms([&](cudaStream_t q) { llmc::floats_to_bf16(h, x, n, q); }, st);
+        bench::report(dev, "floats_to_bf16", ms, 6.0 * n, 0);
+    } catch (const llmc::Error& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

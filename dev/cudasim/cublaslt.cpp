@@ -1,0 +1,333 @@
+// cuBLASLt on the CPU: cublasLtMatmul computes D = epilogue(alpha * op(A) op(B) + beta * C [+ bias]) with the real
+// library's conventions (column-major storage, op() from TRANSA/TRANSB, leading dimensions, strided batches), for the
+// subset the llmc CUDA backend uses (see /work/cuda_contract.md): fp32 or bf16 A/B, fp32 or bf16 C/D,
+// CUBLAS_COMPUTE_32F with fp32 scale, epilogues DEFAULT, BIAS, GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS, BGRADA, BGRADB.
+// Products accumulate in double; results round once to the output type. Anything else returns
+// CUBLAS_STATUS_NOT_SUPPORTED (or INVALID_VALUE where the real library does) with a line on stderr.
+#include <cublasLt.h>
+
+#include "dev/cudasim/state.h"
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+struct Layout {
+    cudaDataType type;
+    uint64_t rows, cols;
+    int64_t ld;
+    int32_t batch = 1;
+    int64_t stride = 0;
+    int32_t order = CUBLASLT_ORDER_COL;
+};
+
+struct Desc {
+    int32_t compute;
+    int32_t scale;
+    int32_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
+    uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    int32_t pointer_mode = CUBLASLT_POINTER_MODE_HOST;
+    void* bias = nullptr;
+    int32_t bias_type = -1;
+    int64_t bias_batch_stride = 0;
+    void* aux = nullptr;
+    int64_t aux_ld = 0, aux_batch_stride = 0;
+    int32_t aux_type = -1;
+};
+
+struct Preference { uint64_t max_workspace = 0; };
+struct Handle { int unused = 0; };
+
+Layout* L(cublasLtMatrixLayout_t p) { return reinterpret_cast<Layout*>(p); }
+Desc* D(cublasLtMatmulDesc_t p) { return reinterpret_cast<Desc*>(p); }
+
+cublasStatus_t complain(cublasStatus_t s, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+cublasStatus_t complain(cublasStatus_t s, const char* fmt, ...) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "cudasim cuBLASLt: ");
+    va_list ap;
+    va_start(ap, fmt);
+    std::vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    std::fprintf(stderr, "\n");
+    return s;
+}
+
+// Copies an attribute value, checking its size as the real library does.
+template <class T>
+cublasStatus_t set(T& field, const void* buf, size_t size, const char* what) {
+    if (!buf || size != sizeof(T))
+        return complain(CUBLAS_STATUS_INVALID_VALUE, "%s: attribute value of %zu bytes, expected %zu", what, size, sizeof(T));
+    std::memcpy(&field, buf, sizeof(T));
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+bool supported_type(int t) { return t == CUDA_R_32F || t == CUDA_R_16BF; }
+
+float load(const void* base, int type, size_t i) {
+    if (type == CUDA_R_32F) return static_cast<const float*>(base)[i];
+    return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
+}
+void store(void* base, int type, size_t i, double v) {
+    if (type == CUDA_R_32F) static_cast<float*>(base)[i] = (float)v;
+    else static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn((float)v);
+}
+
+double gelu_tanh(double x) {
+    const double s = std::sqrt(2.0 / M_PI);
+    return 0.5 * x * (1.0 + std::tanh(s * (x + 0.044715 * x * x * x)));
+}
+
+// The problem cublasLtMatmul solves, after validating the descriptors.
+struct Problem {
+    uint64_t m, n, k;
+    int batch;
+    bool bias_in, gelu, aux, bgrada, bgradb;
+    int bias_type, aux_type;
+};
+
+cublasStatus_t validate(const Desc& d, const Layout& a, const Layout& b, const Layout& c, const Layout& dd, Problem& p) {
+    if (d.compute != CUBLAS_COMPUTE_32F)
+        return complain(CUBLAS_STATUS_NOT_SUPPORTED, "compute type %d not simulated (use CUBLAS_COMPUTE_32F)", d.compute);
+    if (d.scale != CUDA_R_32F) return complain(CUBLAS_STATUS_NOT_SUPPORTED, "scale type %d not simulated (use CUDA_R_32F)", d.scale);
+    for (const Layout* l : {&a, &b, &c, &dd}) {
+        if (!supported_type(l->type)) return complain(CUBLAS_STATUS_NOT_SUPPORTED, "matrix type %d not simulated", (int)l->type);
+        if (l->order != CUBLASLT_ORDER_COL) return complain(CUBLAS_STATUS_NOT_SUPPORTED, "only column-major layouts are simulated");
+        if (l->ld < (int64_t)l->rows || l->ld < 1)
+            return complain(CUBLAS_STATUS_INVALID_VALUE, "leading dimension %lld < rows %llu", (long long)l->ld,
+                            (unsigned long long)l->rows);
+    }
+    if (a.type != b.type) return complain(CUBLAS_STATUS_NOT_SUPPORTED, "A and B types differ");
+    if (c.type != dd.type) return complain(CUBLAS_STATUS_NOT_SUPPORTED, "C and D types differ");
+    if (a.type == CUDA_R_32F && dd.type != CUDA_R_32F)
+        return complain(CUBLAS_STATUS_NOT_SUPPORTED, "fp32 A/B with bf16 C/D is not a cuBLASLt combination");
+    if (d.transa != CUBLAS_OP_N && d.transa != CUBLAS_OP_T) return complain(CUBLAS_STATUS_NOT_SUPPORTED, "transa %d", d.transa);
+    if (d.transb != CUBLAS_OP_N && d.transb != CUBLAS_OP_T) return complain(CUBLAS_STATUS_NOT_SUPPORTED, "transb %d", d.transb);
+    const bool ta = d.transa == CUBLAS_OP_T, tb = d.transb == CUBLAS_OP_T;
+    p.m = ta ? a.cols : a.rows;
+    p.k = ta ? a.rows : a.cols;
+    p.n = tb ? b.rows : b.cols;
+    const uint64_t kb = tb ? b.cols : b.rows;
+    if (kb != p.k || dd.rows != p.m || dd.cols != p.n || c.rows != p.m || c.cols != p.n)
+        return complain(CUBLAS_STATUS_INVALID_VALUE,
+                        "shapes do not agree: op(A) is %llux%llu, op(B) %llux%llu, C %llux%llu, D %llux%llu",
+                        (unsigned long long)p.m, (unsigned long long)p.k, (unsigned long long)kb,
+                        (unsigned long long)p.n, (unsigned long long)c.rows, (unsigned long long)c.cols,
+                        (unsigned long long)dd.rows, (unsigned long long)dd.cols);
+    p.batch = dd.batch;
+    for (const Layout* l : {&a, &b, &c})
+        if (l->batch != dd.batch)
+            return complain(CUBLAS_STATUS_INVALID_VALUE, "batch counts differ (%d vs D's %d)", l->batch, dd.batch);
+    const uint32_t e = d.epilogue;
+    switch (e) {
+        case CUBLASLT_EPILOGUE_DEFAULT: case CUBLASLT_EPILOGUE_BIAS: case CUBLASLT_EPILOGUE_GELU:
+        case CUBLASLT_EPILOGUE_GELU_BIAS: case CUBLASLT_EPILOGUE_GELU_AUX: case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+        case CUBLASLT_EPILOGUE_BGRADA: case CUBLASLT_EPILOGUE_BGRADB: break;
+        default: return complain(CUBLAS_STATUS_NOT_SUPPORTED, "epilogue %u not simulated", e);
+    }
+    p.bias_in = (e & CUBLASLT_EPILOGUE_BIAS) && !(e & (CUBLASLT_EPILOGUE_BGRADA | CUBLASLT_EPILOGUE_BGRADB));
+    p.gelu = e & CUBLASLT_EPILOGUE_GELU;
+    p.aux = p.gelu && (e & 128);
+    p.bgrada = e == CUBLASLT_EPILOGUE_BGRADA;
+    p.bgradb = e == CUBLASLT_EPILOGUE_BGRADB;
+    // Bias (and bias gradient) elements default to the output type; the aux matrix too.
+    p.bias_type = d.bias_type == -1 ? (int)dd.type : d.bias_type;
+    p.aux_type = d.aux_type == -1 ? (int)dd.type : d.aux_type;
+    if ((p.bias_in || p.bgrada || p.bgradb) && (!d.bias || !supported_type(p.bias_type)))
+        return complain(CUBLAS_STATUS_INVALID_VALUE, "epilogue %u needs CUBLASLT_MATMUL_DESC_BIAS_POINTER (fp32/bf16)", e);
+    if (p.aux) {
+        if (!d.aux || !supported_type(p.aux_type))
+            return complain(CUBLAS_STATUS_INVALID_VALUE, "GELU_AUX needs CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER");
+        if (d.aux_ld < (int64_t)p.m || d.aux_ld % 8 != 0)
+            return complain(CUBLAS_STATUS_INVALID_VALUE, "EPILOGUE_AUX_LD %lld must be >= rows (%llu) and divisible by 8",
+                            (long long)d.aux_ld, (unsigned long long)p.m);
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t* h) {
+    if (!h) return CUBLAS_STATUS_INVALID_VALUE;
+    *h = reinterpret_cast<cublasLtHandle_t>(new Handle);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
+    delete reinterpret_cast<Handle*>(h);
+    return CUBLAS_STATUS_SUCCESS;
+}
+const char* cublasLtGetStatusName(cublasStatus_t s) {
+    switch (s) {
+        case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+        case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+        case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+        case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+        default: return "CUBLAS_STATUS_(other)";
+    }
+}
+const char* cublasLtGetStatusString(cublasStatus_t s) { return cublasLtGetStatusName(s); }
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l, cudaDataType type, uint64_t rows, uint64_t cols,
+                                          int64_t ld) {
+    if (!l) return CUBLAS_STATUS_INVALID_VALUE;
+    *l = reinterpret_cast<cublasLtMatrixLayout_t>(new Layout{type, rows, cols, ld});
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
+    delete L(l);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr,
+                                                const void* buf, size_t size) {
+    if (!l) return CUBLAS_STATUS_NOT_INITIALIZED;
+    Layout& x = *L(l);
+    switch (attr) {
+        case CUBLASLT_MATRIX_LAYOUT_TYPE: {
+            uint32_t t = 0;
+            cublasStatus_t s = set(t, buf, size, "CUBLASLT_MATRIX_LAYOUT_TYPE");
+            if (s == CUBLAS_STATUS_SUCCESS) x.type = (cudaDataType)t;
+            return s;
+        }
+        case CUBLASLT_MATRIX_LAYOUT_ORDER: return set(x.order, buf, size, "CUBLASLT_MATRIX_LAYOUT_ORDER");
+        case CUBLASLT_MATRIX_LAYOUT_ROWS: return set(x.rows, buf, size, "CUBLASLT_MATRIX_LAYOUT_ROWS");
+        case CUBLASLT_MATRIX_LAYOUT_COLS: return set(x.cols, buf, size, "CUBLASLT_MATRIX_LAYOUT_COLS");
+        case CUBLASLT_MATRIX_LAYOUT_LD: return set(x.ld, buf, size, "CUBLASLT_MATRIX_LAYOUT_LD");
+        case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: return set(x.batch, buf, size, "CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT");
+        case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
+            return set(x.stride, buf, size, "CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET");
+        default: return complain(CUBLAS_STATUS_NOT_SUPPORTED, "matrix layout attribute %d not simulated", (int)attr);
+    }
+}
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* d, cublasComputeType_t compute, cudaDataType_t scale) {
+    if (!d) return CUBLAS_STATUS_INVALID_VALUE;
+    Desc* x = new Desc;
+    x->compute = compute;
+    x->scale = scale;
+    *d = reinterpret_cast<cublasLtMatmulDesc_t>(x);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
+    delete D(d);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
+                                              const void* buf, size_t size) {
+    if (!d) return CUBLAS_STATUS_NOT_INITIALIZED;
+    Desc& x = *D(d);
+    switch (attr) {
+        case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE: return set(x.compute, buf, size, "CUBLASLT_MATMUL_DESC_COMPUTE_TYPE");
+        case CUBLASLT_MATMUL_DESC_SCALE_TYPE: return set(x.scale, buf, size, "CUBLASLT_MATMUL_DESC_SCALE_TYPE");
+        case CUBLASLT_MATMUL_DESC_POINTER_MODE: return set(x.pointer_mode, buf, size, "CUBLASLT_MATMUL_DESC_POINTER_MODE");
+        case CUBLASLT_MATMUL_DESC_TRANSA: return set(x.transa, buf, size, "CUBLASLT_MATMUL_DESC_TRANSA");
+        case CUBLASLT_MATMUL_DESC_TRANSB: return set(x.transb, buf, size, "CUBLASLT_MATMUL_DESC_TRANSB");
+        case CUBLASLT_MATMUL_DESC_EPILOGUE: return set(x.epilogue, buf, size, "CUBLASLT_MATMUL_DESC_EPILOGUE");
+        case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return set(x.bias, buf, size, "CUBLASLT_MATMUL_DESC_BIAS_POINTER");
+        case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return set(x.bias_type, buf, size, "CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE");
+        case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE:
+            return set(x.bias_batch_stride, buf, size, "CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE");
+        case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return set(x.aux, buf, size, "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER");
+        case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return set(x.aux_ld, buf, size, "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD");
+        case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE:
+            return set(x.aux_batch_stride, buf, size, "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE");
+        case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
+            return set(x.aux_type, buf, size, "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE");
+        default: return complain(CUBLAS_STATUS_NOT_SUPPORTED, "matmul descriptor attribute %d not simulated", (int)attr);
+    }
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* p) {
+    if (!p) return CUBLAS_STATUS_INVALID_VALUE;
+    *p = reinterpret_cast<cublasLtMatmulPreference_t>(new Preference);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
+    delete reinterpret_cast<Preference*>(p);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr,
+                                                    const void* buf, size_t size) {
+    if (!p) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
+        return set(reinterpret_cast<Preference*>(p)->max_workspace, buf, size, "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES");
+    return CUBLAS_STATUS_SUCCESS;  // other preferences (alignments, ...) only steer algorithm choice: accepted
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                              cublasLtMatmulPreference_t pref, int requested,
+                                              cublasLtMatmulHeuristicResult_t results[], int* count) {
+    if (!h || !desc || !a || !b || !c || !d || !pref || !results || !count || requested < 1)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *count = 0;
+    Problem p;
+    if (validate(*D(desc), *L(a), *L(b), *L(c), *L(d), p) != CUBLAS_STATUS_SUCCESS) return CUBLAS_STATUS_NOT_SUPPORTED;
+    std::memset(&results[0], 0, sizeof results[0]);
+    results[0].algo.data[0] = 0xC0DA5111ull;  // marks an algo from this simulator
+    results[0].workspaceSize = 0;
+    results[0].state = CUBLAS_STATUS_SUCCESS;
+    results[0].wavesCount = 1.0f;
+    *count = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void* alpha_p, const void* A,
+                              cublasLtMatrixLayout_t a_l, const void* B, cublasLtMatrixLayout_t b_l, const void* beta_p,
+                              const void* C, cublasLtMatrixLayout_t c_l, void* Dm, cublasLtMatrixLayout_t d_l,
+                              const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!desc || !a_l || !b_l || !c_l || !d_l || !alpha_p || !beta_p || !A || !B || !Dm)
+        return complain(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: null argument");
+    const Desc& d = *D(desc);
+    const Layout &a = *L(a_l), &b = *L(b_l), &c = *L(c_l), &dd = *L(d_l);
+    Problem p;
+    if (cublasStatus_t s = validate(d, a, b, c, dd, p)) return s;
+    const float alpha = *static_cast<const float*>(alpha_p), beta = *static_cast<const float*>(beta_p);
+    if (beta != 0.0f && !C) return complain(CUBLAS_STATUS_INVALID_VALUE, "beta != 0 with a null C");
+    const bool ta = d.transa == CUBLAS_OP_T, tb = d.transb == CUBLAS_OP_T;
+    const size_t m = p.m, n = p.n, k = p.k;
+    std::vector<float> opa(m * k), opb(n * k);  // op(A) row i and op(B) column j, each contiguous over k
+    for (int bi = 0; bi < p.batch; bi++) {
+        const size_t ao = (size_t)(bi * a.stride), bo = (size_t)(bi * b.stride);
+        const size_t co = (size_t)(bi * c.stride), dof = (size_t)(bi * dd.stride);
+        for (size_t i = 0; i < m; i++)
+            for (size_t kk = 0; kk < k; kk++)  // op(A)(i,kk) = A(i,kk) or A(kk,i), column-major
+                opa[i * k + kk] = load(A, a.type, ao + (ta ? i * a.ld + kk : kk * a.ld + i));
+        for (size_t j = 0; j < n; j++)
+            for (size_t kk = 0; kk < k; kk++)  // op(B)(kk,j) = B(kk,j) or B(j,kk)
+                opb[j * k + kk] = load(B, b.type, bo + (tb ? kk * b.ld + j : j * b.ld + kk));
+        if (p.bgrada || p.bgradb) {  // bias gradient: sums over the k dimension of op(A) rows or op(B) columns
+            const size_t len = p.bgrada ? m : n;
+            const std::vector<float>& src = p.bgrada ? opa : opb;
+            for (size_t r = 0; r < len; r++) {
+                double s = 0;
+                for (size_t kk = 0; kk < k; kk++) s += src[r * k + kk];
+                store(d.bias, p.bias_type, (size_t)(bi * d.bias_batch_stride) + r, s);
+            }
+        }
+#pragma omp parallel for schedule(static)
+        for (size_t j = 0; j < n; j++) {
+            for (size_t i = 0; i < m; i++) {
+                const float* x = &opa[i * k];
+                const float* y = &opb[j * k];
+                double acc = 0;
+                for (size_t kk = 0; kk < k; kk++) acc += (double)x[kk] * y[kk];
+                acc *= alpha;
+                if (beta != 0.0f) acc += (double)beta * load(C, c.type, co + j * c.ld + i);  // C unread when beta == 0
+                if (p.bias_in) acc += load(d.bias, p.bias_type, (size_t)(bi * d.bias_batch_stride) + i);
+                if (p.aux) store(d.aux, p.aux_type, (size_t)(bi * d.aux_batch_stride) + j * d.aux_ld + i, acc);
+                if (p.gelu) acc = gelu_tanh(acc);
+                store(Dm, dd.type, dof + j * dd.ld + i, acc);
+            }
+        }
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,786 @@
+// Every CudaBackend op, run under the CUDA simulator, against the same op of the CpuBackend (fp32 reference).
+//
+// Inputs are random and rounded to bf16 first, so both backends see exactly the same values; the differences come
+// only from the CUDA side's bf16 storage of results and from fp32 rounding in both. Each op runs under the three
+// thread orders of the simulator (forward, reverse, shuffled): the results must be bitwise identical (the kernels are
+// deterministic, and a missing barrier shows up as a difference or an error) and within a per-element error bound.
+//
+// Error bounds (derived per op next to each test; all in double on the host):
+//   U    = 2^-8: bf16 unit roundoff. bf16 keeps 8 significant bits (7 stored + the implicit one), so rounding to
+//          nearest changes a value by at most half an ulp = 2^-8 relative.
+//   G(n) = 2 (n + 2) 2^-24: an fp32 sum of n products differs from the exact one by at most (n + 2) u32 times the
+//          sum of the magnitudes of its terms (u32 = 2^-24, the standard bound for recursive summation plus the final
+//          scaling); the factor 2 covers both implementations, since the CPU reference is fp32 too.
+// A bound is "U |want| + (fp32 error) + (propagated input error)"; nothing is widened beyond what the math gives.
+// Shapes are tiny and odd (T, C not multiples of 32) so that the partial warps and block-stride loops are exercised.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cudasim.h"
+#include "llmc/bf16.h"
+#include "llmc/cpu/cpu_backend.h"
+#include "llmc/cuda/cuda_backend.h"
+#include "llmc/error.h"
+#include "test/testing.h"
+
+using llmc::CpuBackend;
+using llmc::CudaBackend;
+using bf16 = __nv_bfloat16;
+using Vec = std::vector<float>;
+using Bound = std::vector<double>;
+
+namespace {
+
+constexpr double U = 1.0 / 256.0;                             // bf16 unit roundoff, 2^-8
+inline double G(size_t n) { return 2.0 * (double)(n + 2) * 0x1p-24; }  // fp32 accumulation bound factor
+constexpr double kGeluSlope = 1.13;                           // max |gelu'(x)| of the tanh GELU (1.1289 at x ~ 1.5)
+
+std::mt19937_64 rng(20240521);
+
+Vec random_vec(size_t n, float lo, float hi) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    Vec v(n);
+    for (auto& x : v) x = d(rng);
+    return v;
+}
+// Random values already representable in bf16 (so both backends start from identical inputs).
+Vec random_bf16(size_t n, float lo, float hi) {
+    Vec v = random_vec(n, lo, hi);
+    for (auto& x : v) x = llmc::bf16_to_float(llmc::float_to_bf16(x));
+    return v;
+}
+Vec round_bf16(Vec v) {
+    for (auto& x : v) x = llmc::bf16_to_float(llmc::float_to_bf16(x));
+    return v;
+}
+
+// Device buffers of one test, freed at the end of the test.
+struct Arena {
+    CudaBackend& g;
+    std::vector<void*> ptrs;
+    explicit Arena(CudaBackend& gpu) : g(gpu) {}
+    ~Arena() {
+        for (void* p : ptrs) g.free(p);
+    }
+    void* raw(size_t bytes) {
+        ptrs.push_back(g.alloc(bytes));
+        return ptrs.back();
+    }
+    bf16* bf(size_t n) { return (bf16*)raw(n * sizeof(bf16)); }
+    float* f32(size_t n) { return (float*)raw(n * sizeof(float)); }
+    int* i32(const std::vector<int>& h) {
+        int* p = (int*)raw(h.size() * sizeof(int));
+        g.copy_to_device(p, h.data(), h.size() * sizeof(int));
+        return p;
+    }
+};
+void put(CudaBackend& g, bf16* d, const Vec& h) { g.upload_floats(d, h.data(), h.size()); }
+void put(CudaBackend& g, float* d, const Vec& h) { g.copy_to_device(d, h.data(), h.size() * sizeof(float)); }
+Vec get(CudaBackend& g, const bf16* d, size_t n) {
+    Vec h(n);
+    g.download_floats(h.data(), d, n);
+    return h;
+}
+Vec get(CudaBackend& g, const float* d, size_t n) {
+    Vec h(n);
+    g.copy_to_host(h.data(), d, n * sizeof(float));
+    return h;
+}
+
+// PASS if |got - want| <= bound elementwise (NaN fails); reports the largest error and the largest error / bound.
+bool check_bound(const std::string& name, const Vec& got, const Vec& want, const Bound& bound) {
+    if (got.size() != want.size() || got.size() != bound.size())
+        return testing::check(name, false, "size mismatch %zu %zu %zu", got.size(), want.size(), bound.size());
+    size_t bad = 0, first = 0;
+    double max_err = 0, max_ratio = 0;
+    for (size_t i = 0; i < got.size(); i++) {
+        double e = std::fabs((double)got[i] - (double)want[i]);
+        if (!(e <= bound[i])) {
+            if (!bad) first = i;
+            bad++;
+        }
+        if (std::isnan(e)) e = INFINITY;
+        max_err = std::max(max_err, e);
+        if (bound[i] > 0) max_ratio = std::max(max_ratio, e / bound[i]);
+    }
+    if (bad)
+        return testing::check(name, false, "%zu of %zu elements outside the bound; first at %zu: got %.9g want %.9g "
+                              "bound %.3g", bad, got.size(), first, (double)got[first], (double)want[first],
+                              bound[first]);
+    std::printf("PASS %s (max abs err %.3g, max err/bound %.3f)\n", name.c_str(), max_err, max_ratio);
+    std::fflush(stdout);
+    testing::counts().passed++;
+    return true;
+}
+
+// Runs `op` (which resets its inputs, runs the CUDA op and returns its outputs) under the three thread orders;
+// checks that the three results are bitwise identical and returns the first.
+using Outputs = std::vector<Vec>;
+Outputs run_all_orders(const std::string& name, const std::function<Outputs()>& op) {
+    std::vector<Outputs> res;
+    cudasim::for_each_order([&](cudasim::Order) { res.push_back(op()); });
+    bool same = true;
+    for (size_t o = 1; o < res.size(); o++)
+        for (size_t k = 0; k < res[0].size(); k++)
+            if (res[o][k].size() != res[0][k].size() ||
+                std::memcmp(res[o][k].data(), res[0][k].data(), res[0][k].size() * sizeof(float)) != 0)
+                same = false;
+    testing::check(name + "/identical under forward, reverse, shuffled thread orders", same,
+                   "results differ between thread orders");
+    return res[0];
+}
+
+// ---- encoder --------------------------------------------------------------------------------------------------
+// forward: out = round(wte + wpe): the fp32 sum of two bf16 values in [-1, 1] is exact, so only the final
+// rounding remains: |err| <= U |want|.
+// backward: fp32 sums of at most B*T terms: |err| <= G(B*T) (|initial| + sum of |terms|); the sums of magnitudes are
+// obtained by running the CPU op on |dout| from zero.
+void test_encoder(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_t C, size_t V) {
+    const std::string tag = "encoder B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C);
+    const size_t N = B * T;
+    Arena a(gpu);
+    Vec wte = random_bf16(V * C, -1, 1), wpe = random_bf16(T * C, -1, 1), dout = random_bf16(N * C, -1, 1);
+    std::vector<int> tok(N);
+    std::uniform_int_distribution<int> dt(0, (int)V - 1);
+    for (auto& t : tok) t = dt(rng);
+    tok[0] = tok[N - 1] = tok[N / 2];  // make sure some token repeats
+    Vec dwte0 = random_vec(V * C, -1, 1), dwpe0 = random_vec(T * C, -1, 1);
+
+    Vec out_ref(N * C);
+    cpu.encoder_forward(out_ref.data(), tok.data(), wte.data(), wpe.data(), B, T, C);
+    Vec dwte_ref = dwte0, dwpe_ref = dwpe0;
+    cpu.encoder_backward(dwte_ref.data(), dwpe_ref.data(), dout.data(), tok.data(), B, T, C);
+    Vec absd(N * C), swte(V * C, 0.0f), swpe(T * C, 0.0f);
+    for (size_t i = 0; i < N * C; i++) absd[i] = std::fabs(dout[i]);
+    cpu.encoder_backward(swte.data(), swpe.data(), absd.data(), tok.data(), B, T, C);
+
+    bf16 *d_wte = a.bf(V * C), *d_wpe = a.bf(T * C), *d_out = a.bf(N * C), *d_dout = a.bf(N * C);
+    float *d_dwte = a.f32(V * C), *d_dwpe = a.f32(T * C);
+    int* d_tok = a.i32(tok);
+    put(gpu, d_wte, wte);
+    put(gpu, d_wpe, wpe);
+    put(gpu, d_dout, dout);
+
+    Outputs f = run_all_orders(tag + " forward", [&] {
+        gpu.encoder_forward(d_out, d_tok, d_wte, d_wpe, B, T, C);
+        return Outputs{get(gpu, d_out, N * C)};
+    });
+    Bound bo(N * C);
+    for (size_t i = 0; i < N * C; i++) bo[i] = U * std::fabs(out_ref[i]);
+    check_bound(tag + " forward out", f[0], out_ref, bo);
+
+    Outputs b = run_all_orders(tag + " backward", [&] {
+        put(gpu, d_dwte, dwte0);
+        put(gpu, d_dwpe, dwpe0);
+        gpu.encoder_backward(d_dwte, d_dwpe, d_dout, d_tok, B, T, C);
+        return Outputs{get(gpu, d_dwte, V * C), get(gpu, d_dwpe, T * C)};
+    });
+    Bound bw(V * C), bp(T * C);
+    for (size_t i = 0; i < V * C; i++) bw[i] = G(N) * (std::fabs(dwte0[i]) + swte[i]);
+    for (size_t i = 0; i < T * C; i++) bp[i] = G(B) * (std::fabs(dwpe0[i]) + swpe[i]);
+    check_bound(tag + " backward dwte", b[0], dwte_ref, bw);
+    check_bound(tag + " backward dwpe", b[1], dwpe_ref, bp);
+}
+
+// ---- layernorm --------------------------------------------------------------------------------------------------
+// Statistics: mean is an fp32 sum of C terms: |err| <= G(C) mean|x|. rstd = (var + eps)^-1/2 with var an fp32 sum
+// of C squares: relative error <= G(C)/2 from var, plus 2^-22 for rsqrt (2 ulp on the GPU) -> G(C) + 2^-21.
+// out = xhat w + b with xhat = (x - mean) rstd: |err(xhat)| <= (|err(mean)| + |x - mean| rel_err(rstd)) rstd, plus
+// 4 u32 for the subtract / multiply / fma steps; then the bf16 rounding U |out|.
+double xhat_error(double x, double m, double r, double mabs, size_t C) {
+    return (G(C) * mabs + std::fabs(x - m) * (G(C) + 0x1p-21)) * r + 4 * 0x1p-24 * std::fabs(x - m) * r;
+}
+
+void layernorm_forward_bounds(const Vec& x, const Vec& w, const Vec& b, const Vec& out, const Vec& mean,
+                              const Vec& rstd, size_t N, size_t C, Bound& bo, Bound& bm, Bound& br) {
+    bo.assign(N * C, 0);
+    bm.assign(N, 0);
+    br.assign(N, 0);
+    for (size_t n = 0; n < N; n++) {
+        double mabs = 0;
+        for (size_t c = 0; c < C; c++) mabs += std::fabs(x[n * C + c]) / (double)C;
+        bm[n] = G(C) * mabs;
+        br[n] = (G(C) + 0x1p-21) * rstd[n];
+        for (size_t c = 0; c < C; c++) {
+            double ex = xhat_error(x[n * C + c], mean[n], rstd[n], mabs, C);
+            bo[n * C + c] = U * std::fabs(out[n * C + c]) + ex * std::fabs(w[c]) +
+                            4 * 0x1p-24 * (std::fabs(out[n * C + c]) + std::fabs(b[c]));
+        }
+    }
+}
+
+void test_layernorm(CudaBackend& gpu, CpuBackend& cpu, size_t N, size_t C) {
+    const std::string tag = "layernorm N=" + std::to_string(N) + " C=" + std::to_string(C);
+    Arena a(gpu);
+    Vec x = random_bf16(N * C, -2.0f, 2.6f), w = random_bf16(C, 0.5f, 1.5f), bias = random_bf16(C, -0.5f, 0.5f);
+    Vec out_ref(N * C), mean_ref(N), rstd_ref(N);
+    cpu.layernorm_forward(out_ref.data(), mean_ref.data(), rstd_ref.data(), x.data(), w.data(), bias.data(), N, C);
+
+    bf16 *d_x = a.bf(N * C), *d_w = a.bf(C), *d_b = a.bf(C), *d_out = a.bf(N * C);
+    float *d_mean = a.f32(N), *d_rstd = a.f32(N);
+    put(gpu, d_x, x);
+    put(gpu, d_w, w);
+    put(gpu, d_b, bias);
+    Outputs f = run_all_orders(tag + " forward", [&] {
+        gpu.layernorm_forward(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C);
+        return Outputs{get(gpu, d_out, N * C), get(gpu, d_mean, N), get(gpu, d_rstd, N)};
+    });
+    Bound bo, bm, br;
+    layernorm_forward_bounds(x, w, bias, out_ref, mean_ref, rstd_ref, N, C, bo, bm, br);
+    check_bound(tag + " forward out", f[0], out_ref, bo);
+    check_bound(tag + " forward mean", f[1], mean_ref, bm);
+    check_bound(tag + " forward rstd", f[2], rstd_ref, br);
+
+    // Fused residual: residual = round(inp1 + inp2) (exact fp32 sum of two bf16 values, then one rounding: U), and
+    // the layernorm of the stored residual, compared with the CPU layernorm of that same stored residual.
+    Vec x2 = random_bf16(N * C, -1.0f, 1.0f);
+    Vec res_ref(N * C), out2_ref(N * C), m2(N), r2(N);
+    cpu.fused_residual_layernorm_forward(res_ref.data(), out2_ref.data(), m2.data(), r2.data(), x.data(), x2.data(),
+                                         w.data(), bias.data(), N, C);
+    bf16 *d_x2 = a.bf(N * C), *d_res = a.bf(N * C);
+    put(gpu, d_x2, x2);
+    Outputs fr = run_all_orders(tag + " fused residual forward", [&] {
+        gpu.fused_residual_layernorm_forward(d_res, d_out, d_mean, d_rstd, d_x, d_x2, d_w, d_b, N, C);
+        return Outputs{get(gpu, d_res, N * C), get(gpu, d_out, N * C), get(gpu, d_mean, N), get(gpu, d_rstd, N)};
+    });
+    Bound bres(N * C);
+    for (size_t i = 0; i < N * C; i++) bres[i] = U * std::fabs(res_ref[i]);
+    check_bound(tag + " fused residual", fr[0], res_ref, bres);
+    cpu.layernorm_forward(out2_ref.data(), m2.data(), r2.data(), fr[0].data(), w.data(), bias.data(), N, C);
+    layernorm_forward_bounds(fr[0], w, bias, out2_ref, m2, r2, N, C, bo, bm, br);
+    check_bound(tag + " fused residual out", fr[1], out2_ref, bo);
+    check_bound(tag + " fused residual mean", fr[2], m2, bm);
+    check_bound(tag + " fused residual rstd", fr[3], r2, br);
+
+    // Backward, with the CPU's mean / rstd given to both. With dnorm = dout w, A = mean(dnorm), Bm = mean(dnorm xhat):
+    //   d = (dnorm - A - xhat Bm) rstd: fp32 error <= (G(C) (mean|dnorm| + |xhat| mean|dnorm xhat|) + 4 u32 (|dnorm|
+    //   + |A| + |xhat Bm|)) rstd + |err(xhat)| (|Bm| rstd), and dinp = round(dinp0 + d): + U |want| + u32 |want|.
+    //   dweight[c] = w0 + sum_n dout xhat: G(N) (|w0| + sum |dout xhat|) + sum |dout| |err(xhat)|.
+    //   dbias[c]   = b0 + sum_n dout: G(N) (|b0| + sum |dout|).
+    Vec dout = random_bf16(N * C, -1, 1), dinp0 = random_bf16(N * C, -1, 1);
+    Vec dw0 = random_vec(C, -1, 1), db0 = random_vec(C, -1, 1);
+    Vec dinp_ref = dinp0, dw_ref = dw0, db_ref = db0;
+    cpu.layernorm_backward(dinp_ref.data(), dw_ref.data(), db_ref.data(), dout.data(), x.data(), w.data(),
+                           mean_ref.data(), rstd_ref.data(), N, C);
+    bf16 *d_dout = a.bf(N * C), *d_dinp = a.bf(N * C);
+    float *d_dw = a.f32(C), *d_db = a.f32(C);
+    put(gpu, d_dout, dout);
+    Outputs bk = run_all_orders(tag + " backward", [&] {
+        put(gpu, d_dinp, dinp0);
+        put(gpu, d_dw, dw0);
+        put(gpu, d_db, db0);
+        put(gpu, d_mean, mean_ref);
+        put(gpu, d_rstd, rstd_ref);
+        gpu.layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C);
+        return Outputs{get(gpu, d_dinp, N * C), get(gpu, d_dw, C), get(gpu, d_db, C)};
+    });
+    Bound bdi(N * C), bdw(C), bdb(C);
+    std::vector<double> sw(C, 0), sb(C, 0), sxe(C, 0);
+    for (size_t n = 0; n < N; n++) {
+        const double m = mean_ref[n], r = rstd_ref[n];
+        double mabs = 0, A = 0, Bm = 0, adn = 0, adnx = 0;
+        for (size_t c = 0; c < C; c++) {
+            double xh = (x[n * C + c] - m) * r, dn = (double)dout[n * C + c] * w[c];
+            mabs += std::fabs(x[n * C + c]) / C;
+            A += dn / C;
+            Bm += dn * xh / C;
+            adn += std::fabs(dn) / C;
+            adnx += std::fabs(dn * xh) / C;
+        }
+        for (size_t c = 0; c < C; c++) {
+            const size_t i = n * C + c;
+            double xh = (x[i] - m) * r, dn = (double)dout[i] * w[c];
+            double exh = xhat_error(x[i], m, r, mabs, C);
+            double ed = (G(C) * (adn + std::fabs(xh) * adnx) + 4 * 0x1p-24 * (std::fabs(dn) + std::fabs(A) +
+                         std::fabs(xh * Bm))) * r + exh * std::fabs(Bm) * r;
+            bdi[i] = (U + 0x1p-24) * std::fabs(dinp_ref[i]) + ed;
+            sw[c] += std::fabs(dout[i] * xh);
+            sb[c] += std::fabs(dout[i]);
+            sxe[c] += std::fabs(dout[i]) * exh;
+        }
+    }
+    for (size_t c = 0; c < C; c++) {
+        bdw[c] = G(N) * (std::fabs(dw0[c]) + sw[c]) + sxe[c];
+        bdb[c] = G(N) * (std::fabs(db0[c]) + sb[c]);
+    }
+    check_bound(tag + " backward dinp (+=)", bk[0], dinp_ref, bdi);
+    check_bound(tag + " backward dweight (+=)", bk[1], dw_ref, bdw);
+    check_bound(tag + " backward dbias (+=)", bk[2], db_ref, bdb);
+}
+
+// ---- matmul (+bias, +GELU) --------------------------------------------------------------------------------------
+// z = inp w^T + bias in fp32: |err(z)| <= G(C) S, S = sum_c |inp||w| + |bias|.
+// out (no GELU) = round(z): U |want| + G(C) S.
+// GELU: pre_gelu = round(z): U |want| + G(C) S; out = round(gelu(z~)) with z~ the input of the GELU, which is z in
+// the fused cuBLASLt epilogue, and the stored round(z) in the fallback (OC not a multiple of 8): |z~ - z| <=
+// G(C) S + U |z| <= G(C) S + 2U S (the 2U also covers a declined BIAS epilogue: round(round(z - bias) + bias)). Then |err(out)| <= U |want| + 1.13 |z~ - z| + 2^-20 (1 + |z|^3) (fp32 evaluation of the tanh form:
+// a few ulps of terms up to 0.05 |z|^3).
+// Backward: GELU backward in place: dout' = round(dout gelu'(pre)): U |want| + 2^-20 |dout| (1 + |pre|^3) =: e'.
+// dinp = round(dout' w): U |want| + G(OC) sum |dout'||w| + sum_o e' |w|.
+// dweight = w0 + dout'^T inp: G(N) (|w0| + sum |dout'||inp|) + sum_n e' |inp|.  dbias: G(N) (|b0| + sum |dout'|) + sum e'.
+void test_matmul(CudaBackend& gpu, CpuBackend& cpu, size_t N, size_t C, size_t OC, bool has_bias, bool gelu) {
+    const std::string tag = "matmul N=" + std::to_string(N) + " C=" + std::to_string(C) + " OC=" + std::to_string(OC) +
+                            (has_bias ? " bias" : "") + (gelu ? " gelu" : "");
+    Arena a(gpu);
+    Vec inp = random_bf16(N * C, -1, 1), w = random_bf16(OC * C, -1, 1), bias = random_bf16(OC, -1, 1);
+    const float* bias_p = has_bias ? bias.data() : nullptr;
+    Vec out_ref(N * OC), pre_ref(N * OC);
+    cpu.matmul_forward(out_ref.data(), inp.data(), w.data(), bias_p, N, C, OC, gelu ? pre_ref.data() : nullptr);
+    std::vector<double> S(N * OC);
+    for (size_t n = 0; n < N; n++)
+        for (size_t o = 0; o < OC; o++) {
+            double s = has_bias ? std::fabs(bias[o]) : 0.0;
+            for (size_t c = 0; c < C; c++) s += std::fabs(inp[n * C + c] * w[o * C + c]);
+            S[n * OC + o] = s;
+        }
+
+    bf16 *d_inp = a.bf(N * C), *d_w = a.bf(OC * C), *d_b = a.bf(OC), *d_out = a.bf(N * OC), *d_pre = a.bf(N * OC);
+    put(gpu, d_inp, inp);
+    put(gpu, d_w, w);
+    put(gpu, d_b, bias);
+    Outputs f = run_all_orders(tag + " forward", [&] {
+        gpu.matmul_forward(d_out, d_inp, d_w, has_bias ? d_b : nullptr, N, C, OC, gelu ? d_pre : nullptr);
+        return gelu ? Outputs{get(gpu, d_out, N * OC), get(gpu, d_pre, N * OC)} : Outputs{get(gpu, d_out, N * OC)};
+    });
+    Bound bo(N * OC), bpre(N * OC);
+    for (size_t i = 0; i < N * OC; i++) {
+        double ez = G(C) * S[i];
+        if (gelu) {
+            double z = pre_ref[i];
+            bpre[i] = U * std::fabs(z) + ez;
+            bo[i] = U * std::fabs(out_ref[i]) + kGeluSlope * (ez + 2 * U * S[i]) + 0x1p-20 * (1 + std::pow(std::fabs(z), 3));
+        } else {
+            bo[i] = U * std::fabs(out_ref[i]) + ez;
+        }
+    }
+    check_bound(tag + " forward out", f[0], out_ref, bo);
+    if (gelu) check_bound(tag + " forward pre_gelu", f[1], pre_ref, bpre);
+
+    Vec dout = random_bf16(N * OC, -1, 1), pre = round_bf16(pre_ref);
+    Vec dw0 = random_vec(OC * C, -1, 1), db0 = random_vec(OC, -1, 1);
+    Vec dout_ref = dout, dinp_ref(N * C), dw_ref = dw0, db_ref = db0;
+    cpu.matmul_backward(dinp_ref.data(), dw_ref.data(), has_bias ? db_ref.data() : nullptr, dout_ref.data(),
+                        inp.data(), w.data(), N, C, OC, gelu ? pre.data() : nullptr);
+    bf16 *d_dout = a.bf(N * OC), *d_dinp = a.bf(N * C);
+    float *d_dw = a.f32(OC * C), *d_db = a.f32(OC);
+    Outputs bk = run_all_orders(tag + " backward", [&] {
+        put(gpu, d_dout, dout);
+        put(gpu, d_pre, pre);
+        put(gpu, d_dw, dw0);
+        put(gpu, d_db, db0);
+        gpu.matmul_backward(d_dinp, d_dw, has_bias ? d_db : nullptr, d_dout, d_inp, d_w, N, C, OC,
+                            gelu ? d_pre : nullptr);
+        return Outputs{get(gpu, d_dinp, N * C), get(gpu, d_dw, OC * C), get(gpu, d_db, OC), get(gpu, d_dout, N * OC)};
+    });
+    Bound edo(N * OC, 0.0);
+    if (gelu) {
+        for (size_t i = 0; i < N * OC; i++)
+            edo[i] = U * std::fabs(dout_ref[i]) + 0x1p-20 * std::fabs(dout[i]) * (1 + std::pow(std::fabs(pre[i]), 3));
+        check_bound(tag + " backward dout *= gelu'(pre_gelu) in place", bk[3], dout_ref, edo);
+    } else {
+        check_bound(tag + " backward dout untouched", bk[3], dout, Bound(N * OC, 0.0));
+    }
+    Bound bdi(N * C), bdw(OC * C), bdb(OC);
+    for (size_t n = 0; n < N; n++)
+        for (size_t c = 0; c < C; c++) {
+            double s = 0, e = 0;
+            for (size_t o = 0; o < OC; o++) {
+                s += std::fabs(dout_ref[n * OC + o] * w[o * C + c]);
+                e += edo[n * OC + o] * std::fabs(w[o * C + c]);
+            }
+            bdi[n * C + c] = U * std::fabs(dinp_ref[n * C + c]) + G(OC) * s + e;
+        }
+    for (size_t o = 0; o < OC; o++) {
+        double sb = 0, eb = 0;
+        for (size_t n = 0; n < N; n++) {
+            sb += std::fabs(dout_ref[n * OC + o]);
+            eb += edo[n * OC + o];
+        }
+        bdb[o] = G(N) * (std::fabs(db0[o]) + sb) + eb;
+        for (size_t c = 0; c < C; c++) {
+            double s = 0, e = 0;
+            for (size_t n = 0; n < N; n++) {
+                s += std::fabs(dout_ref[n * OC + o] * inp[n * C + c]);
+                e += edo[n * OC + o] * std::fabs(inp[n * C + c]);
+            }
+            bdw[o * C + c] = G(N) * (std::fabs(dw0[o * C + c]) + s) + e;
+        }
+    }
+    check_bound(tag + " backward dinp", bk[0], dinp_ref, bdi);
+    check_bound(tag + " backward dweight (+=)", bk[1], dw_ref, bdw);
+    if (has_bias) check_bound(tag + " backward dbias (+=)", bk[2], db_ref, bdb);
+    else check_bound(tag + " backward without bias leaves dbias alone", bk[2], db0, Bound(OC, 0.0));
+}
+
+// ---- GELU -------------------------------------------------------------------------------------------------------
+// out = round(gelu(x)) in fp32: U |want| + 2^-20 (1 + |x|^3) (a few ulps of the tanh form's terms).
+void test_gelu(CudaBackend& gpu, CpuBackend& cpu, size_t n) {
+    const std::string tag = "gelu n=" + std::to_string(n);
+    Arena a(gpu);
+    Vec x = random_bf16(n, -5, 5), ref(n);
+    cpu.gelu_forward(ref.data(), x.data(), n);
+    bf16 *d_x = a.bf(n), *d_y = a.bf(n);
+    put(gpu, d_x, x);
+    Outputs f = run_all_orders(tag + " forward", [&] {
+        gpu.gelu_forward(d_y, d_x, n);
+        return Outputs{get(gpu, d_y, n)};
+    });
+    Bound b(n);
+    for (size_t i = 0; i < n; i++) b[i] = U * std::fabs(ref[i]) + 0x1p-20 * (1 + std::pow(std::fabs(x[i]), 3));
+    check_bound(tag + " forward", f[0], ref, b);
+}
+
+// ---- attention ----------------------------------------------------------------------------------------------------
+// Forward, per row i of a head (scale = 1/sqrt(hs)):
+//   scores s_ij = round(scale q_i.k_j): |ds_ij| <= U |s_ij| + G(hs) scale sum |q||k|;  D_i = max_j |ds_ij|.
+//   softmax from perturbed scores: |dp_ij| <= p_ij (exp(2 D_i) - 1) <= p_ij 2 D_i (1 + 2 D_i), plus fp32 exp / sum
+//   error G(T) p_ij + 2^-21 p_ij, plus the bf16 rounding of p: U p_ij.
+//   y = P V (fp32 GEMM of the stored P) then round: U |y| + sum_j |dp_ij| |v_jd| + G(T) sum_j p_ij |v_jd|.
+//   Entries above the diagonal are exactly 0.
+// Backward, with the same bf16 att given to both backends (dP = dy v^T, dot_i = sum_j p dP, dS = scale p (dP - dot)):
+//   e1  = U |dP| + G(hs) sum |dy||v|;  edot_i = sum_j p e1 + G(T) sum_j p |dP|
+//   edS = scale p (e1 + edot) + U |dS| + 4 u32 scale p (|dP| + |dot|)
+//   dQ: U |dQ| + sum_j edS |k| + G(T) sum_j |dS||k|;  dK: U |dK| + sum_i edS |q| + G(T) sum_i |dS||q|
+//   dV: U |dV| + G(T) sum_i p |dy|
+void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_t NH, size_t hs) {
+    const size_t C = NH * hs, C3 = 3 * C;
+    const std::string tag = "attention B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" +
+                            std::to_string(NH) + " hs=" + std::to_string(hs);
+    Arena a(gpu);
+    Vec qkv = random_bf16(B * T * C3, -2, 2);
+    Vec out_ref(B * T * C), att_ref(B * NH * T * T);
+    cpu.attention_forward(out_ref.data(), att_ref.data(), qkv.data(), B, T, C, NH);
+    bf16 *d_qkv = a.bf(B * T * C3), *d_out = a.bf(B * T * C), *d_att = a.bf(B * NH * T * T);
+    put(gpu, d_qkv, qkv);
+    Outputs f = run_all_orders(tag + " forward", [&] {
+        gpu.attention_forward(d_out, d_att, d_qkv, B, T, C, NH);
+        return Outputs{get(gpu, d_out, B * T * C), get(gpu, d_att, B * NH * T * T)};
+    });
+    const double scale = 1.0 / std::sqrt((double)hs);
+    auto Q = [&](size_t b, size_t t, size_t h, size_t d) { return (double)qkv[(b * T + t) * C3 + h * hs + d]; };
+    auto K = [&](size_t b, size_t t, size_t h, size_t d) { return (double)qkv[(b * T + t) * C3 + C + h * hs + d]; };
+    auto Vv = [&](size_t b, size_t t, size_t h, size_t d) { return (double)qkv[(b * T + t) * C3 + 2 * C + h * hs + d]; };
+    Bound batt(B * NH * T * T, 0.0), bout(B * T * C, 0.0);
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < NH; h++)
+            for (size_t i = 0; i < T; i++) {
+                const size_t row = ((b * NH + h) * T + i) * T;
+                double D = 0;
+                for (size_t j = 0; j <= i; j++) {
+                    double s = 0, sa = 0;
+                    for (size_t d = 0; d < hs; d++) {
+                        s += Q(b, i, h, d) * K(b, j, h, d);
+                        sa += std::fabs(Q(b, i, h, d) * K(b, j, h, d));
+                    }
+                    D = std::max(D, U * std::fabs(s * scale) + G(hs) * scale * sa);
+                }
+                for (size_t j = 0; j <= i; j++) {
+                    double p = att_ref[row + j];
+                    batt[row + j] = p * (2 * D * (1 + 2 * D) + G(T) + 0x1p-21 + U);
+                }
+                for (size_t d = 0; d < hs; d++) {
+                    double e = 0, sp = 0;
+                    for (size_t j = 0; j <= i; j++) {
+                        e += batt[row + j] * std::fabs(Vv(b, j, h, d));
+                        sp += att_ref[row + j] * std::fabs(Vv(b, j, h, d));
+                    }
+                    const size_t o = (b * T + i) * C + h * hs + d;
+                    bout[o] = U * std::fabs(out_ref[o]) + e + G(T) * sp;
+                }
+            }
+    check_bound(tag + " forward att (probabilities, 0 above the diagonal)", f[1], att_ref, batt);
+    check_bound(tag + " forward out", f[0], out_ref, bout);
+
+    Vec att = round_bf16(att_ref), dout = random_bf16(B * T * C, -1, 1);
+    Vec dqkv_ref(B * T * C3);
+    cpu.attention_backward(dqkv_ref.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
+    bf16 *d_dout = a.bf(B * T * C), *d_dqkv = a.bf(B * T * C3);
+    put(gpu, d_dout, dout);
+    Outputs bk = run_all_orders(tag + " backward", [&] {
+        put(gpu, d_att, att);
+        gpu.attention_backward(d_dqkv, d_dout, d_qkv, d_att, B, T, C, NH);
+        return Outputs{get(gpu, d_dqkv, B * T * C3)};
+    });
+    Bound bq(B * T * C3, 0.0);
+    std::vector<double> dP(T * T), e1(T * T), dS(T * T), edS(T * T);
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < NH; h++) {
+            auto P = [&](size_t i, size_t j) { return (double)att[((b * NH + h) * T + i) * T + j]; };
+            auto dY = [&](size_t t, size_t d) { return (double)dout[(b * T + t) * C + h * hs + d]; };
+            for (size_t i = 0; i < T; i++) {
+                double dot = 0, dota = 0, edot = 0;
+                for (size_t j = 0; j <= i; j++) {
+                    double s = 0, sa = 0;
+                    for (size_t d = 0; d < hs; d++) {
+                        s += dY(i, d) * Vv(b, j, h, d);
+                        sa += std::fabs(dY(i, d) * Vv(b, j, h, d));
+                    }
+                    dP[i * T + j] = s;
+                    e1[i * T + j] = U * std::fabs(s) + G(hs) * sa;
+                    dot += P(i, j) * s;
+                    dota += P(i, j) * std::fabs(s);
+                    edot += P(i, j) * e1[i * T + j];
+                }
+                edot += G(T) * dota;
+                for (size_t j = 0; j < T; j++) {
+                    if (j > i) {
+                        dS[i * T + j] = edS[i * T + j] = 0;
+                        continue;
+                    }
+                    double ds = scale * P(i, j) * (dP[i * T + j] - dot);
+                    dS[i * T + j] = ds;
+                    edS[i * T + j] = scale * P(i, j) * (e1[i * T + j] + edot) + U * std::fabs(ds) +
+                                     4 * 0x1p-24 * scale * P(i, j) * (std::fabs(dP[i * T + j]) + std::fabs(dot));
+                }
+            }
+            for (size_t t = 0; t < T; t++)
+                for (size_t d = 0; d < hs; d++) {
+                    double eq = 0, sq = 0, ek = 0, sk = 0, sv = 0;
+                    for (size_t j = 0; j < T; j++) {  // dQ_t = sum_j dS[t,j] k_j
+                        eq += edS[t * T + j] * std::fabs(K(b, j, h, d));
+                        sq += std::fabs(dS[t * T + j] * K(b, j, h, d));
+                    }
+                    for (size_t i = 0; i < T; i++) {  // dK_t = sum_i dS[i,t] q_i;  dV_t = sum_i P[i,t] dy_i
+                        ek += edS[i * T + t] * std::fabs(Q(b, i, h, d));
+                        sk += std::fabs(dS[i * T + t] * Q(b, i, h, d));
+                        sv += P(i, t) * std::fabs(dY(i, d));
+                    }
+                    const size_t base = (b * T + t) * C3 + h * hs + d;
+                    bq[base] = U * std::fabs(dqkv_ref[base]) + eq + G(T) * sq;
+                    bq[base + C] = U * std::fabs(dqkv_ref[base + C]) + ek + G(T) * sk;
+                    bq[base + 2 * C] = U * std::fabs(dqkv_ref[base + 2 * C]) + G(T) * sv;
+                }
+        }
+    check_bound(tag + " backward dqkv", bk[0], dqkv_ref, bq);
+}
+
+// ---- fused classifier ----------------------------------------------------------------------------------------
+// loss = log S + max - x_t in fp32: the sum S of V exponentials carries G(V) relative error (-> G(V) absolute in
+// log S), each exp 2^-22 relative (2 ulp), and the three fp32 operations 2^-23 (|log S| + |max| + |x_t|).
+// dlogits = round(dloss (p - onehot)): U |want| + |dloss| (p (G(V) + 2^-21) + 2^-24); padded columns exactly 0.
+void test_classifier(CudaBackend& gpu, CpuBackend& cpu, size_t N, size_t V, size_t Vp) {
+    const std::string tag = "fused_classifier N=" + std::to_string(N) + " V=" + std::to_string(V) + " Vp=" +
+                            std::to_string(Vp);
+    Arena a(gpu);
+    Vec logits = random_bf16(N * Vp, -4, 4);
+    for (size_t n = 0; n < N; n++)
+        for (size_t j = V; j < Vp; j++) logits[n * Vp + j] = 100.0f;  // padded columns must be ignored
+    std::vector<int> tgt(N);
+    std::uniform_int_distribution<int> dt(0, (int)V - 1);
+    for (auto& t : tgt) t = dt(rng);
+    tgt[0] = (int)V - 1;
+    const float dloss = 1.0f / (float)(3 * N);
+    Vec loss_ref(N), dl_ref = logits, loss_only(N), nochange = logits;
+    cpu.fused_classifier(dl_ref.data(), loss_ref.data(), tgt.data(), dloss, N, V, Vp, true);
+    bf16* d_logits = a.bf(N * Vp);
+    float* d_loss = a.f32(N);
+    int* d_tgt = a.i32(tgt);
+    Outputs f = run_all_orders(tag, [&] {
+        put(gpu, d_logits, logits);
+        gpu.fused_classifier(d_logits, d_loss, d_tgt, dloss, N, V, Vp, false);
+        Vec l1 = get(gpu, d_loss, N), unchanged = get(gpu, d_logits, N * Vp);
+        gpu.fused_classifier(d_logits, d_loss, d_tgt, dloss, N, V, Vp, true);
+        return Outputs{get(gpu, d_loss, N), get(gpu, d_logits, N * Vp), l1, unchanged};
+    });
+    Bound bl(N), bd(N * Vp, 0.0);
+    for (size_t n = 0; n < N; n++) {
+        const float* x = logits.data() + n * Vp;
+        double mx = *std::max_element(x, x + V), S = 0;
+        for (size_t j = 0; j < V; j++) S += std::exp((double)x[j] - mx);
+        bl[n] = G(V) + 0x1p-22 + 0x1p-23 * (std::fabs(std::log(S)) + std::fabs(mx) + std::fabs(x[tgt[n]]));
+        for (size_t j = 0; j < V; j++) {
+            double p = std::exp((double)x[j] - mx) / S;
+            bd[n * Vp + j] = U * std::fabs(dl_ref[n * Vp + j]) + dloss * (p * (G(V) + 0x1p-21) + 0x1p-24);
+        }
+    }
+    check_bound(tag + " losses", f[0], loss_ref, bl);
+    check_bound(tag + " dlogits in place (padded columns 0)", f[1], dl_ref, bd);
+    check_bound(tag + " losses without dlogits", f[2], loss_ref, bl);
+    check_bound(tag + " without dlogits the logits are untouched", f[3], nochange, Bound(N * Vp, 0.0));
+}
+
+// ---- AdamW ------------------------------------------------------------------------------------------------------
+// m, v, master: the same fp32 formula on both sides; the GPU may contract a*b+c into one fma (<= 1 ulp per step), so
+// the bound is 4 u32 of the magnitudes involved. params: stochastic rounding gives one of the two bf16 neighbours of
+// the (CUDA) master value; its mean is the master value (checked statistically on 4096 equal elements).
+void test_adamw(CudaBackend& gpu, CpuBackend& cpu, size_t n) {
+    const std::string tag = "adamw n=" + std::to_string(n);
+    Arena a(gpu);
+    Vec master = random_vec(n, -1, 1), grads = random_vec(n, -0.1f, 0.1f), m = random_vec(n, -0.01f, 0.01f),
+        v = random_vec(n, 0.0f, 1e-4f);
+    const float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.5f;
+    const int t = 3;
+    const uint32_t seed = 12345;
+    Vec p_ref = master, ma_ref = master, m_ref = m, v_ref = v;
+    cpu.adamw_update(p_ref.data(), ma_ref.data(), grads.data(), m_ref.data(), v_ref.data(), n, lr, b1, b2, eps, wd,
+                     gs, t, seed);
+    bf16* d_p = a.bf(n);
+    float *d_ma = a.f32(n), *d_g = a.f32(n), *d_m = a.f32(n), *d_v = a.f32(n);
+    put(gpu, d_g, grads);
+    Outputs f = run_all_orders(tag, [&] {
+        put(gpu, d_ma, master);
+        put(gpu, d_m, m);
+        put(gpu, d_v, v);
+        gpu.adamw_update(d_p, d_ma, d_g, d_m, d_v, n, lr, b1, b2, eps, wd, gs, t, seed);
+        return Outputs{get(gpu, d_p, n), get(gpu, d_ma, n), get(gpu, d_m, n), get(gpu, d_v, n)};
+    });
+    Bound bma(n), bm(n), bv(n);
+    const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
+    for (size_t i = 0; i < n; i++) {
+        double g = gs * grads[i];
+        bm[i] = 4 * 0x1p-24 * (std::fabs(b1 * m[i]) + std::fabs((1 - b1) * g));
+        bv[i] = 4 * 0x1p-24 * (std::fabs(b2 * v[i]) + std::fabs((1 - b2) * g * g));
+        double upd = (m_ref[i] / bc1) / (std::sqrt(v_ref[i] / bc2) + eps);
+        bma[i] = 4 * 0x1p-24 * (std::fabs(master[i]) + lr * (std::fabs(upd) * 4 + wd * std::fabs(master[i])));
+    }
+    check_bound(tag + " m", f[2], m_ref, bm);
+    check_bound(tag + " v", f[3], v_ref, bv);
+    check_bound(tag + " master", f[1], ma_ref, bma);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float x = f[1][i];
+        uint32_t u;
+        std::memcpy(&u, &x, 4);
+        float lo = llmc::bf16_to_float((uint16_t)(u >> 16));                // truncation toward zero
+        float hi = llmc::bf16_to_float((uint16_t)((u >> 16) + 1));          // next bf16 away from zero
+        float p = f[0][i];
+        if (!(p == lo || ((u & 0xffffu) != 0 && p == hi))) bad++;
+    }
+    testing::check(tag + " params are a bf16 neighbour of master (stochastic rounding)", bad == 0,
+                   "%zu of %zu params are not a bf16 neighbour of their master weight", bad, n);
+
+    // Unbiasedness: 4096 elements at x = 1 + 0.3 ulp (ulp = 2^-7 at 1) with lr = 0 (master unchanged) must round up
+    // with frequency 0.3; the standard deviation of the fraction is sqrt(0.3 * 0.7 / 4096) = 0.0072, so 4 sigma = 0.029.
+    const size_t k = 4096;
+    const float x0 = 1.0f + 0.3f * 0x1p-7f;
+    Vec mk(k, x0), zero(k, 0.0f);
+    bf16* d_pk = a.bf(k);
+    float *d_mk = a.f32(k), *d_zk = a.f32(k), *d_m2 = a.f32(k), *d_v2 = a.f32(k);
+    put(gpu, d_mk, mk);
+    put(gpu, d_zk, zero);
+    gpu.adamw_update(d_pk, d_mk, d_zk, d_m2, d_v2, k, 0.0f, b1, b2, eps, 0.0f, 1.0f, 1, 777);
+    Vec pk = get(gpu, d_pk, k);
+    gpu.adamw_update(d_pk, d_mk, d_zk, d_m2, d_v2, k, 0.0f, b1, b2, eps, 0.0f, 1.0f, 1, 777);
+    Vec pk_again = get(gpu, d_pk, k);
+    gpu.adamw_update(d_pk, d_mk, d_zk, d_m2, d_v2, k, 0.0f, b1, b2, eps, 0.0f, 1.0f, 1, 778);
+    Vec pk_other = get(gpu, d_pk, k);
+    size_t up = 0, neighbours = 0;
+    for (float p : pk) {
+        up += p == 1.0f + 0x1p-7f;
+        neighbours += p == 1.0f || p == 1.0f + 0x1p-7f;
+    }
+    double frac = (double)up / k;
+    testing::check(tag + " stochastic rounding is unbiased (round-up frequency 0.3 +- 4 sigma)",
+                   neighbours == k && std::fabs(frac - 0.3) <= 0.029, "round-up fraction %.4f, %zu of %zu neighbours",
+                   frac, neighbours, k);
+    testing::check(tag + " stochastic rounding: same seed, same bits; another seed, other bits",
+                   pk == pk_again && pk != pk_other, "seed dependence wrong");
+}
+
+// ---- reductions, casts, memory ----------------------------------------------------------------------------------
+// sum_into / norm_squared_into: the CPU sums in double (its error is negligible); the CUDA side is a fixed fp32 tree:
+// each thread adds k = ceil(n / (G * 512)) elements (G = min(ceil(n / 512), 1024) blocks of 512), 5 + 5 levels of
+// warp and block tree, then one block adds ceil(G / 512) partials per thread and 10 more levels, then the scale and
+// the += (2 more): depth d = k + ceil(G / 512) + 22 roundings of at most u32 = 2^-24 relative to the magnitudes:
+// |err| <= d 2^-24 (|acc0| + |scale| sum |x|) (sum of x^2 for the norm). add_into: one fp32 addition per element
+// on both sides: exact equality.
+void test_reductions(CudaBackend& gpu, CpuBackend& cpu, size_t n) {
+    const std::string tag = "reductions n=" + std::to_string(n);
+    Arena a(gpu);
+    Vec x = random_vec(n, -1, 1), y = random_vec(n, -1, 1);
+    const float acc0 = 0.5f, scale = 0.25f;
+    float s_ref = acc0, q_ref = acc0;
+    cpu.sum_into(&s_ref, x.data(), n, scale);
+    cpu.norm_squared_into(&q_ref, x.data(), n);
+    Vec add_ref = y;
+    cpu.add_into(add_ref.data(), x.data(), n);
+    double sa = 0, sq = 0;
+    for (float v : x) {
+        sa += std::fabs(v);
+        sq += (double)v * v;
+    }
+    float *d_x = a.f32(n), *d_y = a.f32(n), *d_acc = a.f32(2);
+    put(gpu, d_x, x);
+    Outputs f = run_all_orders(tag, [&] {
+        put(gpu, d_acc, Vec{acc0, acc0});
+        put(gpu, d_y, y);
+        gpu.sum_into(d_acc, d_x, n, scale);
+        gpu.norm_squared_into(d_acc + 1, d_x, n);
+        gpu.add_into(d_y, d_x, n);
+        return Outputs{get(gpu, d_acc, 2), get(gpu, d_y, n)};
+    });
+    const size_t blocks = std::min<size_t>((n + 511) / 512, 1024);
+    const double depth = (double)((n + blocks * 512 - 1) / (blocks * 512) + (blocks + 511) / 512 + 22);
+    check_bound(tag + " sum_into", Vec{f[0][0]}, Vec{s_ref}, Bound{depth * 0x1p-24 * (acc0 + scale * sa)});
+    check_bound(tag + " norm_squared_into", Vec{f[0][1]}, Vec{q_ref}, Bound{depth * 0x1p-24 * (acc0 + sq)});
+    check_bound(tag + " add_into", f[1], add_ref, Bound(n, 0.0));
+}
+
+// floats_to_act rounds to nearest even (must equal llmc::float_to_bf16 bit for bit); act_to_floats is exact;
+// alloc returns zeroed memory (the simulator fills fresh memory with 0xFF, so this is a real check); copies round-trip.
+void test_casts_memory(CudaBackend& gpu) {
+    const size_t n = 1001;
+    Arena a(gpu);
+    Vec x = random_vec(n, -3, 3);
+    x[0] = 1.0f + 0x1p-8f;  // a tie: rounds to even (1.0)
+    x[1] = 1.0f + 3 * 0x1p-8f;  // a tie: rounds to even (1 + 2^-6)
+    float *d_x = a.f32(n), *d_back = a.f32(n), *d_copy = a.f32(n);
+    bf16* d_b = a.bf(n);
+    Vec zeros = get(gpu, d_back, n);
+    testing::check("alloc returns zeroed memory", std::all_of(zeros.begin(), zeros.end(), [](float v) { return v == 0; }),
+                   "fresh allocation not zero");
+    put(gpu, d_x, x);
+    Outputs f = run_all_orders("casts", [&] {
+        gpu.floats_to_act(d_b, d_x, n);
+        gpu.act_to_floats(d_back, d_b, n);
+        return Outputs{get(gpu, d_back, n)};
+    });
+    check_bound("floats_to_act / act_to_floats round to nearest even", f[0], round_bf16(x), Bound(n, 0.0));
+    gpu.copy_on_device(d_copy, d_x, n * sizeof(float));
+    check_bound("copy_on_device", get(gpu, d_copy, n), x, Bound(n, 0.0));
+    gpu.memset_zero(d_copy, n * sizeof(float));
+    check_bound("memset_zero", get(gpu, d_copy, n), Vec(n, 0.0f), Bound(n, 0.0));
+    put(gpu, d_b, x);  // upload_floats rounds to nearest even on the host
+    check_bound("upload_floats / download_floats", get(gpu, d_b, n), round_bf16(x), Bound(n, 0.0));
+}
+
+}  // namespace
+
+int main() {
+    try {
+        CudaBackend gpu;
+        CpuBackend cpu;
+        std::printf("# CudaBackend under cudasim: %d SMs, sm_%d, peak %.1f TFLOP/s (formula)\n", gpu.sm_count(),
+                    gpu.compute_capability(), gpu.peak_flops() * 1e-12);
+        test_casts_memory(gpu);
+        test_encoder(gpu, cpu, 2, 7, 300, 5);   // C > 256: two channel chunks; repeated tokens
+        test_encoder(gpu, cpu, 3, 37, 20, 50);
+        test_gelu(gpu, cpu, 1003);
+        test_layernorm(gpu, cpu, 13, 300);      // C > blockDim: block-stride loops
+        test_layernorm(gpu, cpu, 1100, 40);     // N > 512: several rows per backward block
+        test_matmul(gpu, cpu, 13, 33, 40, true, false);
+        test_matmul(gpu, cpu, 13, 33, 40, true, true);    // OC % 8 == 0: the fused GELU_AUX_BIAS epilogue
+        test_matmul(gpu, cpu, 13, 33, 36, true, true);    // OC % 8 != 0: the fallback bias + GELU kernel
+        test_matmul(gpu, cpu, 7, 20, 24, false, false);   // no bias
+        test_matmul(gpu, cpu, 7, 20, 24, false, true);    // GELU_AUX without bias
+        test_attention(gpu, cpu, 2, 7, 3, 4);
+        test_attention(gpu, cpu, 1, 37, 2, 6);  // T > 32: the softmax rows span several warp strides
+        test_classifier(gpu, cpu, 5, 77, 80);
+        test_classifier(gpu, cpu, 3, 1500, 1536);  // V > 1024: block-stride loops over the row
+        test_adamw(gpu, cpu, 1000);
+        test_reductions(gpu, cpu, 37);
+        test_reductions(gpu, cpu, 530000);  // more than 1024 blocks x 512 threads: the grid-stride loop
+    } catch (const llmc::Error& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        testing::fail("sim_kernels", "%s", e.what());
+    }
+    return testing::finish();
+}
