@@ -43,7 +43,7 @@ SIM_OBJS  := $(CUDA_SRCS:%.cu=$(BUILD)/sim/%.o) $(SIMRT_SRCS:%.cpp=$(BUILD)/sim/
 
 TEST_SRCS     := $(wildcard test/test_*.cpp)
 SIM_TEST_SRCS := $(wildcard test/sim/test_*.cpp)
-TEST_BINS     := $(TEST_SRCS:test/%.cpp=$(BUILD)/test/%) $(SIM_TEST_SRCS:test/sim/%.cpp=$(BUILD)/test/sim_%)
+TEST_BINS     := $(TEST_SRCS:test/%.cpp=$(BUILD)/test/%) $(SIM_TEST_SRCS:test/sim/test_%.cpp=$(BUILD)/test/sim_%)
 TOOL_SRCS     := $(wildcard dev/tools/*.cpp)
 TOOLS         := $(TOOL_SRCS:dev/tools/%.cpp=%)
 
@@ -114,7 +114,7 @@ deps:
 
 # deps first (it may install the libraries the build needs), then everything, then the runner.
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(shell nproc 2>/dev/null || echo 2) all
 	@bash test/run_tests.sh
 
 clean:

@@ -166,6 +166,14 @@ public:
         for (float x : losses) sum += x;
         return (float)(sum / (double)N);
     }
+    // The per-position losses of the last forward (B*T floats; synchronises). For evaluations that need single
+    // positions (HellaSwag scores only the completion tokens).
+    std::vector<float> get_losses() {
+        if (!has_targets_) fail("get_losses: the last forward had no targets");
+        std::vector<float> losses(cur_B_ * cur_T_);
+        be_.copy_to_host(losses.data(), a_.losses, losses.size() * sizeof(float));
+        return losses;
+    }
     // Adds scale * sum(losses of the last forward) into a device float (no host synchronisation).
     void accumulate_loss(float* device_acc, float scale) {
         if (!has_targets_) fail("accumulate_loss: the last forward had no targets");

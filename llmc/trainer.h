@@ -24,6 +24,7 @@
 #include "dataloader.h"
 #include "dist_info.h"
 #include "error.h"
+#include "hellaswag.h"
 #include "logger.h"
 #include "model.h"
 #include "model_file.h"
@@ -138,6 +139,11 @@ public:
             if (o_.resume && rank == 0) std::printf("resume     no checkpoint in %s: starting afresh\n", o_.output_dir.c_str());
         }
 
+        std::vector<McExample> hellaswag;
+        if (!o_.hellaswag.empty()) {
+            if (!val) fail("--hellaswag %s: evaluated at each -v, but -v is 0", o_.hellaswag.c_str());
+            hellaswag = read_hellaswag(o_.hellaswag);
+        }
         std::unique_ptr<Tokenizer> tokenizer;
         if (o_.sample_every > 0 && rank == 0) tokenizer = load_tokenizer();
 
@@ -172,9 +178,16 @@ public:
             const bool last = step == max_steps;
             if (val && (last || step % o_.val_every == 0)) {
                 float vl = evaluate(model, *val, val_steps, grad_accum, loss_acc, inputs, targets);
+                nlohmann::json rec = {{"step", step}, {"val_loss", vl}};
+                char hs_s[48] = "";
+                if (!hellaswag.empty()) {  // --hellaswag: multiple-choice accuracy (llmc/hellaswag.h)
+                    const double acc = evaluate_hellaswag(model, comm_, hellaswag);
+                    rec["hellaswag_acc"] = acc;
+                    std::snprintf(hs_s, sizeof hs_s, " | hellaswag %.4f", acc);
+                }
                 if (rank == 0) {
-                    std::printf("step %*d/%d | val loss %.6f\n", width(max_steps), step, max_steps, vl);
-                    metrics.log({{"step", step}, {"val_loss", vl}});
+                    std::printf("step %*d/%d | val loss %.6f%s\n", width(max_steps), step, max_steps, vl, hs_s);
+                    metrics.log(rec);
                 }
             }
             if (tokenizer && o_.sample_every > 0 && (last || (step > 0 && step % o_.sample_every == 0)))

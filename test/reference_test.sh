@@ -44,6 +44,14 @@ gen odd --layers 3 --heads 3 --channels 96 --max-seq-len 32 --vocab 100 --batch 
 gen tiny --layers 1 --heads 2 --channels 32 --max-seq-len 8 --vocab 64 --batch 1 --seq-len 8 --seed 3 --perturb \
     && run_ref tiny build/test_gpt2_sim
 
+# The CUDA backend on a real GPU (./test_gpt2, bf16 tolerances), when this machine has one: reported as a skip, never
+# as a pass, when it does not.
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+    if [ -x ./test_gpt2 ]; then run_ref small ./test_gpt2; run_ref odd ./test_gpt2; else fail "./test_gpt2" "not built"; fi
+else
+    skip "test_gpt2 on a GPU" "no GPU on this machine (nvidia-smi finds none)"
+fi
+
 # Bad input: each stops with one clear line on stderr and a non-zero exit.
 if [ -f "$OUT/small/reference.bin" ]; then
     rm -rf "$OUT/bad_magic" "$OUT/truncated"

@@ -60,6 +60,15 @@ CudaBackend::~CudaBackend() {
     if (comm_) cudaStreamDestroy(comm_);
 }
 
+int CudaBackend::available_devices() {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return count;
+}
+
 size_t CudaBackend::num_gemm_plans() const { return gemm_->num_plans(); }
 
 void* CudaBackend::scratch(Scratch& s, size_t bytes) {

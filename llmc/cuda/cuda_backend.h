@@ -93,6 +93,8 @@ public:
                       int t, uint32_t seed);
 
     // ---- device information (CUDA-only) -------------------------------------------------------------------------
+    // Number of usable CUDA devices; 0 (no exception) when there is no GPU or no driver, so that GPU tests can skip.
+    static int available_devices();
     int device() const { return device_; }
     int sm_count() const { return sm_count_; }
     int compute_capability() const { return 10 * cc_major_ + cc_minor_; }  // e.g. 90 for sm_90

@@ -1,0 +1,83 @@
+// generate: load a model file and continue a prompt (CPU backend).
+//
+//   ./generate -e runs/quickstart/model.bin -p "The jury said" -n 64 --temperature 0.8 --top-k 40 --seed 1
+//
+// The prompt is encoded with GPT-2's tokenizer (data/gpt2: encoder.json + vocab.bpe) and prefixed with
+// <|endoftext|>, as the training documents are. Each new token costs one forward pass over the last maxT tokens (no
+// KV cache: simple, and fast enough for the small models this runs on the CPU).
+#include <cxxopts.hpp>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "llmc/cpu/cpu_backend.h"
+#include "llmc/error.h"
+#include "llmc/model.h"
+#include "llmc/model_file.h"
+#include "llmc/sampler.h"
+#include "llmc/tokenizer.h"
+
+int main(int argc, char** argv) {
+    try {
+        std::string model_path, prompt, vocab = "data/gpt2";
+        int tokens = 64, top_k = 40;
+        float temperature = 0.8f;
+        uint64_t seed = 1337;
+        cxxopts::Options opts("generate", "Continue a prompt with a trained GPT-2 (llm.c model file, fp32 or bf16).");
+        opts.add_options()
+            ("e,model", "model file", cxxopts::value(model_path))
+            ("p,prompt", "prompt text (empty: start from <|endoftext|> alone)", cxxopts::value(prompt))
+            ("n,tokens", "tokens to generate", cxxopts::value(tokens)->default_value("64"))
+            ("temperature", "softmax temperature (0: greedy)", cxxopts::value(temperature)->default_value("0.8"))
+            ("top-k", "sample among the k most likely tokens (0: all)", cxxopts::value(top_k)->default_value("40"))
+            ("seed", "sampling seed", cxxopts::value(seed)->default_value("1337"))
+            ("vocab", "directory with encoder.json and vocab.bpe", cxxopts::value(vocab)->default_value("data/gpt2"))
+            ("h,help", "print this help");
+        cxxopts::ParseResult r;
+        try {
+            r = opts.parse(argc, argv);
+        } catch (const cxxopts::exceptions::exception& e) {
+            llmc::fail("%s (see --help)", e.what());
+        }
+        if (r.count("help")) {
+            std::printf("%s\n", opts.help().c_str());
+            return 0;
+        }
+        if (model_path.empty()) llmc::fail("-e MODEL is required (a model file written by the trainer)");
+        if (tokens < 1) llmc::fail("-n %d: must be >= 1", tokens);
+        if (!(temperature >= 0.0f)) llmc::fail("--temperature %g: must be >= 0", temperature);
+
+        llmc::ModelFile mf = llmc::read_model_file(model_path);
+        llmc::Tokenizer tok = llmc::Tokenizer::from_gpt2_dir(vocab);
+        if (mf.config.vocab_size > tok.vocab_size())
+            llmc::fail("%s: the model's vocabulary (%zu) is larger than the tokenizer's (%zu)", model_path.c_str(),
+                       mf.config.vocab_size, tok.vocab_size());
+        std::vector<int> ids = {tok.eot()};
+        for (int id : tok.encode(prompt)) ids.push_back(id);
+
+        llmc::CpuBackend be;
+        const size_t T = mf.config.max_seq_len;
+        llmc::GPT2<llmc::CpuBackend> model(be, mf.config, 1, T);
+        model.set_params(mf.params);
+        llmc::SplitMix64 rng(seed);
+        std::printf("%s", prompt.c_str());
+        std::fflush(stdout);
+        for (int i = 0; i < tokens; i++) {
+            size_t start = ids.size() > T ? ids.size() - T : 0, len = ids.size() - start;
+            model.forward(ids.data() + start, nullptr, 1, len, 0.0f);
+            std::vector<float> row = model.get_logits_row(0, len - 1);
+            int next = llmc::sample_token(row.data(), mf.config.vocab_size, temperature, top_k, rng);
+            if (next == tok.eot()) break;
+            ids.push_back(next);
+            std::string piece = tok.decode(&next, 1);
+            std::fwrite(piece.data(), 1, piece.size(), stdout);
+            std::fflush(stdout);
+        }
+        std::printf("\n");
+        return 0;
+    } catch (const std::exception& e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+    }
+}

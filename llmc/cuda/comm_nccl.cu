@@ -1,0 +1,133 @@
+// NcclComm: collectives over device buffers with NCCL, enqueued on the caller's stream (see cuda_comm.h).
+#include <nccl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "../file_util.h"
+#include "../mpi_env.h"
+#include "cuda_check.h"
+#include "cuda_comm.h"
+
+namespace llmc {
+
+namespace {
+
+void nccl_check(ncclResult_t r, const char* expr, const char* file, int line) {
+    if (r != ncclSuccess) fail("%s:%d: NCCL error %d (%s) in %s", file, line, (int)r, ncclGetErrorString(r), expr);
+}
+#define NCCL_CHECK(expr) nccl_check((expr), #expr, __FILE__, __LINE__)
+
+ncclDataType_t nccl_type(DType t) { return t == DType::F32 ? ncclFloat32 : ncclBfloat16; }
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+    switch (op) {
+        case ReduceOp::Sum: return ncclSum;
+        case ReduceOp::Avg: return ncclAvg;
+        case ReduceOp::Max: return ncclMax;
+    }
+    fail("NCCL: unknown reduction %d", (int)op);
+}
+
+// Rank 0 writes the id atomically (temp + rename), so a reader never sees half a file; the others poll for it.
+ncclUniqueId exchange_id_by_file(const DistInfo& info, const CommOptions& opt, ncclUniqueId id) {
+    if (opt.rendezvous_dir.empty()) fail("-pi fs needs -pf DIR: a directory every rank can read");
+    std::string path = opt.rendezvous_dir + "/nccl_id_" + launch_tag(current_environment()) + ".bin";
+    if (info.rank == 0) {
+        write_atomically(path, [&](FILE* f) { write_exact(f, &id, sizeof id, path); });
+        return id;
+    }
+    auto start = std::chrono::steady_clock::now();
+    for (;;) {
+        if (FILE* f = std::fopen(path.c_str(), "rb")) {
+            read_exact(f, &id, sizeof id, path);
+            std::fclose(f);
+            return id;
+        }
+        double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (waited > opt.timeout_s)
+            fail("%s: rank 0 did not write NCCL's id within %.0f s (is -pf a directory shared by every node?)",
+                 path.c_str(), opt.timeout_s);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+}
+
+class NcclComm final : public Comm {
+public:
+    NcclComm(const DistInfo& info, const CommOptions& opt) {
+        info_ = info;
+        ncclUniqueId id;
+        std::memset(&id, 0, sizeof id);
+        if (info.rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+        if (info.world_size > 1) {
+            CommInit how = opt.init;
+            if (how == CommInit::Auto)
+                how = launched_with_mpi(current_environment()) ? CommInit::Mpi
+                      : !opt.rendezvous_dir.empty()            ? CommInit::File
+                                                               : CommInit::Auto;
+            if (how == CommInit::Auto)
+                fail("%d ranks (from the %s environment) but neither an MPI launcher nor -pf DIR: launch with mpirun, "
+                     "or give a shared directory with -pi fs -pf DIR",
+                     info.world_size, info.launcher.c_str());
+            if (how == CommInit::Mpi) {
+                mpi_init_once(info);
+                mpi_broadcast_bytes(&id, sizeof id, 0);
+            } else {
+                id = exchange_id_by_file(info, opt, id);
+            }
+        }
+        NCCL_CHECK(ncclCommInitRank(&comm_, info.world_size, id, info.rank));
+        CUDA_CHECK(cudaMalloc(&barrier_buf_, sizeof(float)));
+        CUDA_CHECK(cudaMemset(barrier_buf_, 0, sizeof(float)));
+    }
+    ~NcclComm() override {
+        if (barrier_buf_) cudaFree(barrier_buf_);
+        if (comm_) ncclCommDestroy(comm_);
+    }
+    const char* name() const override { return "nccl"; }
+
+    void all_reduce(void* buf, size_t count, DType t, ReduceOp op, void* stream) override {
+        counters.all_reduce++;
+        counters.bytes += count * dtype_size(t);
+        NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(t), nccl_op(op), comm_, (cudaStream_t)stream));
+    }
+    void reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op,
+                        void* stream) override {
+        counters.reduce_scatter++;
+        counters.bytes += recv_count * (size_t)info_.world_size * dtype_size(t);
+        NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, nccl_type(t), nccl_op(op), comm_, (cudaStream_t)stream));
+    }
+    void all_gather(const void* send, void* recv, size_t send_count, DType t, void* stream) override {
+        counters.all_gather++;
+        counters.bytes += send_count * dtype_size(t);
+        NCCL_CHECK(ncclAllGather(send, recv, send_count, nccl_type(t), comm_, (cudaStream_t)stream));
+    }
+    void broadcast(void* buf, size_t count, DType t, int root, void* stream) override {
+        counters.broadcast++;
+        counters.bytes += count * dtype_size(t);
+        NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(t), root, comm_, (cudaStream_t)stream));
+    }
+    // A 1-element all-reduce on the default stream, waited for: every rank has reached this point.
+    void barrier() override {
+        counters.barrier++;
+        NCCL_CHECK(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, (cudaStream_t)0));
+        CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)0));
+    }
+    void group_start() override { NCCL_CHECK(ncclGroupStart()); }
+    void group_end() override { NCCL_CHECK(ncclGroupEnd()); }
+
+private:
+    ncclComm_t comm_ = nullptr;
+    float* barrier_buf_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> make_nccl_comm(const DistInfo& info, const CommOptions& opt) {
+    return std::make_unique<NcclComm>(info, opt);
+}
+
+}  // namespace llmc

@@ -1,0 +1,24 @@
+// The CUDA backend's Comm: NCCL over device buffers (llmc/cuda/comm_nccl.cu), for any number of ranks, one rank
+// included (so a one-GPU run exercises the same path as eight). Under the CUDA simulator NCCL is served by MPI.
+//
+// How the ranks find each other (CommOptions::init, llm.c's -pi):
+//   mpi   rank 0 creates NCCL's unique id and broadcasts it over MPI (mpirun, srun --mpi=pmix)
+//   fs    rank 0 writes the id into CommOptions::rendezvous_dir (a directory every rank can read: -pf), the others
+//         wait for the file; no MPI needed (torchrun-style or plain srun launches)
+//   auto  one rank: no exchange; else mpi when an MPI launcher started the process, else fs when -pf was given
+#pragma once
+
+#include <memory>
+
+#include "../comm.h"
+#include "cuda_backend.h"
+
+namespace llmc {
+
+std::unique_ptr<Comm> make_nccl_comm(const DistInfo& info, const CommOptions& opt);
+
+inline std::unique_ptr<Comm> create_comm(CudaBackend&, const DistInfo& info, const CommOptions& opt) {
+    return make_nccl_comm(info, opt);
+}
+
+}  // namespace llmc
