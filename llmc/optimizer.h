@@ -35,11 +35,9 @@
 // instead of one per step). A backend that reduce-scatters each layer's gradients as soon as backward produced
 // them could free the full buffer and keep one layer's worth; docs/distributed.md has the formulas.
 //
-// bf16 stochastic rounding (CUDA): the seed of each adamw_update call is derived from (seed, t, tensor, offset of
-// the piece inside the tensor), identically on every rank, so shards of one tensor draw independent streams and a
-// rerun reproduces them. It does not depend on the rank, but the pieces depend on the world size, so the rounding
-// noise of a bf16 run differs between world sizes (the CPU backend does not round: its results agree across world
-// sizes to fp32 reduction order).
+// bf16 stochastic rounding (CUDA): the random bits of an element are a function of (seed, t, tensor, the element's
+// index in its tensor) only: the same on every rank and for every world size and ZeRO stage, so a bf16 run rounds
+// alike however it is sharded, and a rerun reproduces it.
 #pragma once
 
 #include <cmath>
@@ -162,7 +160,7 @@ public:
             const float wd = ParamLayout::is_decayed(s.tensor) ? cfg_.weight_decay : 0.0f;
             be_.adamw_update(params + s.flat_offset, master_ + s.offset_in_range, g + s.offset_in_range,
                              m_ + s.offset_in_range, v_ + s.offset_in_range, s.length, lr, cfg_.beta1, cfg_.beta2,
-                             cfg_.eps, wd, scale, t, rounding_seed(seed_, t, s.tensor, s.offset_in_tensor));
+                             cfg_.eps, wd, scale, t, rounding_seed(seed_, t, s.tensor), s.offset_in_tensor);
         }
         if (stage_ >= 1) gather_params();
         finish_step();
@@ -195,12 +193,11 @@ public:
         if (stage_ >= 1) gather_params();
     }
 
-    // The stochastic-rounding seed of one adamw_update call: a function of (seed, step, tensor, piece offset) only.
-    static uint32_t rounding_seed(uint64_t seed, int t, int tensor, size_t offset_in_tensor) {
+    // The stochastic-rounding seed of one (step, tensor): the adamw_update call of each piece passes it with the
+    // piece's offset in the tensor, so element e of a tensor draws hash(seed, e) however the tensor is sharded.
+    static uint32_t rounding_seed(uint64_t seed, int t, int tensor) {
         uint64_t s = seed ^ ((uint64_t)(uint32_t)t << 32) ^ ((uint64_t)tensor << 20);
-        uint64_t a = splitmix64(s);
-        uint64_t b = offset_in_tensor + a;
-        return (uint32_t)(splitmix64(b) >> 32);
+        return (uint32_t)(splitmix64(s) >> 32);
     }
 
 private:

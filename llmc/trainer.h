@@ -166,7 +166,7 @@ public:
                         train.num_shards(), max_steps, o_.overfit_single_batch ? " (overfitting one batch)" : "");
             std::printf("schedule   %s, peak lr %g, warmup %d, final fraction %g\n", schedule_name(sc.kind),
                         sc.peak_lr, sc.warmup_steps, sc.final_fraction);
-            std::printf("%s", zero_summary(opt.plan(), zero_stage, sizeof(typename Backend::act_t), (int)grad_accum).c_str());
+            std::printf("%s\n", zero_summary(opt.plan(), zero_stage, sizeof(typename Backend::act_t), (int)grad_accum).c_str());
             std::fflush(stdout);
         }
 

@@ -39,7 +39,10 @@ struct Desc {
     int32_t aux_type = -1;
 };
 
-struct Preference { uint64_t max_workspace = 0; };
+struct Preference {
+    uint64_t max_workspace = 0;
+    uint32_t min_alignment[4] = {256, 256, 256, 256};  // A, B, C, D: only steer algorithm choice; recorded, ignored
+};
 struct Handle { int unused = 0; };
 
 Layout* L(cublasLtMatrixLayout_t p) { return reinterpret_cast<Layout*>(p); }
@@ -254,9 +257,20 @@ cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr,
                                                     const void* buf, size_t size) {
     if (!p) return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
-        return set(reinterpret_cast<Preference*>(p)->max_workspace, buf, size, "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES");
-    return CUBLAS_STATUS_SUCCESS;  // other preferences (alignments, ...) only steer algorithm choice: accepted
+    Preference& x = *reinterpret_cast<Preference*>(p);
+    switch (attr) {
+        case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
+            return set(x.max_workspace, buf, size, "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES");
+        case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+            return set(x.min_alignment[0], buf, size, "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES");
+        case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+            return set(x.min_alignment[1], buf, size, "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES");
+        case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+            return set(x.min_alignment[2], buf, size, "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES");
+        case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+            return set(x.min_alignment[3], buf, size, "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES");
+        default: return CUBLAS_STATUS_SUCCESS;  // other preferences only steer algorithm choice: accepted
+    }
 }
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,

@@ -335,6 +335,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
     if (device != 0) return fail(cudaErrorInvalidDevice, "cudaDeviceGetAttribute: the simulator has one device");
     switch (attr) {
         case cudaDevAttrMultiProcessorCount: *value = kNumSMs; break;
+        case cudaDevAttrClockRate: *value = kClockRateKHz; break;
         case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
         case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
         case cudaDevAttrMaxThreadsPerBlock: *value = kMaxThreadsPerBlock; break;

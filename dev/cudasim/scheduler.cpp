@@ -50,6 +50,7 @@ struct Sim {
     Fiber* current = nullptr;  // null outside a kernel
     int nthreads = 0;
     int barrier_arrived = 0, barrier_count = 0;
+    uint64_t barriers_released = 0;  // lets the warp-serial orders restart from their first warp after a barrier
 
     void (*body)(void*) = nullptr;
     void* body_ctx = nullptr;
@@ -64,11 +65,14 @@ Sim& sim() {
             std::string v = e;
             if (v == "forward") s.order = Order::Forward;
             else if (v == "reverse") s.order = Order::Reverse;
+            else if (v == "warp-serial") s.order = Order::WarpSerial;
+            else if (v == "warp-serial-reverse") s.order = Order::WarpSerialReverse;
             else if (v.rfind("shuffled", 0) == 0) {
                 s.order = Order::Shuffled;
                 if (v.size() > 9 && v[8] == ':') s.seed = std::strtoull(v.c_str() + 9, nullptr, 10);
             } else {
-                std::fprintf(stderr, "cudasim: CUDASIM_ORDER=%s: expected forward, reverse, shuffled or shuffled:SEED\n", e);
+                std::fprintf(stderr, "cudasim: CUDASIM_ORDER=%s: expected forward, reverse, shuffled, shuffled:SEED, "
+                                     "warp-serial or warp-serial-reverse\n", e);
                 std::exit(1);
             }
         }
@@ -133,6 +137,16 @@ std::vector<int> make_order(Order order, int n, std::mt19937_64& rng) {
     return v;
 }
 
+// Resumes fiber f once (it runs to its next yield point); returns true if it finished.
+bool resume(Fiber& f) {
+    Sim& s = sim();
+    s.current = &f;
+    g_threadIdx = f.tid;
+    s.switches++;
+    switch_context(s.scheduler, f.ctx);
+    return f.state == State::Done;
+}
+
 // Nothing is runnable but the block has not finished: explain why and abort.
 [[noreturn]] void report_stuck() {
     Sim& s = sim();
@@ -158,6 +172,54 @@ std::vector<int> make_order(Order order, int n, std::mt19937_64& rng) {
     die(buf);
 }
 
+// Round by round (Forward, Reverse, Shuffled): each round resumes every runnable fiber once, in the order.
+void schedule_rounds(std::mt19937_64& rng) {
+    Sim& s = sim();
+    int done = 0;
+    while (done < s.nthreads) {
+        bool ran = false;
+        for (int i : make_order(s.order, s.nthreads, rng)) {
+            Fiber& f = s.fibers[i];
+            if (f.state != State::Ready) continue;
+            ran = true;
+            done += resume(f);
+        }
+        s.current = nullptr;
+        if (!ran && done < s.nthreads) report_stuck();
+    }
+}
+
+// One warp at a time (WarpSerial: first warp first; WarpSerialReverse: last warp first, and last lane first inside
+// a warp): the warp's lanes take rounds among themselves, so its shuffles and __syncwarp complete, until every lane
+// waits at __syncthreads or has exited; then the next warp. When a barrier releases, the pass starts again from the
+// first warp (otherwise the warp that released it would always run ahead). A warp thus gets as far ahead of the
+// others as the block barriers allow: a missing write-after-read barrier between two uses of one shared array lets
+// it overwrite values a later warp has not read yet, which the round-by-round orders never show.
+void schedule_warp_serial() {
+    Sim& s = sim();
+    const bool rev = s.order == Order::WarpSerialReverse;
+    const int nwarps = (s.nthreads + 31) / 32;
+    int done = 0;
+    while (done < s.nthreads) {
+        bool ran = false;
+        const uint64_t phase = s.barriers_released;
+        for (int wi = 0; wi < nwarps && s.barriers_released == phase; wi++) {
+            const int w0 = 32 * (rev ? nwarps - 1 - wi : wi), nlanes = std::min(32, s.nthreads - w0);
+            for (bool warp_ran = true; warp_ran && s.barriers_released == phase;) {
+                warp_ran = false;
+                for (int li = 0; li < nlanes && s.barriers_released == phase; li++) {
+                    Fiber& f = s.fibers[w0 + (rev ? nlanes - 1 - li : li)];
+                    if (f.state != State::Ready) continue;
+                    warp_ran = ran = true;
+                    done += resume(f);
+                }
+            }
+        }
+        s.current = nullptr;
+        if (!ran && done < s.nthreads) report_stuck();
+    }
+}
+
 void run_block(std::mt19937_64& rng) {
     Sim& s = sim();
     for (int i = 0; i < s.nthreads; i++) {
@@ -167,22 +229,8 @@ void run_block(std::mt19937_64& rng) {
         make_context(f.ctx, *s.stacks[i], fiber_entry);
     }
     s.barrier_arrived = 0;
-    int done = 0;
-    while (done < s.nthreads) {
-        bool ran = false;
-        for (int i : make_order(s.order, s.nthreads, rng)) {
-            Fiber& f = s.fibers[i];
-            if (f.state != State::Ready) continue;
-            ran = true;
-            s.current = &f;
-            g_threadIdx = f.tid;
-            s.switches++;
-            switch_context(s.scheduler, f.ctx);
-            if (f.state == State::Done) done++;
-        }
-        s.current = nullptr;
-        if (!ran && done < s.nthreads) report_stuck();
-    }
+    if (s.order == Order::WarpSerial || s.order == Order::WarpSerialReverse) schedule_warp_serial();
+    else schedule_rounds(rng);
 }
 
 }  // namespace
@@ -227,7 +275,7 @@ void run_grid(const void* kernel, const char* name, dim3 grid, dim3 block, size_
     std::mt19937_64 rng(s.seed * 0x9E3779B97F4A7C15ull + s.launches);
     const long long nblocks = (long long)grid.x * grid.y * grid.z;
     std::vector<long long> blocks;
-    if (s.order == Order::Forward) {
+    if (s.order == Order::Forward || s.order == Order::WarpSerial) {
         for (long long b = 0; b < nblocks; b++) blocks.push_back(b);
     } else {
         for (long long b = nblocks - 1; b >= 0; b--) blocks.push_back(b);
@@ -258,6 +306,7 @@ int syncthreads_count(int predicate) {
         for (int i = 0; i < s.nthreads; i++) s.fibers[i].state = State::Ready;
         s.barrier_arrived = 0;
         s.barrier_count = count;
+        s.barriers_released++;
     }
     yield();
     return s.barrier_count;  // every thread reads it before any thread can reach the next barrier
@@ -323,6 +372,8 @@ const char* order_name(Order order) {
         case Order::Forward: return "forward";
         case Order::Reverse: return "reverse";
         case Order::Shuffled: return "shuffled";
+        case Order::WarpSerial: return "warp-serial";
+        case Order::WarpSerialReverse: return "warp-serial-reverse";
     }
     return "?";
 }

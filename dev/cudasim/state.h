@@ -13,6 +13,7 @@ constexpr size_t kDefaultDynamicShared = 48 * 1024;       // without cudaFuncAtt
 constexpr size_t kMaxDynamicShared = 227 * 1024;          // sharedMemPerBlockOptin
 constexpr int kMaxThreadsPerBlock = 1024;
 constexpr int kNumSMs = 132;
+constexpr int kClockRateKHz = 1980000;                    // cudaDevAttrClockRate: an H100 SXM's boost clock
 constexpr size_t kDeviceMemory = size_t(80) << 30;        // reported by cudaMemGetInfo / totalGlobalMem
 constexpr unsigned char kPoisonByte = 0xFF;               // fresh device and shared memory: NaN in fp32 and bf16
 

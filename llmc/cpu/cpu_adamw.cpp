@@ -14,7 +14,7 @@ namespace llmc {
 
 void CpuBackend::adamw_update(act_t* params, float* master, const float* grads, float* m, float* v, size_t n,
                               float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                              int t, uint32_t seed) {
+                              int t, uint32_t seed, size_t seed_offset) {
     if (t < 1) fail("adamw_update: step t=%d must be >= 1 (it is 1-based)", t);
     const float bc1 = (float)(1.0 - std::pow((double)beta1, t));
     const float bc2 = (float)(1.0 - std::pow((double)beta2, t));

@@ -101,11 +101,12 @@ public:
     //   m = beta1 m + (1-beta1) g;   v = beta2 v + (1-beta2) g^2
     //   mhat = m / (1 - beta1^t);    vhat = v / (1 - beta2^t)
     //   master -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * master)
-    //   params[i] = master rounded to act_t (the CUDA backend rounds stochastically with `seed`; the CPU copies).
+    //   params[i] = master rounded to act_t (the CUDA backend rounds stochastically with random bits
+    //               hash(seed, seed_offset + i); the CPU copies).
     // t is the 1-based step. master and params may alias when act_t is float.
     void adamw_update(act_t* params, float* master, const float* grads, float* m, float* v, size_t n,
                       float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                      int t, uint32_t seed);
+                      int t, uint32_t seed, size_t seed_offset = 0);
 
 private:
     int num_threads_ = 0;

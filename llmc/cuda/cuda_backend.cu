@@ -264,9 +264,9 @@ void CudaBackend::add_into(float* dst, const float* src, size_t n) { llmc::add_i
 
 void CudaBackend::adamw_update(act_t* params, float* master, const float* grads, float* m, float* v, size_t n,
                                float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                               int t, uint32_t seed) {
+                               int t, uint32_t seed, size_t seed_offset) {
     llmc::adamw_update(params, master, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t, seed,
-                       main_);
+                       seed_offset, main_);
 }
 
 }  // namespace llmc

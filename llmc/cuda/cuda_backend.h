@@ -90,7 +90,7 @@ public:
     void add_into(float* dst, const float* src, size_t n);
     void adamw_update(act_t* params, float* master, const float* grads, float* m, float* v, size_t n,
                       float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                      int t, uint32_t seed);
+                      int t, uint32_t seed, size_t seed_offset = 0);
 
     // ---- device information (CUDA-only) -------------------------------------------------------------------------
     // Number of usable CUDA devices; 0 (no exception) when there is no GPU or no driver, so that GPU tests can skip.

@@ -57,6 +57,48 @@ __global__ void block_sum_no_loop_barrier(const float* x, float* out) {
     if (t == 0) out[blockIdx.x] = s[0];
 }
 
+// The block reduction of llmc/cuda/common.cuh (block_sum): warp sums, per-warp partials through `scratch`, a warp
+// sum of the partials; every thread returns the block's sum. The first barrier guards against a write-after-read
+// race: without it, a fast warp writes this call's partial over a slot that a slower warp is still to read in the
+// previous call on the same scratch array.
+template <bool kWarBarrier>
+__device__ float scratch_block_sum(float v, float* scratch) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, num_warps = blockDim.x / 32;
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    if (kWarBarrier) __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < num_warps ? scratch[lane] : 0.0f;
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+// Two consecutive block sums over one scratch array; every thread stores both results.
+template <bool kWarBarrier>
+__global__ void two_block_sums(const float* x, const float* y, float* out) {
+    __shared__ float scratch[32];
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const float a = scratch_block_sum<kWarBarrier>(x[i], scratch);
+    const float b = scratch_block_sum<kWarBarrier>(y[i], scratch);
+    out[2 * i] = a;
+    out[2 * i + 1] = b;
+}
+// Two values broadcast through one shared slot, the first by thread 0, the second by the last thread. Without the
+// barrier between reading the first and writing the second, a warp that reads late sees the second value. Here the
+// writer is the last warp and the readers include warp 0: only last-warp-first warp-serial order exposes it.
+template <bool kWarBarrier>
+__global__ void two_broadcasts(const float* x, float* out) {
+    __shared__ float slot;
+    const int t = threadIdx.x, last = blockDim.x - 1;
+    if (t == 0) slot = x[0];
+    __syncthreads();
+    const float a = __shfl_sync(0xffffffffu, slot, 0);  // a warp collective (a yield point) after the read
+    if (kWarBarrier) __syncthreads();
+    if (t == last) slot = x[1];
+    __syncthreads();
+    out[2 * t] = a;
+    out[2 * t + 1] = slot;
+}
+
 // Warp sums with xor and down shuffles, then a block sum of the warp sums (two warp levels, one barrier).
 __global__ void warp_block_sum(const float* x, float* warp_out, float* block_out) {
     __shared__ float warp_sums[32];
@@ -225,7 +267,7 @@ void test_reductions_and_missing_barriers() {
             if (got != want) wrong += std::string(wrong.empty() ? "" : ",") + cudasim::order_name(o);
         });
         if (expect_correct) check(std::string("reduction correct in all orders: ") + name, wrong.empty(), "wrong in %s", wrong.c_str());
-        else check(std::string("missing barrier detected: ") + name, !wrong.empty(), "right answer in all three orders");
+        else check(std::string("missing barrier detected: ") + name, !wrong.empty(), "right answer in all orders");
         if (!expect_correct && !wrong.empty()) std::printf("  (%s: wrong in %s)\n", name, wrong.c_str());
     };
     wrong_orders(block_sum, "block_sum", true);
@@ -242,6 +284,65 @@ void test_reductions_and_missing_barriers() {
     cudasim::set_thread_order(cudasim::Order::Forward);
     check("reduction correct under 5 shuffled seeds", ok);
     cudaFree(x);
+    cudaFree(out);
+}
+
+// Runs `launch` under every order; returns the names of the orders in which `got()` differs from `want`.
+std::string wrong_orders(const std::function<void()>& launch, const std::function<std::vector<float>()>& got,
+                         const std::vector<float>& want) {
+    std::string wrong;
+    cudasim::for_each_order([&](cudasim::Order o) {
+        launch();
+        if (got() != want) wrong += std::string(wrong.empty() ? "" : ",") + cudasim::order_name(o);
+    });
+    return wrong;
+}
+
+// Missing write-after-read barriers between two uses of one shared array: no round-by-round order catches them, as
+// every thread reads before any thread passes its next yield point; the warp-serial orders let one warp run ahead.
+void test_write_after_read_barriers() {
+    const int blocks = 3, n = 128;  // 4 warps per block
+    std::vector<float> hx(blocks * n), hy(blocks * n);
+    for (size_t i = 0; i < hx.size(); i++) {
+        hx[i] = (float)((i * 7 + 3) % 8);  // small integers: the sums are exact in fp32 in any order
+        hy[i] = (float)((i * 5 + 1) % 16) + 100.0f;
+    }
+    std::vector<float> want(2 * blocks * n);
+    for (int b = 0; b < blocks; b++) {
+        float sx = 0, sy = 0;
+        for (int t = 0; t < n; t++) { sx += hx[b * n + t]; sy += hy[b * n + t]; }
+        for (int t = 0; t < n; t++) { want[2 * (b * n + t)] = sx; want[2 * (b * n + t) + 1] = sy; }
+    }
+    float *x = to_device(hx), *y = to_device(hy), *out;
+    cudaMalloc(&out, want.size() * sizeof(float));
+    auto got = [&] { return to_host(out, want.size()); };
+    const std::string good = wrong_orders(
+        [&] { cudasim::launch_named("two_block_sums", two_block_sums<true>, dim3(blocks), dim3(n), 0, nullptr, x, y, out); },
+        got, want);
+    check("two block sums over one scratch array: correct in all orders", good.empty(), "wrong in %s", good.c_str());
+    const std::string bad = wrong_orders(
+        [&] { cudasim::launch_named("two_block_sums_no_war", two_block_sums<false>, dim3(blocks), dim3(n), 0, nullptr, x, y, out); },
+        got, want);
+    std::printf("  (two block sums without the write-after-read barrier: wrong in %s)\n", bad.empty() ? "none" : bad.c_str());
+    const auto has = [](const std::string& list, const std::string& o) { return ("," + list + ",").find("," + o + ",") != std::string::npos; };
+    check("missing write-after-read barrier in block_sum detected under warp-serial", has(bad, "warp-serial"));
+    check("missing write-after-read barrier in block_sum detected under warp-serial-reverse", has(bad, "warp-serial-reverse"));
+
+    std::vector<float> hb = {3.0f, 5.0f}, want_b(2 * n);
+    for (int t = 0; t < n; t++) { want_b[2 * t] = 3.0f; want_b[2 * t + 1] = 5.0f; }
+    float* xb = to_device(hb);
+    auto got_b = [&] { return to_host(out, want_b.size()); };
+    const std::string good_b = wrong_orders(
+        [&] { cudasim::launch(two_broadcasts<true>, dim3(1), dim3(n), 0, nullptr, xb, out); }, got_b, want_b);
+    check("two broadcasts through one shared slot: correct in all orders", good_b.empty(), "wrong in %s", good_b.c_str());
+    const std::string bad_b = wrong_orders(
+        [&] { cudasim::launch(two_broadcasts<false>, dim3(1), dim3(n), 0, nullptr, xb, out); }, got_b, want_b);
+    std::printf("  (two broadcasts without the write-after-read barrier: wrong in %s)\n", bad_b.empty() ? "none" : bad_b.c_str());
+    check("missing write-after-read barrier (late reader in a lower warp) detected under warp-serial-reverse",
+          has(bad_b, "warp-serial-reverse"));
+    cudaFree(x);
+    cudaFree(y);
+    cudaFree(xb);
     cudaFree(out);
 }
 
@@ -394,6 +495,11 @@ void test_failures_are_reported() {
     check("over 48 KiB of dynamic shared memory without cudaFuncSetAttribute aborts",
           aborts_with([&] { cudasim::launch(big_dynamic, dim3(1), dim3(32), 64 * 1024, nullptr, out); },
                       "cudaFuncAttributeMaxDynamicSharedMemorySize", err), "stderr: %s", err.c_str());
+    check("divergent __syncthreads aborts under warp-serial order too",
+          aborts_with([&] {
+              cudasim::set_thread_order(cudasim::Order::WarpSerial);
+              cudasim::launch(divergent_barrier, dim3(1), dim3(64), 0, nullptr, out);
+          }, "Divergent __syncthreads", err), "stderr: %s", err.c_str());
     check("a block of 2048 threads aborts",
           aborts_with([&] { cudasim::launch(big_dynamic, dim3(1), dim3(2048), 0, nullptr, out); },
                       "invalid configuration", err), "stderr: %s", err.c_str());
@@ -446,12 +552,14 @@ void test_runtime() {
     cudaGetLastError();
 
     cudaDeviceProp p;
-    int sms = 0, major = 0, optin = 0, dev = -1, count = 0;
+    int sms = 0, major = 0, optin = 0, dev = -1, count = 0, clock_khz = 0;
     size_t free_b = 0, total_b = 0;
     check("device queries", cudaGetDeviceProperties(&p, 0) == cudaSuccess && p.multiProcessorCount == 132 &&
                                 p.major == 9 && p.warpSize == 32 && p.sharedMemPerBlockOptin == 227 * 1024 &&
                                 cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess && sms == 132 &&
                                 cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess && major == 9 &&
+                                cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0) == cudaSuccess &&
+                                clock_khz == 1980000 &&
                                 cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0) == cudaSuccess &&
                                 cudaGetDevice(&dev) == cudaSuccess && dev == 0 && cudaGetDeviceCount(&count) == cudaSuccess &&
                                 count == 1 && cudaSetDevice(0) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess &&
@@ -649,6 +757,22 @@ void test_cublaslt() {
     { GemmCase g; g.name = "bf16 BGRADB, NN, beta=1"; g.bf16_in = g.bf16_out = true; g.beta = 1.0f; g.epilogue = CUBLASLT_EPILOGUE_BGRADB; add(g); }
     for (const auto& g : cases) run_gemm_case(h, g);
 
+    // The alignment preferences (uint32_t, as the backend sets them from its pointers) are accepted and ignored.
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    const uint32_t align = 16;
+    const cublasLtMatmulPreferenceAttributes_t aligns[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    bool align_ok = true;
+    for (auto a : aligns) align_ok = align_ok && cublasLtMatmulPreferenceSetAttribute(pref, a, &align, sizeof align) == CUBLAS_STATUS_SUCCESS;
+    check("CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES accepted", align_ok);
+    const uint64_t align64 = 16;
+    std::printf("  (one more expected error line on stderr)\n");
+    check("CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES of the wrong size refused",
+          cublasLtMatmulPreferenceSetAttribute(pref, aligns[0], &align64, sizeof align64) == CUBLAS_STATUS_INVALID_VALUE);
+    cublasLtMatmulPreferenceDestroy(pref);
+
     // API misuse returns the real library's errors.
     cublasLtMatmulDesc_t desc;
     cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
@@ -693,6 +817,7 @@ int main() {
     // Death tests fork: run them before anything starts OpenMP threads (the cuBLASLt GEMM uses OpenMP).
     test_failures_are_reported();
     test_reductions_and_missing_barriers();
+    test_write_after_read_barriers();
     test_warp_shuffles();
     test_indices();
     test_shared_memory();

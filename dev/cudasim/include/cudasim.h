@@ -2,13 +2,14 @@
 //
 //   cudasim::launch(kernel, grid, block, shared_bytes, stream, args...)   // what LLMC_LAUNCH expands to
 //   cudasim::set_thread_order(cudasim::Order::Shuffled, seed)             // scheduling order of the fibers
-//   cudasim::for_each_order([&](cudasim::Order o) { ... })                // run a test under all three orders
+//   cudasim::for_each_order([&](cudasim::Order o) { ... })                // run a test under every order
 //
 // A launch runs synchronously: blocks one after another (in the order's block order), and inside a block every
 // thread as a fiber. Fibers yield only at __syncthreads, __syncwarp and warp collectives; between yield points the
 // scheduler resumes the runnable fibers in the current order (Forward: thread 0 first; Reverse: last thread first;
-// Shuffled: a fresh pseudo-random permutation each round). A kernel that lacks a barrier reads data another thread
-// has not written yet in at least one of the orders.
+// Shuffled: a fresh pseudo-random permutation each round), or runs one warp at a time up to the next __syncthreads
+// (WarpSerial: warp 0 first; WarpSerialReverse: last warp first). A kernel that lacks a barrier reads data another
+// thread has not written yet, or has already overwritten, in at least one of the orders.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,21 +22,24 @@
 
 namespace cudasim {
 
-enum class Order { Forward, Reverse, Shuffled };
+// Forward, Reverse, Shuffled: round by round, every runnable thread advances to its next yield point.
+// WarpSerial, WarpSerialReverse: one warp runs alone (its lanes in rounds) until all its lanes wait at __syncthreads
+// or exited, then the next warp (first to last, or last to first with lanes last to first too).
+enum class Order { Forward, Reverse, Shuffled, WarpSerial, WarpSerialReverse };
 
 // The order used by following launches. The initial order comes from the environment variable CUDASIM_ORDER
-// (forward | reverse | shuffled | shuffled:SEED), default forward.
+// (forward | reverse | shuffled | shuffled:SEED | warp-serial | warp-serial-reverse), default forward.
 void set_thread_order(Order order, uint64_t seed = 1);
 Order thread_order();
 uint64_t thread_order_seed();
 const char* order_name(Order order);
 
-// Calls fn under Forward, Reverse and Shuffled order (fn takes an Order, or nothing), then restores the previous order.
+// Calls fn under every order (fn takes an Order, or nothing), then restores the previous order.
 template <class Fn>
 void for_each_order(Fn&& fn, uint64_t seed = 0x5eed) {
     const Order saved = thread_order();
     const uint64_t saved_seed = thread_order_seed();
-    for (Order o : {Order::Forward, Order::Reverse, Order::Shuffled}) {
+    for (Order o : {Order::Forward, Order::Reverse, Order::Shuffled, Order::WarpSerial, Order::WarpSerialReverse}) {
         set_thread_order(o, seed);
         if constexpr (std::is_invocable_v<Fn&, Order>) fn(o);
         else fn();
