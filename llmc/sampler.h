@@ -17,23 +17,20 @@
 #include <vector>
 
 #include "error.h"
+#include "rng.h"
 
 namespace llmc {
 
-// SplitMix64 (Steele, Lea, Flood 2014): a 64-bit state advanced by a Weyl increment and mixed by two multiply-xorshift
-// rounds. Small, fast, and every seed (0 included) gives a full-period, well-mixed stream.
+// A SplitMix64 stream (llmc/rng.h) seeded directly with its state: SplitMix64(state()) continues the stream, which is
+// what a checkpoint needs.
 class SplitMix64 {
 public:
     explicit SplitMix64(uint64_t seed = 0) : state_(seed) {}
-    uint64_t next_u64() {
-        uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
+    uint64_t next_u64() { return splitmix64(state_); }
     // Uniform in [0, 1) with 53 random bits (every value a multiple of 2^-53).
     double uniform() { return (double)(next_u64() >> 11) * 0x1.0p-53; }
-    uint64_t state() const { return state_; }  // for checkpoints: SplitMix64(state()) continues the stream
+    uint64_t state() const { return state_; }
+
 private:
     uint64_t state_;
 };

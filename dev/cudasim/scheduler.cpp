@@ -51,6 +51,7 @@ struct Sim {
     int nthreads = 0;
     int barrier_arrived = 0, barrier_count = 0;
     uint64_t barriers_released = 0;  // lets the warp-serial orders restart from their first warp after a barrier
+    std::vector<unsigned> warp_waiting, warp_exited;  // per warp: lanes waiting in a collective / lanes exited
 
     void (*body)(void*) = nullptr;
     void* body_ctx = nullptr;
@@ -117,6 +118,7 @@ void fiber_entry() {
     }
     Fiber* f = s.current;
     f->state = State::Done;
+    s.warp_exited[f->linear / 32] |= 1u << (f->linear & 31);
     // A lane that exits while its warp mates wait for it in a collective would hang them: report it now.
     int warp0 = f->linear & ~31;
     for (int l = warp0; l < std::min(warp0 + 32, s.nthreads); l++) {
@@ -229,6 +231,8 @@ void run_block(std::mt19937_64& rng) {
         make_context(f.ctx, *s.stacks[i], fiber_entry);
     }
     s.barrier_arrived = 0;
+    s.warp_waiting.assign((s.nthreads + 31) / 32, 0u);
+    s.warp_exited.assign((s.nthreads + 31) / 32, 0u);
     if (s.order == Order::WarpSerial || s.order == Order::WarpSerialReverse) schedule_warp_serial();
     else schedule_rounds(rng);
 }
@@ -324,24 +328,25 @@ const WarpView& warp_collective(unsigned mask, uint64_t value) {
     f->warp_mask = mask;
     f->warp_value = value;
     const unsigned need = mask & existing;
-    bool complete = true;
-    for (int l = 0; l < 32 && complete; l++) {
-        if (!(need >> l & 1u)) continue;
-        const Fiber& o = s.fibers[warp0 + l];
-        if (o.state == State::Done)
-            die(where() + ": warp collective waits for lane " + std::to_string(l) + ", which has exited");
-        complete = o.state == State::Warp && o.warp_mask == mask;
-    }
+    unsigned& waiting = s.warp_waiting[warp0 / 32];
+    waiting |= 1u << lane;
+    if (const unsigned gone = need & s.warp_exited[warp0 / 32])
+        die(where() + ": warp collective waits for lane " + std::to_string(__builtin_ctz(gone)) + ", which has exited");
+    // Complete when every lane of `need` waits, all with the same mask (the bit loops visit only lanes of `need`).
+    bool complete = (waiting & need) == need;
+    for (unsigned m = need; m && complete; m &= m - 1) complete = s.fibers[warp0 + __builtin_ctz(m)].warp_mask == mask;
     if (complete) {  // the last lane to arrive hands every participant the values of all participants
-        for (int l = 0; l < 32; l++) {
-            if (!(need >> l & 1u)) continue;
+        uint64_t values[32];
+        for (int j = 0; j < 32; j++) values[j] = (need >> j & 1u) ? s.fibers[warp0 + j].warp_value : ~uint64_t(0);
+        for (unsigned m = need; m; m &= m - 1) {
+            const int l = __builtin_ctz(m);
             Fiber& o = s.fibers[warp0 + l];
-            for (int j = 0; j < 32; j++)
-                o.view.values[j] = (need >> j & 1u) ? s.fibers[warp0 + j].warp_value : ~uint64_t(0);
+            std::memcpy(o.view.values, values, sizeof values);
             o.view.present = need;
             o.view.lane = l;
             o.state = State::Ready;
         }
+        waiting &= ~need;
     }
     yield();
     return f->view;
