@@ -80,7 +80,7 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("keep-every", "-nm: also keep every checkpoint whose step is a multiple of M", v(o.keep_every))
         ("y,resume", "1: resume from the latest checkpoint in -o", v(o.resume))
         ("z,zero-stage", "ZeRO stage 0, 1 or 2 (-1: 1 with several ranks)", v(o.zero_stage))
-        ("r,recompute", "1: recompute GELU in backward", v(o.recompute))
+        ("r,recompute", "1: recompute GELU in backward; 2: GELU and the layernorms", v(o.recompute))
         ("w,master-weights", "1: fp32 master weights (the CUDA backend)", v(o.master_weights))
         ("a,overfit", "1: train on the first batch only", v(o.overfit_single_batch))
         ("skip-loss-z", "-sl: skip steps whose loss z-score exceeds this (0: off)", v(o.skip_loss_z))

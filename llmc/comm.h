@@ -26,11 +26,11 @@ enum class ReduceOp { Sum, Avg, Max };
 const char* reduce_op_name(ReduceOp op);  // "sum", "avg", "max"
 
 struct CommCounters {
-    uint64_t all_reduce = 0, reduce_scatter = 0, all_gather = 0, broadcast = 0, barrier = 0;
-    // Payload bytes handed to collectives by this rank: the buffer for all_reduce and broadcast, the whole send
-    // buffer (world_size * recv_count elements) for reduce_scatter, the rank's own block for all_gather.
+    uint64_t all_reduce = 0, reduce = 0, reduce_scatter = 0, all_gather = 0, broadcast = 0, barrier = 0;
+    // Payload bytes handed to collectives by this rank: the buffer for all_reduce, reduce and broadcast, the whole
+    // send buffer (world_size * recv_count elements) for reduce_scatter, the rank's own block for all_gather.
     uint64_t bytes = 0;
-    uint64_t total() const { return all_reduce + reduce_scatter + all_gather + broadcast + barrier; }
+    uint64_t total() const { return all_reduce + reduce + reduce_scatter + all_gather + broadcast + barrier; }
 };
 
 class Comm {
@@ -43,6 +43,10 @@ public:
 
     // In place: buf (count elements) becomes the reduction over ranks.
     virtual void all_reduce(void* buf, size_t count, DType t, ReduceOp op, void* stream) = 0;
+    // Rank `root` receives the reduction over ranks of `send` (count elements) in recv; recv is not touched on the
+    // other ranks. In place on the root when send == recv.
+    virtual void reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root,
+                        void* stream) = 0;
     // send holds world_size * recv_count elements; rank r receives the reduction of block r into recv.
     virtual void reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op,
                                 void* stream) = 0;

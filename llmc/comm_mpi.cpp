@@ -74,6 +74,17 @@ void MpiComm::all_reduce_f32(float* buf, size_t count, ReduceOp op) {
     if (op == ReduceOp::Avg) divide_by_world(buf, count);
 }
 
+// MPI_IN_PLACE on the root when send == recv; the other ranks only send (their recv is not touched).
+void MpiComm::reduce_f32(const float* send, float* recv, size_t count, ReduceOp op, int root) {
+    const bool is_root = info_.rank == root;
+    for (size_t off = 0; off < count; off += max_chunk_) {
+        int n = (int)std::min(count - off, max_chunk_);
+        const void* s = is_root && send == recv ? MPI_IN_PLACE : (const void*)(send + off);
+        check_mpi(MPI_Reduce(s, is_root ? recv + off : nullptr, n, MPI_FLOAT, mpi_op(op), root, comm_), "MPI_Reduce");
+    }
+    if (is_root && op == ReduceOp::Avg) divide_by_world(recv, count);
+}
+
 void MpiComm::reduce_scatter_f32(const float* send, float* recv, size_t recv_count, ReduceOp op) {
     const size_t W = (size_t)info_.world_size;
     if (recv_count * W <= max_chunk_) {
@@ -104,6 +115,25 @@ void MpiComm::all_reduce(void* buf, size_t count, DType t, ReduceOp op, void*) {
         widen(scratch_recv_.data(), b, count);
         all_reduce_f32(scratch_recv_.data(), count, op);
         narrow(b, scratch_recv_.data(), count);
+    }
+}
+
+void MpiComm::reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root, void*) {
+    if (root < 0 || root >= info_.world_size)
+        fail("reduce: root %d, expected 0 <= root < world size %d", root, info_.world_size);
+    counters.reduce++;
+    counters.bytes += count * dtype_size(t);
+    const size_t es = dtype_size(t);
+    const char *s = static_cast<const char*>(send), *r = static_cast<const char*>(recv);
+    if (info_.rank == root && s != r && r < s + count * es && s < r + count * es)
+        fail("reduce: the receive buffer overlaps the send buffer without being it (in place needs send == recv)");
+    if (t == DType::F32) {
+        reduce_f32(static_cast<const float*>(send), static_cast<float*>(recv), count, op, root);
+    } else {
+        scratch_recv_.resize(count);
+        widen(scratch_recv_.data(), static_cast<const uint16_t*>(send), count);
+        reduce_f32(scratch_recv_.data(), scratch_recv_.data(), count, op, root);  // in place on the root
+        if (info_.rank == root) narrow(static_cast<uint16_t*>(recv), scratch_recv_.data(), count);
     }
 }
 

@@ -23,6 +23,7 @@ public:
     const char* name() const override { return "mpi"; }
 
     void all_reduce(void* buf, size_t count, DType t, ReduceOp op, void* stream) override;
+    void reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root, void* stream) override;
     void reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op, void* stream) override;
     void all_gather(const void* send, void* recv, size_t send_count, DType t, void* stream) override;
     void broadcast(void* buf, size_t count, DType t, int root, void* stream) override;
@@ -30,6 +31,7 @@ public:
 
 private:
     void all_reduce_f32(float* buf, size_t count, ReduceOp op);
+    void reduce_f32(const float* send, float* recv, size_t count, ReduceOp op, int root);
     void reduce_scatter_f32(const float* send, float* recv, size_t recv_count, ReduceOp op);
     void divide_by_world(float* x, size_t n) const;
 

@@ -21,6 +21,12 @@ public:
         counters.all_reduce++;
         counters.bytes += count * dtype_size(t);
     }
+    void reduce(const void* send, void* recv, size_t count, DType t, ReduceOp, int root, void* stream) override {
+        if (root != 0) fail("reduce: root %d, expected 0 (the only rank of a single-process run)", root);
+        counters.reduce++;
+        counters.bytes += count * dtype_size(t);
+        if (send != recv && count) copy_(recv, send, count * dtype_size(t), stream);
+    }
     void reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp, void* stream) override {
         counters.reduce_scatter++;
         counters.bytes += recv_count * dtype_size(t);

@@ -27,6 +27,9 @@ namespace llmc {
 struct ModelOptions {
     size_t pad_to = 1;            // padded_params() is a multiple of this (ZeRO shards: world size x alignment)
     bool recompute_gelu = false;  // -r 1: keep only the pre-GELU activations, recompute gelu(fch) in backward
+    // -r 2: also keep only the layernorms' inputs and statistics, recompute ln1 and ln2 in backward (one (N, C)
+    // buffer each instead of L). Recomputation repeats the forward's exact ops on the same inputs: bit-identical.
+    bool recompute_layernorm = false;
 };
 
 template <class Backend>
@@ -215,6 +218,8 @@ public:
             LayerActs a = layer_acts(l);
             const act_t* res_in = l == 0 ? a_.encoded : layer_acts(l - 1).res3;
             if (opt_.recompute_gelu) be_.gelu_forward(a.fch_gelu, a.fch, N * 4 * C);
+            if (opt_.recompute_layernorm)
+                be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
             // MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2))))
             be_.matmul_backward(d_.buf_4c, gw.fcprojw, gw.fcprojb, d_.residual, a.fch_gelu, w.fcprojw, N, 4 * C, C);
             be_.matmul_backward(d_.buf_c, gw.fcw, gw.fcb, d_.buf_4c, a.ln2, w.fcw, N, C, 4 * C, a.fch);
@@ -223,6 +228,8 @@ public:
             // Attention: res2 = res_in + attproj(attention(qkv(ln1(res_in))))
             be_.matmul_backward(d_.buf_c, gw.attprojw, gw.attprojb, d_.residual, a.atty, w.attprojw, N, C, C);
             be_.attention_backward(d_.buf_3c, d_.buf_c, a.qkv, a.att, B, T, C, NH);
+            if (opt_.recompute_layernorm)
+                be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
             be_.matmul_backward(d_.buf_c, gw.qkvw, gw.qkvb, d_.buf_3c, a.ln1, w.qkvw, N, C, 3 * C);
             be_.layernorm_backward(d_.residual, gw.ln1w, gw.ln1b, d_.buf_c, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd,
                                    N, C);
@@ -263,7 +270,8 @@ private:
         inputs_ = take<int>(N);
         targets_ = take<int>(N);
         a_.encoded = take<act_t>(N * C);
-        a_.ln1 = take<act_t>(L * N * C);
+        const size_t ln_layers = opt_.recompute_layernorm ? 1 : L;  // with -r 2 one buffer serves every layer
+        a_.ln1 = take<act_t>(ln_layers * N * C);
         a_.ln1_mean = take<float>(L * N);
         a_.ln1_rstd = take<float>(L * N);
         a_.qkv = take<act_t>(L * N * 3 * C);
@@ -271,7 +279,7 @@ private:
         a_.att = take<act_t>(L * B * NH * T * T);
         a_.attproj = take<act_t>(L * N * C);
         a_.res2 = take<act_t>(L * N * C);
-        a_.ln2 = take<act_t>(L * N * C);
+        a_.ln2 = take<act_t>(ln_layers * N * C);
         a_.ln2_mean = take<float>(L * N);
         a_.ln2_rstd = take<float>(L * N);
         a_.fch = take<act_t>(L * N * 4 * C);
@@ -295,7 +303,7 @@ private:
     LayerActs layer_acts(size_t l) const {
         const size_t N = B_ * T_, C = cfg_.channels, NH = cfg_.num_heads;
         LayerActs a;
-        a.ln1 = a_.ln1 + l * N * C;
+        a.ln1 = a_.ln1 + (opt_.recompute_layernorm ? 0 : l * N * C);
         a.ln1_mean = a_.ln1_mean + l * N;
         a.ln1_rstd = a_.ln1_rstd + l * N;
         a.qkv = a_.qkv + l * N * 3 * C;
@@ -303,7 +311,7 @@ private:
         a.att = a_.att + l * B_ * NH * T_ * T_;
         a.attproj = a_.attproj + l * N * C;
         a.res2 = a_.res2 + l * N * C;
-        a.ln2 = a_.ln2 + l * N * C;
+        a.ln2 = a_.ln2 + (opt_.recompute_layernorm ? 0 : l * N * C);
         a.ln2_mean = a_.ln2_mean + l * N;
         a.ln2_rstd = a_.ln2_rstd + l * N;
         a.fch = a_.fch + l * N * 4 * C;

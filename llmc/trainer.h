@@ -86,6 +86,7 @@ public:
         ModelOptions mo;
         mo.pad_to = zero_pad_multiple(world);
         mo.recompute_gelu = o_.recompute >= 1;
+        mo.recompute_layernorm = o_.recompute >= 2;
         GPT2<Backend> model(be_, cfg, B, T, mo);
         if (from_file) model.set_params(read_model_file(o_.model).params);
         else model.init_gpt2(o_.seed);

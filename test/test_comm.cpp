@@ -1,5 +1,5 @@
-// MpiComm under mpirun (test/tests.list runs it with -np 1, 2 and 3): every collective, fp32 and bf16, in place
-// and not, chunked (a tiny max_chunk forces many MPI calls per collective), and the counters.
+// MpiComm under mpirun (test/tests.list runs it with -np 1, 2 and 3): every collective (reduce to a root included),
+// fp32 and bf16, in place and not, chunked (a tiny max_chunk forces many MPI calls per collective), and the counters.
 //
 // Inputs are small integers, so every fp32 sum is exact in any reduction order and the results are compared
 // exactly; Avg is checked against sum / world computed in fp32, which is what MpiComm must produce (one division).
@@ -63,6 +63,29 @@ void test_collectives(Comm& comm, const std::string& tag) {
             comm.all_reduce(buf.data(), n, DType::F32, op, nullptr);
             std::string name = tag + " all_reduce " + reduce_op_name(op) + " n=" + std::to_string(n);
             dt::check(name, bitwise_equal(buf, want), "%s", first_diff(buf, want).c_str());
+        }
+    }
+
+    // reduce to the first and the last rank, out of place and in place: the root gets the reduction, the other
+    // ranks' receive buffers are not touched (and their send buffers are left as they were).
+    for (size_t n : {(size_t)1, (size_t)10, (size_t)1000}) {
+        for (int root : {0, W - 1}) {
+            for (ReduceOp op : ops) {
+                std::vector<float> send = contribution(R, n), recv(n, -999.0f), want(n, -999.0f);
+                if (R == root)
+                    for (size_t i = 0; i < n; i++) want[i] = expected(op, W, i);
+                comm.reduce(send.data(), recv.data(), n, DType::F32, op, root, nullptr);
+                std::string name = tag + " reduce " + reduce_op_name(op) + " n=" + std::to_string(n) +
+                                   " root=" + std::to_string(root);
+                dt::check(name, bitwise_equal(recv, want) && bitwise_equal(send, contribution(R, n)), "%s",
+                          first_diff(recv, want).c_str());
+            }
+            std::vector<float> buf = contribution(R, n), want = contribution(R, n);
+            if (R == root)
+                for (size_t i = 0; i < n; i++) want[i] = expected(ReduceOp::Avg, W, i);
+            comm.reduce(buf.data(), buf.data(), n, DType::F32, ReduceOp::Avg, root, nullptr);
+            dt::check(tag + " reduce avg in place n=" + std::to_string(n) + " root=" + std::to_string(root),
+                      bitwise_equal(buf, want), "%s", first_diff(buf, want).c_str());
         }
     }
 
@@ -134,6 +157,19 @@ void test_collectives(Comm& comm, const std::string& tag) {
         for (size_t i = 0; i < n; i++) got[i] = bf16_to_float(buf[i]);
         dt::check(tag + " all_reduce bf16 avg", bitwise_equal(got, want), "%s", first_diff(got, want).c_str());
 
+        // bf16 reduce (sum, one rounding) in place on the last rank; the others keep their values.
+        for (size_t i = 0; i < n; i++) buf[i] = float_to_bf16(i == 0 ? (R == 0 ? 256.0f : 1.0f) : value(R, i));
+        std::vector<uint16_t> before = buf;
+        comm.reduce(buf.data(), buf.data(), n, DType::BF16, ReduceOp::Sum, W - 1, nullptr);
+        for (size_t i = 0; i < n; i++) {
+            float s = 0;
+            for (int r = 0; r < W; r++) s += i == 0 ? (r == 0 ? 256.0f : 1.0f) : value(r, i);
+            want[i] = R == W - 1 ? bf16_to_float(float_to_bf16(s)) : bf16_to_float(before[i]);
+        }
+        for (size_t i = 0; i < n; i++) got[i] = bf16_to_float(buf[i]);
+        dt::check(tag + " reduce bf16 sum in place (one rounding)", bitwise_equal(got, want), "%s",
+                  first_diff(got, want).c_str());
+
         const size_t per = 9;
         std::vector<uint16_t> send(W * per), recv(per);
         for (size_t i = 0; i < W * per; i++) send[i] = float_to_bf16(value(R, i));
@@ -173,14 +209,16 @@ void test_counters(const DistInfo& info) {
     comm.all_gather(small.data(), big.data(), 6, DType::F32, nullptr);      // 24
     comm.all_gather(small.data(), big.data(), 6, DType::F32, nullptr);      // 24
     comm.broadcast(a.data(), 10, DType::F32, 0, nullptr);                   // 40
+    comm.reduce(a.data(), a.data(), 10, DType::F32, ReduceOp::Avg, 0, nullptr);  // 40
+    comm.reduce(h.data(), h.data(), 4, DType::BF16, ReduceOp::Sum, (int)W - 1, nullptr);  // 8
     comm.barrier();
     const CommCounters& c = comm.counters;
-    dt::check("counters per collective", c.all_reduce == 2 && c.reduce_scatter == 1 && c.all_gather == 2 &&
-                  c.broadcast == 1 && c.barrier == 1 && c.total() == 7,
-              "all_reduce %llu reduce_scatter %llu all_gather %llu broadcast %llu barrier %llu",
-              (unsigned long long)c.all_reduce, (unsigned long long)c.reduce_scatter,
+    dt::check("counters per collective", c.all_reduce == 2 && c.reduce == 2 && c.reduce_scatter == 1 &&
+                  c.all_gather == 2 && c.broadcast == 1 && c.barrier == 1 && c.total() == 9,
+              "all_reduce %llu reduce %llu reduce_scatter %llu all_gather %llu broadcast %llu barrier %llu",
+              (unsigned long long)c.all_reduce, (unsigned long long)c.reduce, (unsigned long long)c.reduce_scatter,
               (unsigned long long)c.all_gather, (unsigned long long)c.broadcast, (unsigned long long)c.barrier);
-    uint64_t want = 40 + 8 + W * 24 + 24 + 24 + 40;
+    uint64_t want = 40 + 8 + W * 24 + 24 + 24 + 40 + 40 + 8;
     dt::check("counters bytes", c.bytes == want, "bytes %llu, expected %llu", (unsigned long long)c.bytes,
               (unsigned long long)want);
 
@@ -198,6 +236,9 @@ void test_errors(const DistInfo& info) {
     bool threw = false;
     try { comm.broadcast(&x, 1, DType::F32, comm.world_size(), nullptr); } catch (const Error&) { threw = true; }
     dt::check("broadcast from a root past the world size fails", threw, "no error");
+    threw = false;
+    try { comm.reduce(&x, &x, 1, DType::F32, ReduceOp::Sum, -1, nullptr); } catch (const Error&) { threw = true; }
+    dt::check("reduce to a negative root fails", threw, "no error");
     threw = false;
     try { MpiComm bad(info, 0); } catch (const Error&) { threw = true; }
     dt::check("max_chunk 0 is refused", threw, "no error");

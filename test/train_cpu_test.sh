@@ -49,6 +49,20 @@ for x, y in zip(a, b):
     assert abs(x - y) <= 1e-4 * abs(x), (a, b)
 PY
 
+# 2b. Recomputation (-r 1: GELU, -r 2: GELU and layernorms) repeats the forward's ops on the same inputs: the
+#     losses and the final parameters are bit-identical to keeping the activations.
+for r in 0 1 2; do
+    $BIN "${common[@]}" -b 2 -x 4 -v 0 -r $r -o "$TMP/r$r" >/dev/null 2>&1
+done
+for r in 1 2; do
+    if cmp -s "$TMP/r0/model.bin" "$TMP/r$r/model.bin" && \
+       [ "$(grep -o '"train_loss":[^,}]*' "$TMP/r0/metrics.jsonl")" == "$(grep -o '"train_loss":[^,}]*' "$TMP/r$r/metrics.jsonl")" ]; then
+        pass "-r $r is bit-identical to -r 0"
+    else
+        fail "-r $r is bit-identical to -r 0"
+    fi
+done
+
 # 3. -a 1 overfits the first batch.
 $BIN "${common[@]}" -b 4 -x 30 -l 1e-2 -a 1 -v 0 -o "$TMP/overfit" >/dev/null 2>&1
 /usr/bin/python3 - "$TMP/overfit/metrics.jsonl" <<'PY' && pass "-a 1 overfits one batch" || fail "-a 1 overfits one batch"

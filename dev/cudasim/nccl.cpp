@@ -215,6 +215,22 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
     return ncclSuccess;
 }
 
+ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op, int root,
+                        ncclComm_t comm, cudaStream_t) {
+    MPI_Op mop;
+    if (ncclResult_t r = check_args(comm, t, op, true, &mop)) return r;
+    if (root < 0 || root >= comm->nranks) return complain(ncclInvalidArgument, "ncclReduce: bad root");
+    const bool is_root = comm->rank == root;
+    Widened w = widen(send, count, t);  // a copy, so the root may reduce in place (recv == send)
+    if (comm->comm != MPI_COMM_NULL && count)
+        if (ncclResult_t r = mpi_ok(MPI_Reduce(is_root ? MPI_IN_PLACE : w.data(), is_root ? w.data() : nullptr,
+                                               (int)count, w.type, mop, root, comm->comm),
+                                    "MPI_Reduce"))
+            return r;
+    if (is_root) narrow(w, recv, count, t, op, comm->nranks);
+    return ncclSuccess;
+}
+
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t) {
     MPI_Op mop;

@@ -94,6 +94,13 @@ public:
         counters.bytes += count * dtype_size(t);
         NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(t), nccl_op(op), comm_, (cudaStream_t)stream));
     }
+    void reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root, void* stream) override {
+        if (root < 0 || root >= info_.world_size)
+            fail("reduce: root %d, expected 0 <= root < world size %d", root, info_.world_size);
+        counters.reduce++;
+        counters.bytes += count * dtype_size(t);
+        NCCL_CHECK(ncclReduce(send, recv, count, nccl_type(t), nccl_op(op), root, comm_, (cudaStream_t)stream));
+    }
     void reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op,
                         void* stream) override {
         counters.reduce_scatter++;

@@ -74,6 +74,29 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < n; i++) ok = ok && __bfloat162float(bh[i]) == (float)(2 * (sum_ranks + size * i));
     check("ncclAllReduce bf16 avg in place" + np, ok);
 
+    // reduce fp32 sum to the last rank, out of place: the other ranks' receive buffers stay untouched.
+    std::vector<float> minus(n, -1.0f);
+    float* drecv = dev(minus);
+    ncclReduce(dx, drecv, n, ncclFloat32, ncclSum, size - 1, comm, s);
+    auto red = host(drecv, n);
+    auto xs = host(dx, n);  // dx holds the max from above: size - 1 + i on every rank
+    ok = true;
+    for (size_t i = 0; i < n; i++)
+        ok = ok && red[i] == (rank == size - 1 ? (float)(size * (size - 1 + i)) : -1.0f) && xs[i] == (float)(size - 1 + i);
+    check("ncclReduce fp32 sum to the last rank" + np, ok);
+
+    // reduce bf16 avg in place on rank 0: element i of rank r is 2 * size * (r + i); the others keep theirs.
+    std::vector<__nv_bfloat16> rb(n);
+    for (size_t i = 0; i < n; i++) rb[i] = __float2bfloat16_rn((float)(2 * size * (rank + i)));
+    __nv_bfloat16* drb = dev(rb);
+    ncclReduce(drb, drb, n, ncclBfloat16, ncclAvg, 0, comm, s);
+    auto rbh = host(drb, n);
+    ok = true;
+    for (size_t i = 0; i < n; i++)
+        ok = ok && __bfloat162float(rbh[i]) ==
+                       (rank == 0 ? (float)(2 * (sum_ranks + size * i)) : (float)(2 * size * (rank + i)));
+    check("ncclReduce bf16 avg in place on rank 0" + np, ok);
+
     // reduce-scatter fp32, in place: rank r keeps the sum of chunk r.
     std::vector<float> full(n * size);
     for (size_t i = 0; i < full.size(); i++) full[i] = (float)(rank * 100 + i);
@@ -109,7 +132,8 @@ int main(int argc, char** argv) {
           ncclCommCount(comm, &count) == ncclSuccess && count == size && ncclCommUserRank(comm, &urank) == ncclSuccess &&
               urank == rank);
     check("ncclCommDestroy" + np, ncclCommDestroy(comm) == ncclSuccess);
-    for (void* p : {(void*)dx, (void*)dy, (void*)db, (void*)dfull, (void*)dg, (void*)dm}) cudaFree(p);
+    for (void* p : {(void*)dx, (void*)dy, (void*)db, (void*)drecv, (void*)drb, (void*)dfull, (void*)dg, (void*)dm})
+        cudaFree(p);
     cudaStreamDestroy(s);
     const int rc = testing::finish();
     MPI_Finalize();

@@ -1,9 +1,10 @@
 // Every CudaBackend op, run under the CUDA simulator, against the same op of the CpuBackend (fp32 reference).
 //
 // Inputs are random and rounded to bf16 first, so both backends see exactly the same values; the differences come
-// only from the CUDA side's bf16 storage of results and from fp32 rounding in both. Each op runs under the three
-// thread orders of the simulator (forward, reverse, shuffled): the results must be bitwise identical (the kernels are
-// deterministic, and a missing barrier shows up as a difference or an error) and within a per-element error bound.
+// only from the CUDA side's bf16 storage of results and from fp32 rounding in both. Each op runs under every thread
+// order of the simulator (forward, reverse, shuffled, warp-serial, warp-serial reverse): the results must be bitwise
+// identical (the kernels are deterministic, and a missing barrier shows up as a difference or an error) and within a
+// per-element error bound.
 //
 // Error bounds (derived per op next to each test; all in double on the host):
 //   U    = 2^-8: bf16 unit roundoff. bf16 keeps 8 significant bits (7 stored + the implicit one), so rounding to
@@ -121,8 +122,8 @@ bool check_bound(const std::string& name, const Vec& got, const Vec& want, const
     return true;
 }
 
-// Runs `op` (which resets its inputs, runs the CUDA op and returns its outputs) under the three thread orders;
-// checks that the three results are bitwise identical and returns the first.
+// Runs `op` (which resets its inputs, runs the CUDA op and returns its outputs) under every thread order of the
+// simulator; checks that the results are bitwise identical and returns the first.
 using Outputs = std::vector<Vec>;
 Outputs run_all_orders(const std::string& name, const std::function<Outputs()>& op) {
     std::vector<Outputs> res;
@@ -133,7 +134,7 @@ Outputs run_all_orders(const std::string& name, const std::function<Outputs()>& 
             if (res[o][k].size() != res[0][k].size() ||
                 std::memcmp(res[o][k].data(), res[0][k].data(), res[0][k].size() * sizeof(float)) != 0)
                 same = false;
-    testing::check(name + "/identical under forward, reverse, shuffled thread orders", same,
+    testing::check(name + "/identical under every thread order", same,
                    "results differ between thread orders");
     return res[0];
 }
