@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "config.h"
@@ -199,7 +200,12 @@ public:
     }
 
     // grads += d(grad_scale * mean loss)/dparams for the last forward (which must have had targets and grad_scale > 0).
-    void backward() {
+    // on_bucket_ready(b), when given, is called on the host as soon as the ops that complete gradient bucket b
+    // (llmc/zero.h: b = l < L is layer l's slices, b = L is wte, wpe, lnfw, lnfb) have been ENQUEUED on the main
+    // stream, in the order L-1, ..., 0, L; nothing is synchronised, so the callee orders its work after them with
+    // an event (the optimizer's bucket_ready: comm_waits_main, then the reduction on the comm stream). No later op
+    // of this backward reads or writes a bucket's gradients once it has been announced.
+    void backward(const std::function<void(size_t bucket)>& on_bucket_ready = nullptr) {
         if (!has_targets_ || !(grad_scale_ > 0.0f)) fail("backward: the last forward had no targets or grad_scale 0");
         const size_t B = cur_B_, T = cur_T_, N = B * T;
         const size_t C = cfg_.channels, NH = cfg_.num_heads, L = cfg_.num_layers, Vp = cfg_.padded_vocab_size;
@@ -233,8 +239,10 @@ public:
             be_.matmul_backward(d_.buf_c, gw.qkvw, gw.qkvb, d_.buf_3c, a.ln1, w.qkvw, N, C, 3 * C);
             be_.layernorm_backward(d_.residual, gw.ln1w, gw.ln1b, d_.buf_c, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd,
                                    N, C);
+            if (on_bucket_ready) on_bucket_ready(l);  // layer l's 12 gradient slices are complete
         }
         be_.encoder_backward(g.wte(), g.wpe(), d_.residual, inputs_, B, T, C);
+        if (on_bucket_ready) on_bucket_ready(L);  // wte (classifier + encoder), wpe, lnfw, lnfb
     }
 
     // Bytes of device memory held by the model (parameters, gradients, activations).

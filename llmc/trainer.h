@@ -2,10 +2,13 @@
 // logging. train_gpt2.cu picks the backend and calls run_training<Backend>().
 //
 // One optimizer step:
-//   for each of grad_accum micro-steps: next batch -> forward (dlogits scaled by 1/grad_accum) -> backward
-//       -> optimizer.reduce_gradients(last micro-step?)   (ZeRO 0/1 reduce only at the last micro-step)
+//   for each of grad_accum micro-steps: next batch -> forward (dlogits scaled by 1/grad_accum) -> backward, which
+//       hands each completed gradient bucket to optimizer.bucket_ready (its reduction starts on the comm stream
+//       while backward goes on; ZeRO 0/1 reduce only at the last micro-step) -> optimizer.reduce_gradients(last?)
+//       (the rest, and the main stream waits for the reductions); no host synchronisation per micro-step
 //   train loss = mean over micro-steps, all-reduced (mean over ranks) before it is logged
-//   optimizer.step(lr(step), step + 1): global grad norm, clipping, AdamW on the rank's shard, all-gather
+//   optimizer grad_norm, then apply(lr(step), step + 1) or skip(): clipping, AdamW on the rank's shard, all-gather
+//   (stream and event order: llmc/optimizer.h)
 #pragma once
 
 #include <sys/stat.h>
@@ -167,7 +170,7 @@ public:
                         train.num_shards(), max_steps, o_.overfit_single_batch ? " (overfitting one batch)" : "");
             std::printf("schedule   %s, peak lr %g, warmup %d, final fraction %g\n", schedule_name(sc.kind),
                         sc.peak_lr, sc.warmup_steps, sc.final_fraction);
-            std::printf("%s\n", zero_summary(opt.plan(), zero_stage, sizeof(typename Backend::act_t), (int)grad_accum).c_str());
+            std::printf("%s\n", zero_summary(opt.plan(), model.layout(), zero_stage, sizeof(typename Backend::act_t), (int)grad_accum).c_str());
             std::fflush(stdout);
         }
 
@@ -202,8 +205,9 @@ public:
                 train.next_batch(inputs.data(), targets.data());
                 model.forward(inputs.data(), targets.data(), B, T, 1.0f / (float)grad_accum);
                 model.accumulate_loss(loss_acc, 1.0f / (float)(B * T * grad_accum));
-                model.backward();
-                opt.reduce_gradients(micro + 1 == grad_accum);
+                const bool last_micro = micro + 1 == grad_accum;
+                model.backward([&](size_t bucket) { opt.bucket_ready(bucket, last_micro); });
+                opt.reduce_gradients(last_micro);
             }
             comm_.all_reduce(loss_acc, 1, DType::F32, ReduceOp::Avg, be_.main_stream());
             const float lr = learning_rate(sc, step);

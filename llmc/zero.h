@@ -10,9 +10,10 @@
 //
 // Stages (DESIGN.md, "Distributed semantics"; docs/distributed.md has the formulas):
 //   0  every rank keeps everything; the gradients are all-reduced at the last micro-step
-//   1  AdamW m, v and the fp32 master weights exist only for the rank's shard; gradients are reduce-scattered at
-//      the last micro-step; the updated parameters are all-gathered
-//   2  as 1, but the gradients are reduce-scattered after every micro-step into a sharded fp32 accumulator
+//   1  AdamW m, v and the fp32 master weights exist only for the rank's shard; at the last micro-step each
+//      gradient piece is reduced to the rank that owns it; the updated parameters are all-gathered
+//   2  as 1, but the gradients are reduced after every micro-step and added into a sharded fp32 accumulator
+// The reductions go bucket by bucket (one layer's gradients at a time) while backward runs: see below.
 #pragma once
 
 #include <cstddef>
@@ -67,25 +68,50 @@ inline std::vector<ShardSegment> shard_segments(const ShardPlan& plan, const Par
     return range_segments(layout, plan.shard_begin(r), plan.shard_end(r));
 }
 
+// Gradient buckets: the units in which gradients are reduced while backward still runs (llmc/optimizer.h).
+// Bucket l < L holds layer l's slice of each of the 12 per-layer tensors (complete once backward has passed layer
+// l's ln1); bucket L holds wte, wpe, lnfw and lnfb (complete after the encoder's backward: wte is tied to the
+// classifier, whose backward is the first op). A bucket is a list of flat ranges in flat order, adjacent slices
+// merged (wte + wpe are one range, lnfw + lnfb another; with L = 1 a layer's 12 slices are one range). Together
+// the buckets cover [0, layout.total) exactly once; the padding is in no bucket.
+struct FlatRange {
+    size_t begin, end;
+};
+inline size_t num_grad_buckets(const ParamLayout& layout) { return layout.cfg.num_layers + 1; }
+std::vector<FlatRange> bucket_ranges(const ParamLayout& layout, size_t bucket);
+
+// A bucket range cut at the shard boundaries: [begin, end) lies in rank `root`'s shard (ZeRO >= 1 reduces each
+// piece to the rank that owns it). In flat order; only non-empty pieces.
+struct BucketPiece {
+    size_t begin, end;
+    int root;
+};
+std::vector<BucketPiece> bucket_pieces(const ShardPlan& plan, const ParamLayout& layout, size_t bucket);
+
 // Per-rank memory of the training state and the collective traffic of one optimizer step.
 struct ZeroFootprint {
     // Bytes held by one rank.
     size_t params = 0;       // the full parameters (act_t), every stage
     size_t grads = 0;        // the full fp32 gradient buffer the backward pass accumulates into, every stage here
-    size_t grad_shard = 0;   // stage 1: the reduce-scattered shard; stage 2: the accumulator (+ a receive buffer)
+    size_t grad_shard = 0;   // stage 2: the fp32 accumulator of the rank's shard (stage 1 reduces in place: none)
     size_t master = 0;       // fp32 master weights: full for stage 0, shard for 1 and 2
     size_t adam_state = 0;   // m and v: full for stage 0, shard for 1 and 2
     size_t total() const { return params + grads + grad_shard + master + adam_state; }
-    // Collective calls and payload per optimizer step with `accum` micro-steps (the norm's 4-byte all_reduce
-    // included), and the bytes each rank sends over the wire with ring algorithms: all_reduce 2(W-1)/W x size,
-    // reduce_scatter and all_gather (W-1)/W x size each.
-    size_t reductions = 0, gathers = 0;
+    // Collective calls per optimizer step with `accum` micro-steps: `reductions` counts the gradient reductions
+    // (stage 0: one all_reduce per bucket range; stage 1: one reduce per bucket piece; stage 2: one reduce per
+    // piece and micro-step) plus the norm's 4-byte all_reduce; `gathers` the parameter all_gathers.
+    size_t buckets = 0, reductions = 0, gathers = 0;
+    // Bytes this rank sends per step with ring algorithms: an all_reduce of n bytes 2(W-1)/W n, an all_gather
+    // (W-1)/W n, a reduce n on every rank but the root (each piece passes once along the ring to its owner, so a
+    // rank sends every gradient byte it does not own). Padding is never reduced (it is zero everywhere).
     double wire_bytes = 0;
 };
-ZeroFootprint zero_footprint(const ShardPlan& plan, int stage, size_t act_bytes, int accum_steps);
+ZeroFootprint zero_footprint(const ShardPlan& plan, const ParamLayout& layout, int stage, size_t act_bytes,
+                             int accum_steps);
 
 // Multi-line summary printed at start-up: stage, padding, shard, per-rank memory and traffic per step.
-std::string zero_summary(const ShardPlan& plan, int stage, size_t act_bytes, int accum_steps);
+std::string zero_summary(const ShardPlan& plan, const ParamLayout& layout, int stage, size_t act_bytes,
+                         int accum_steps);
 
 // Fails unless 0 <= stage <= 2.
 void validate_zero_stage(int stage);

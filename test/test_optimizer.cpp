@@ -1,6 +1,7 @@
 // Optimizer (llmc/optimizer.h) in one process on GPT2<CpuBackend>: AdamW with clipping and weight decay on the 2-D
 // tensors only, against a hand computation in double, for ZeRO 0/1/2 and 1/2/8 micro-steps; the collectives each
-// step issues (counted by SingleComm); gradients zeroed; padding untouched; misuse refused.
+// step issues (counted by SingleComm, buckets announced or not); the model's backward announcing each gradient
+// bucket once it is final; gradients zeroed; padding untouched; misuse refused.
 #include <cmath>
 #include <functional>
 #include <string>
@@ -213,40 +214,6 @@ void test_clip_settings() {
     }
 }
 
-// Collectives per optimizer step: ZeRO 0 one all_reduce of the gradients; ZeRO 1 one reduce_scatter; ZeRO 2 one
-// reduce_scatter per micro-step; ZeRO >= 1 one all_gather; every stage one all_reduce of the squared norm.
-void test_collective_counts() {
-    for (int stage = 0; stage <= 2; stage++) {
-        for (int accum : {1, 2, 8}) {
-            CpuBackend be;
-            Model model(be, tiny_config(), 1, 1, padded_for(1));
-            model.set_params(initial_params(model.num_params()));
-            auto comm = make_single_comm();
-            Opt opt(be, model, *comm, OptimConfig(), stage, 1);
-            const int steps = 2;
-            for (int s = 0; s < steps; s++) {
-                for (int k = 0; k < accum; k++) {
-                    add_grads(be, model, micro_grads(model.num_params(), s, k, 0.01f));
-                    opt.reduce_gradients(k == accum - 1);
-                }
-                opt.step(1e-3f, s + 1);
-            }
-            const CommCounters& c = comm->counters;
-            uint64_t ar = (uint64_t)steps * (stage == 0 ? 2 : 1);
-            uint64_t rs = (uint64_t)steps * (stage == 0 ? 0 : stage == 1 ? 1 : accum);
-            uint64_t ag = (uint64_t)steps * (stage == 0 ? 0 : 1);
-            ZeroFootprint f = zero_footprint(opt.plan(), stage, 4, accum);
-            check("ZeRO " + std::to_string(stage) + ", " + std::to_string(accum) + " micro-steps: collectives per step",
-                  c.all_reduce == ar && c.reduce_scatter == rs && c.all_gather == ag && c.broadcast == 0 &&
-                      c.barrier == 0 && c.all_reduce + c.reduce_scatter == steps * f.reductions &&
-                      c.all_gather == steps * f.gathers,
-                  "all_reduce %llu (want %llu) reduce_scatter %llu (want %llu) all_gather %llu (want %llu)",
-                  (unsigned long long)c.all_reduce, (unsigned long long)ar, (unsigned long long)c.reduce_scatter,
-                  (unsigned long long)rs, (unsigned long long)c.all_gather, (unsigned long long)ag);
-        }
-    }
-}
-
 void expect_error(const std::string& name, const std::function<void()>& fn, const std::string& want) {
     try {
         fn();
@@ -255,6 +222,107 @@ void expect_error(const std::string& name, const std::function<void()>& fn, cons
         check(name, std::string(e.what()).find(want) != std::string::npos, "message '%s' lacks '%s'", e.what(),
               want.c_str());
     }
+}
+
+// Announces every bucket as the model's backward does (L-1 .. 0, then L).
+void announce_buckets(Opt& opt, const ParamLayout& layout, bool last) {
+    const size_t L = layout.cfg.num_layers;
+    for (size_t l = L; l-- > 0;) opt.bucket_ready(l, last);
+    opt.bucket_ready(L, last);
+}
+
+// Collectives per optimizer step, counted from the plan: ZeRO 0 one all_reduce per bucket range; ZeRO 1 one reduce
+// per bucket piece; ZeRO 2 one reduce per piece and micro-step; ZeRO >= 1 one all_gather; every stage one
+// all_reduce of the squared norm; never a reduce_scatter. The same whether the buckets are announced during
+// backward (bucket_ready) or left to reduce_gradients.
+void test_collective_counts() {
+    for (bool announce : {false, true}) {
+        for (int stage = 0; stage <= 2; stage++) {
+            for (int accum : {1, 2, 8}) {
+                CpuBackend be;
+                Model model(be, tiny_config(), 1, 1, padded_for(1));
+                model.set_params(initial_params(model.num_params()));
+                auto comm = make_single_comm();
+                Opt opt(be, model, *comm, OptimConfig(), stage, 1);
+                const int steps = 2;
+                for (int s = 0; s < steps; s++) {
+                    for (int k = 0; k < accum; k++) {
+                        add_grads(be, model, micro_grads(model.num_params(), s, k, 0.01f));
+                        if (announce) announce_buckets(opt, model.layout(), k == accum - 1);
+                        opt.reduce_gradients(k == accum - 1);
+                    }
+                    opt.step(1e-3f, s + 1);
+                }
+                const CommCounters& c = comm->counters;
+                uint64_t ranges = 0, pieces = 0;
+                for (size_t b = 0; b < num_grad_buckets(model.layout()); b++) {
+                    ranges += bucket_ranges(model.layout(), b).size();
+                    pieces += bucket_pieces(opt.plan(), model.layout(), b).size();
+                }
+                uint64_t ar = (uint64_t)steps * (stage == 0 ? ranges + 1 : 1);
+                uint64_t red = (uint64_t)steps * (stage == 0 ? 0 : stage == 1 ? pieces : accum * pieces);
+                uint64_t ag = (uint64_t)steps * (stage == 0 ? 0 : 1);
+                ZeroFootprint f = zero_footprint(opt.plan(), model.layout(), stage, 4, accum);
+                check(std::string(announce ? "announced buckets, " : "") + "ZeRO " + std::to_string(stage) + ", " +
+                          std::to_string(accum) + " micro-steps: collectives per step",
+                      ranges == 26 && c.all_reduce == ar && c.reduce == red && c.reduce_scatter == 0 &&
+                          c.all_gather == ag && c.broadcast == 0 && c.barrier == 0 &&
+                          c.all_reduce + c.reduce == steps * f.reductions && c.all_gather == steps * f.gathers,
+                      "all_reduce %llu (want %llu) reduce %llu (want %llu) reduce_scatter %llu all_gather %llu "
+                      "(want %llu)",
+                      (unsigned long long)c.all_reduce, (unsigned long long)ar, (unsigned long long)c.reduce,
+                      (unsigned long long)red, (unsigned long long)c.reduce_scatter,
+                      (unsigned long long)c.all_gather, (unsigned long long)ag);
+            }
+        }
+    }
+}
+
+// GPT2::backward announces bucket l exactly when layer l's gradients are final and bucket L after the encoder:
+// on the CPU (ops run in order) the bucket's gradients at the callback equal those after the whole backward.
+void test_backward_announces_complete_buckets() {
+    CpuBackend be;
+    Model model(be, tiny_config(), 2, 4, padded_for(1));
+    model.init_gpt2(3);
+    const int in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, tg[8] = {2, 3, 4, 5, 6, 7, 8, 9};
+    model.forward(in, tg, 2, 4, 1.0f);
+    const ParamLayout& layout = model.layout();
+    std::vector<size_t> order;
+    std::vector<std::vector<float>> at_callback;
+    model.backward([&](size_t b) {
+        order.push_back(b);
+        std::vector<float> g = model.get_grads(), mine;
+        for (const FlatRange& r : bucket_ranges(layout, b)) mine.insert(mine.end(), g.begin() + r.begin, g.begin() + r.end);
+        at_callback.push_back(mine);
+    });
+    check("backward announces buckets L-1 .. 0, then L, once each", order == std::vector<size_t>{1, 0, 2});
+    std::vector<float> g = model.get_grads();
+    bool complete = order.size() == 3, nonzero = true;
+    for (size_t k = 0; k < order.size() && complete; k++) {
+        std::vector<float> final_g;
+        for (const FlatRange& r : bucket_ranges(layout, order[k]))
+            final_g.insert(final_g.end(), g.begin() + r.begin, g.begin() + r.end);
+        complete = final_g == at_callback[k];
+        double ss = 0;
+        for (float x : final_g) ss += (double)x * x;
+        nonzero = nonzero && ss > 0;
+    }
+    check("each bucket's gradients are final when it is announced", complete && nonzero);
+
+    // The optimizer's misuse checks on announcements.
+    auto comm = make_single_comm();
+    Opt opt(be, model, *comm, OptimConfig(), 1, 1);
+    opt.bucket_ready(0, true);
+    expect_error("a bucket announced twice in a micro-step", [&] { opt.bucket_ready(0, true); }, "twice");
+    expect_error("a bucket past L", [&] { opt.bucket_ready(3, true); }, "bucket 3");
+    opt.reduce_gradients(true);
+    expect_error("bucket_ready after the last micro-step without step", [&] { opt.bucket_ready(1, true); },
+                    "without step()");
+    opt.skip();
+    const uint64_t reduces = comm->counters.total();
+    opt.bucket_ready(0, false);  // ZeRO 1 before the last micro-step: nothing to do, so no error either
+    opt.bucket_ready(0, false);
+    check("announcements before the last micro-step issue nothing at ZeRO 1", comm->counters.total() == reduces);
 }
 
 void test_misuse_and_state() {
@@ -297,6 +365,7 @@ int main() {
         for (int stage = 0; stage <= 2; stage++) test_weight_decay_only_2d(stage);
         test_clip_settings();
         test_collective_counts();
+        test_backward_announces_complete_buckets();
         test_misuse_and_state();
     } catch (const Error& e) {
         testing::fail("unexpected error", "%s", e.what());

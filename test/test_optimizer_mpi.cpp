@@ -1,7 +1,8 @@
 // Data-parallel Optimizer under mpirun (test/tests.list: -np 1, 2, 3, 4) for ZeRO 0, 1 and 2: every rank gets
 // different local gradients whose average over ranks is a known global gradient G; after three steps the
 // parameters, norms and optimizer state must equal those of a one-process Optimizer fed G directly (itself checked
-// against a hand computation in test_optimizer.cpp). Also counts the collectives of each step.
+// against a hand computation in test_optimizer.cpp), whether the gradient buckets are announced during backward
+// (bucket_ready) or reduced by reduce_gradients. Also counts the collectives of each step.
 //
 // Two gradient families:
 //   exact     G and the per-rank offsets are small integers times 2^-6. Every sum the run forms (over micro-steps,
@@ -103,10 +104,12 @@ std::string first_difference(const float* a, const float* b, size_t n) {
     return "";
 }
 
-void run_case(Comm& comm, int stage, int accum, bool exact) {
+// announce: every micro-step announces the buckets as the model's backward does (bucket_ready, L-1 .. 0, then L)
+// before reduce_gradients; otherwise reduce_gradients reduces them all.
+void run_case(Comm& comm, int stage, int accum, bool exact, bool announce) {
     const int W = comm.world_size(), R = comm.rank();
     const std::string tag = std::string(exact ? "exact" : "general") + " grads, ZeRO " + std::to_string(stage) +
-                            ", " + std::to_string(accum) + " micro-steps: ";
+                            ", " + std::to_string(accum) + " micro-steps" + (announce ? ", announced" : "") + ": ";
     // One OpenMP thread per rank: several ranks share the machine's cores (oversubscribed spinning is slow).
     BackendOptions bo;
     bo.num_threads = 1;
@@ -132,6 +135,11 @@ void run_case(Comm& comm, int stage, int accum, bool exact) {
     for (int s = 0; s < kSteps; s++) {
         for (int k = 0; k < accum; k++) {
             add_grads(be, model.grads(), grads.local(n, s, k, R, W));
+            if (announce) {
+                const size_t L = model.config().num_layers;
+                for (size_t l = L; l-- > 0;) opt.bucket_ready(l, k == accum - 1);
+                opt.bucket_ready(L, k == accum - 1);
+            }
             opt.reduce_gradients(k == accum - 1);
             add_grads(be, ref_model.grads(), grads.global(n, s, k));
             ref.reduce_gradients(k == accum - 1);
@@ -140,18 +148,27 @@ void run_case(Comm& comm, int stage, int accum, bool exact) {
         ref_norms.push_back(ref.step(kLr[s], s + 1));
     }
 
-    // Collectives of this run: per step, ZeRO 0 all-reduces the gradients once, ZeRO 1 reduce-scatters once,
-    // ZeRO 2 once per micro-step; ZeRO >= 1 all-gathers once; every stage all-reduces the squared norm once.
+    // Collectives of this run, counted from the plan: per step, ZeRO 0 all-reduces each bucket range once, ZeRO 1
+    // reduces each bucket piece (a range cut at the shard boundaries) to its owner once, ZeRO 2 once per
+    // micro-step; ZeRO >= 1 all-gathers once; every stage all-reduces the squared norm once; no reduce_scatter.
     const CommCounters& c = comm.counters;
-    uint64_t ar = c.all_reduce - before.all_reduce, rs = c.reduce_scatter - before.reduce_scatter,
-             ag = c.all_gather - before.all_gather;
-    uint64_t want_ar = kSteps * (stage == 0 ? 2 : 1), want_rs = kSteps * (stage == 0 ? 0 : stage == 1 ? 1 : accum),
+    uint64_t ranges = 0, pieces = 0;
+    for (size_t b = 0; b < num_grad_buckets(model.layout()); b++) {
+        ranges += bucket_ranges(model.layout(), b).size();
+        pieces += bucket_pieces(opt.plan(), model.layout(), b).size();
+    }
+    uint64_t ar = c.all_reduce - before.all_reduce, red = c.reduce - before.reduce,
+             rs = c.reduce_scatter - before.reduce_scatter, ag = c.all_gather - before.all_gather;
+    uint64_t want_ar = kSteps * (stage == 0 ? ranges + 1 : 1),
+             want_red = kSteps * (stage == 0 ? 0 : stage == 1 ? pieces : accum * pieces),
              want_ag = kSteps * (stage == 0 ? 0 : 1);
-    dt::check(tag + "collectives per step", ar == want_ar && rs == want_rs && ag == want_ag &&
-                                                c.broadcast == before.broadcast && c.barrier == before.barrier,
-              "all_reduce %llu/%llu reduce_scatter %llu/%llu all_gather %llu/%llu", (unsigned long long)ar,
-              (unsigned long long)want_ar, (unsigned long long)rs, (unsigned long long)want_rs,
-              (unsigned long long)ag, (unsigned long long)want_ag);
+    dt::check(tag + "collectives per step", ar == want_ar && red == want_red && rs == 0 && ag == want_ag &&
+                                                pieces >= ranges && c.broadcast == before.broadcast &&
+                                                c.barrier == before.barrier,
+              "all_reduce %llu/%llu reduce %llu/%llu reduce_scatter %llu/0 all_gather %llu/%llu",
+              (unsigned long long)ar, (unsigned long long)want_ar, (unsigned long long)red,
+              (unsigned long long)want_red, (unsigned long long)rs, (unsigned long long)ag,
+              (unsigned long long)want_ag);
 
     std::vector<float> got = model.get_params(), want = ref_model.get_params();
     // State: this rank's logical range of m and v against the same range of the reference's full state.
@@ -199,7 +216,8 @@ int main() {
         std::unique_ptr<Comm> comm = make_mpi_comm(info);
         for (bool exact : {true, false})
             for (int stage = 0; stage <= 2; stage++)
-                for (int accum : {1, 3}) run_case(*comm, stage, accum, exact);
+                for (int accum : {1, 3})
+                    for (bool announce : {false, true}) run_case(*comm, stage, accum, exact, announce);
         status = dt::finish();
         comm.reset();
         mpi_finalize();

@@ -1,5 +1,5 @@
 // The ZeRO sharding plan (llmc/zero.h): padding, equal aligned shards, tensor segments of each shard for every
-// world size 1..8, the memory/traffic footprint formulas, and bad arguments.
+// world size 1..8, the gradient buckets and their pieces, the memory/traffic footprint formulas, and bad arguments.
 #include <functional>
 #include <string>
 #include <vector>
@@ -125,34 +125,108 @@ void test_segments() {
     check("range past the parameters has no segments", range_segments(L, L.total, L.total + 50).empty());
 }
 
-void test_footprint() {
-    // 4 ranks, 4096 padded parameters (shard 1024), bf16 params.
-    ShardPlan p = make_shard_plan(4000, 4, 1, 256);
-    const double N = 4096, frac = 0.75;
-    ZeroFootprint f0 = zero_footprint(p, 0, 2, 4);
-    check("footprint ZeRO 0: full master and m+v", f0.params == 4096 * 2 && f0.grads == 4096 * 4 &&
-                                                       f0.grad_shard == 0 && f0.master == 4096 * 4 &&
-                                                       f0.adam_state == 2 * 4096 * 4);
-    check("footprint ZeRO 0: 2 all-reduces (grads, norm), 2(W-1)/W x 4N bytes",
-          f0.reductions == 2 && f0.gathers == 0 && f0.wire_bytes == 2 * frac * N * 4 + 2 * frac * 4,
-          "%zu %zu %.1f", f0.reductions, f0.gathers, f0.wire_bytes);
-    ZeroFootprint f1 = zero_footprint(p, 1, 2, 4);
-    check("footprint ZeRO 1: shard master and m+v, one grad shard",
-          f1.master == 1024 * 4 && f1.adam_state == 2 * 1024 * 4 && f1.grad_shard == 1024 * 4);
-    check("footprint ZeRO 1: reduce_scatter + norm, 1 all_gather",
-          f1.reductions == 2 && f1.gathers == 1 && f1.wire_bytes == frac * N * 4 + frac * N * 2 + 2 * frac * 4);
-    ZeroFootprint f2 = zero_footprint(p, 2, 2, 4);
-    check("footprint ZeRO 2: one reduce_scatter per micro-step", f2.reductions == 5 && f2.gathers == 1 &&
-                                                                     f2.wire_bytes ==
-                                                                         4 * frac * N * 4 + frac * N * 2 + 2 * frac * 4);
-    check("footprint ZeRO 2: accumulator + receive shard", f2.grad_shard == 2 * 1024 * 4);
-    check("footprint ZeRO 2 with one micro-step: accumulator only", zero_footprint(p, 2, 2, 1).grad_shard == 1024 * 4);
-    check("footprint total", f1.total() == f1.params + f1.grads + f1.grad_shard + f1.master + f1.adam_state);
+// Buckets: for every world size and alignment, the bucket ranges tile [0, total) exactly once (no padding), bucket
+// l < L holds exactly layer l's slices, and each bucket's pieces tile its ranges, each inside its root's shard.
+void test_buckets() {
+    ParamLayout L = tiny_layout();
+    const size_t nb = num_grad_buckets(L);
+    check("L + 1 buckets", nb == 3);
+    std::vector<int> covered(L.total, 0);
+    bool layer_ok = true;
+    for (size_t b = 0; b < nb; b++)
+        for (const FlatRange& r : bucket_ranges(L, b))
+            for (size_t i = r.begin; i < r.end; i++) {
+                covered[i]++;
+                const int t = L.tensor_of(i);
+                const bool want = b < 2 ? ParamLayout::is_per_layer(t) && (i - L.offsets[t]) / L.per_layer(t) == b
+                                        : !ParamLayout::is_per_layer(t);
+                layer_ok = layer_ok && want;
+            }
+    bool once = true;
+    for (int c : covered) once = once && c == 1;
+    check("bucket ranges cover every parameter exactly once", once);
+    check("bucket l holds layer l's slices, bucket L wte/wpe/lnfw/lnfb", layer_ok);
+    // 12 slices per layer, none adjacent with 2 layers; bucket L: wte+wpe and lnfw+lnfb merged.
+    check("bucket ranges: 12, 12 and 2 (adjacent slices merged)", bucket_ranges(L, 0).size() == 12 &&
+                                                                       bucket_ranges(L, 1).size() == 12 &&
+                                                                       bucket_ranges(L, 2).size() == 2);
+    GPT2Config one = L.cfg;
+    one.num_layers = 1;
+    check("one layer: its 12 slices are one range", bucket_ranges(ParamLayout(one), 0).size() == 1);
 
-    std::string s = zero_summary(p, 1, 2, 4);
-    check("summary names the stage, padding and range",
-          s.find("ZeRO stage 1 over 4 ranks") != std::string::npos && s.find("padded to 4096") != std::string::npos &&
-              s.find("[1024, 2048)") != std::string::npos && s.find("1 all_gather") != std::string::npos,
+    bool ok = true;
+    std::string why;
+    for (int W = 1; W <= 8; W++)
+        for (size_t align : {(size_t)1, (size_t)8, (size_t)128}) {
+            ShardPlan plan = make_shard_plan(L.total, W, 0, align);
+            for (size_t b = 0; b < nb; b++) {
+                std::vector<FlatRange> ranges = bucket_ranges(L, b);
+                std::vector<BucketPiece> pieces = bucket_pieces(plan, L, b);
+                size_t k = 0;
+                for (const FlatRange& r : ranges) {
+                    size_t next = r.begin;
+                    while (k < pieces.size() && pieces[k].begin < r.end) {
+                        const BucketPiece& p = pieces[k++];
+                        bool good = p.begin == next && p.end > p.begin && p.end <= r.end && p.root >= 0 &&
+                                    p.root < W && p.begin >= plan.shard_begin(p.root) &&
+                                    p.end <= plan.shard_end(p.root);
+                        if (!good && ok) why = "W=" + std::to_string(W) + " bucket " + std::to_string(b);
+                        ok = ok && good;
+                        next = p.end;
+                    }
+                    if (next != r.end && ok) {
+                        ok = false;
+                        why = "W=" + std::to_string(W) + " bucket " + std::to_string(b) + ": a range not covered";
+                    }
+                }
+                if (k != pieces.size() && ok) ok = false, why = "extra pieces";
+            }
+        }
+    check("bucket pieces tile their ranges, each inside its owner's shard (W 1..8)", ok, "%s", why.c_str());
+    expect_error("bucket past L", [&] { bucket_ranges(L, 3); }, "bucket 3");
+}
+
+void test_footprint() {
+    // The tiny layout (1158 parameters) over 4 ranks, align 64: padded 1280, shard 320; rank 1 owns [320, 640).
+    ParamLayout L = tiny_layout();
+    ShardPlan p = make_shard_plan(L.total, 4, 1, 64);
+    const double N = 1158, P = 1280, frac = 0.75;
+    check("footprint plan", L.total == 1158 && p.padded == 1280 && p.shard_size == 320);
+    ZeroFootprint f0 = zero_footprint(p, L, 0, 2, 4);
+    check("footprint ZeRO 0: full master and m+v", f0.params == 1280 * 2 && f0.grads == 1280 * 4 &&
+                                                       f0.grad_shard == 0 && f0.master == 1280 * 4 &&
+                                                       f0.adam_state == 2 * 1280 * 4 && f0.buckets == 3);
+    // One all_reduce per bucket range (12 + 12 + 2) + the norm; 2(W-1)/W x 4N bytes (no padding).
+    check("footprint ZeRO 0: 27 all-reduces, 2(W-1)/W x 4N bytes",
+          f0.reductions == 27 && f0.gathers == 0 && f0.wire_bytes == 2 * frac * N * 4 + 2 * frac * 4,
+          "%zu %zu %.1f", f0.reductions, f0.gathers, f0.wire_bytes);
+    // Pieces at shard boundaries 320, 640, 960: layer 0's fcw [510, 654) and fcprojw [846, 990) are cut in two
+    // (14 pieces), layer 1's qkvw [258, 366) (13 pieces), bucket L's 2 ranges lie in shards 0 and 3: 29 reduces.
+    ZeroFootprint f1 = zero_footprint(p, L, 1, 2, 4);
+    check("footprint ZeRO 1: shard master and m+v, reduced in place (no extra shard)",
+          f1.master == 320 * 4 && f1.adam_state == 2 * 320 * 4 && f1.grad_shard == 0);
+    check("footprint ZeRO 1: 29 reduces + norm, 1 all_gather, sends the 4(N - own) bytes it does not own",
+          f1.reductions == 30 && f1.gathers == 1 &&
+              f1.wire_bytes == (N - 320) * 4 + frac * P * 2 + 2 * frac * 4,
+          "%zu %zu %.1f", f1.reductions, f1.gathers, f1.wire_bytes);
+    ZeroFootprint f2 = zero_footprint(p, L, 2, 2, 4);
+    check("footprint ZeRO 2: the pieces reduced every micro-step",
+          f2.reductions == 4 * 29 + 1 && f2.gathers == 1 &&
+              f2.wire_bytes == 4 * (N - 320) * 4 + frac * P * 2 + 2 * frac * 4,
+          "%zu %.1f", f2.reductions, f2.wire_bytes);
+    check("footprint ZeRO 2: the accumulator shard", f2.grad_shard == 320 * 4 &&
+                                                         zero_footprint(p, L, 2, 2, 1).grad_shard == 320 * 4);
+    check("footprint total", f1.total() == f1.params + f1.grads + f1.grad_shard + f1.master + f1.adam_state);
+    // Rank 3 owns [960, 1280) of which [960, 1158) is real: it sends the other 960 elements.
+    ZeroFootprint last = zero_footprint(make_shard_plan(L.total, 4, 3, 64), L, 1, 2, 1);
+    check("footprint ZeRO 1, last rank: sends the 960 elements it does not own",
+          last.wire_bytes == 960.0 * 4 + frac * P * 2 + 2 * frac * 4, "%.1f", last.wire_bytes);
+
+    std::string s = zero_summary(p, L, 1, 2, 4);
+    check("summary names the stage, padding, range and buckets",
+          s.find("ZeRO stage 1 over 4 ranks") != std::string::npos && s.find("padded to 1280") != std::string::npos &&
+              s.find("[320, 640)") != std::string::npos && s.find("1 all_gather") != std::string::npos &&
+              s.find("30 reductions (3 buckets") != std::string::npos,
           "%s", s.c_str());
 }
 
@@ -164,8 +238,11 @@ void test_errors() {
     expect_error("no parameters", [] { make_shard_plan(0, 2, 0); }, "no parameters");
     expect_error("ZeRO stage 3", [] { validate_zero_stage(3); }, "ZeRO stage 3");
     expect_error("ZeRO stage -1", [] { validate_zero_stage(-1); }, "expected 0, 1 or 2");
-    ShardPlan p = make_shard_plan(10, 1, 0);
-    expect_error("footprint with 0 micro-steps", [&] { zero_footprint(p, 0, 4, 0); }, "micro-steps");
+    ParamLayout L = tiny_layout();
+    ShardPlan p = make_shard_plan(L.total, 1, 0);
+    expect_error("footprint with 0 micro-steps", [&] { zero_footprint(p, L, 0, 4, 0); }, "micro-steps");
+    expect_error("footprint of a plan for another layout", [&] { zero_footprint(make_shard_plan(10, 1, 0), L, 0, 4, 1); },
+                 "parameters");
 }
 
 }  // namespace
@@ -174,6 +251,7 @@ int main() {
     try {
         test_plan_shapes();
         test_segments();
+        test_buckets();
         test_footprint();
         test_errors();
     } catch (const Error& e) {
