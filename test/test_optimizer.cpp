@@ -11,6 +11,7 @@
 #include "llmc/cpu/cpu_backend.h"
 #include "llmc/model.h"
 #include "llmc/optimizer.h"
+#include "test/optimizer_fixture.h"
 #include "testing.h"
 
 using namespace llmc;
@@ -20,26 +21,9 @@ using Opt = Optimizer<CpuBackend>;
 
 namespace {
 
-GPT2Config tiny_config() {
-    GPT2Config c;
-    c.max_seq_len = 5, c.vocab_size = 11, c.padded_vocab_size = 16, c.num_layers = 2, c.num_heads = 2,
-    c.channels = 6;
-    return c;
-}
-
-ModelOptions padded_for(int world) {
-    ModelOptions o;
-    o.pad_to = zero_pad_multiple(world);
-    return o;
-}
-
-// Deterministic values in (-0.5, 0.5) for parameters.
-std::vector<float> initial_params(size_t n) {
-    std::vector<float> p(n);
-    Rng rng(7, 1);
-    for (auto& x : p) x = (float)rng.uniform() - 0.5f;
-    return p;
-}
+using optimizer_fixture::initial_params;
+using optimizer_fixture::padded_for;
+using optimizer_fixture::tiny_config;
 
 // Gradient of micro-step k of step s: magnitude in [0.05, 1) times `size`, random sign, so sqrt(vhat) stays far
 // above eps and the update is well conditioned (the tolerances below rely on it).

@@ -22,6 +22,7 @@
 #include "llmc/model.h"
 #include "llmc/mpi_env.h"
 #include "llmc/optimizer.h"
+#include "test/optimizer_fixture.h"
 
 using namespace llmc;
 namespace dt = dist_testing;
@@ -33,25 +34,9 @@ namespace {
 const int kSteps = 3;
 const float kLr[kSteps] = {1e-2f, 5e-3f, 2e-3f};
 
-GPT2Config tiny_config() {
-    GPT2Config c;
-    c.max_seq_len = 5, c.vocab_size = 11, c.padded_vocab_size = 16, c.num_layers = 2, c.num_heads = 2,
-    c.channels = 6;
-    return c;
-}
-
-ModelOptions padded_for(int world) {
-    ModelOptions o;
-    o.pad_to = zero_pad_multiple(world);
-    return o;
-}
-
-std::vector<float> initial_params(size_t n) {
-    std::vector<float> p(n);
-    Rng rng(7, 1);
-    for (auto& x : p) x = (float)rng.uniform() - 0.5f;
-    return p;
-}
+using optimizer_fixture::initial_params;
+using optimizer_fixture::padded_for;
+using optimizer_fixture::tiny_config;
 
 // The global gradient G of micro-step k of step s, and rank r's local gradient: G + c_r D with
 // c_r = 2r - (W-1), which sums to 0 over the ranks, so the average of the locals is G.
