@@ -3,7 +3,8 @@
 #   make               CPU trainer and tools, CUDA trainer (nvcc), tests
 #   make test          install missing packages, build, generate references, run every test
 #   make cpu           only what the CPU needs (no nvcc)
-#   GPU_ARCH="90"      override the CUDA architectures (default: sm_80 and sm_90 in one fatbinary)
+#   GPU_ARCH="90"      override the CUDA architectures (default: sm_80 and sm_90 in one fatbinary, plus PTX of the
+#                      last one so newer GPUs can JIT-compile it)
 #
 # Object files go to build/; sources are found by wildcard, so a new llmc/*.cpp, llmc/cpu/*.cpp, llmc/cuda/*.cu,
 # test/test_*.cpp or test/sim/test_*.cpp is picked up without editing this file.
@@ -23,7 +24,8 @@ CXXFLAGS  ?= -O2 -g
 CXXFLAGS  += -std=c++17 -fopenmp -I. $(WARN) $(MPI_CFLAGS) -MMD -MP
 CPU_LIBS  := -lopenblas -lpcre2-8 -fopenmp $(MPI_LIBS)
 
-GENCODE   := $(foreach a,$(GPU_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
+GENCODE   := $(foreach a,$(GPU_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+             -gencode arch=compute_$(lastword $(GPU_ARCH)),code=compute_$(lastword $(GPU_ARCH))
 NVCCFLAGS ?= -O3
 NVCCFLAGS += -std=c++17 $(GENCODE) -I. -Werror all-warnings -Xptxas -warn-spills,-warn-lmem-usage \
              -Xcompiler -fopenmp,-Wall,-Wextra,-Wno-unused-parameter $(MPI_CFLAGS) -MMD -MP

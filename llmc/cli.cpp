@@ -28,6 +28,26 @@ template <class I>
 std::string default_text(I x) {
     return std::to_string(x);
 }
+// The flag whose value `text` is, as the user typed it ("-l" for `-l nan`, "--eps" for `--eps=inf`), or "" when it
+// cannot be told. cxxopts's "Argument 'x' failed to parse" names the value only.
+std::string flag_of_value(int argc, char** argv, const std::string& text) {
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        if (a == text && i > 1 && argv[i - 1][0] == '-') return argv[i - 1];
+        const size_t eq = a.find('=');
+        if (a.size() > 2 && a.compare(0, 2, "--") == 0 && eq != std::string::npos && a.substr(eq + 1) == text)
+            return a.substr(0, eq);
+        if (a.size() > 2 && a[0] == '-' && a[1] != '-' && a.substr(2) == text) return a.substr(0, 2);
+    }
+    return "";
+}
+// The text between cxxopts's quotes in one of its messages.
+std::string quoted_in(const std::string& msg) {
+    const size_t a = msg.find(cxxopts::LQUOTE);
+    if (a == std::string::npos) return "";
+    const size_t b = msg.find(cxxopts::RQUOTE, a + cxxopts::LQUOTE.size());
+    return b == std::string::npos ? "" : msg.substr(a + cxxopts::LQUOTE.size(), b - a - cxxopts::LQUOTE.size());
+}
 }  // namespace
 
 std::vector<std::string> normalize_args(int argc, char** argv) {
@@ -81,7 +101,7 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("y,resume", "1: resume from the latest checkpoint in -o", v(o.resume))
         ("z,zero-stage", "ZeRO stage 0, 1 or 2 (-1: 1 with several ranks)", v(o.zero_stage))
         ("r,recompute", "1: recompute GELU in backward; 2: GELU and the layernorms", v(o.recompute))
-        ("w,master-weights", "1: fp32 master weights (the CUDA backend)", v(o.master_weights))
+        ("w,master-weights", "fp32 master weights: always kept here (accepted for llm.c's scripts)", v(o.master_weights))
         ("a,overfit", "1: train on the first batch only", v(o.overfit_single_batch))
         ("skip-loss-z", "-sl: skip steps whose loss z-score exceeds this (0: off)", v(o.skip_loss_z))
         ("skip-grad-z", "-sg: skip steps whose grad-norm z-score exceeds this (0: off)", v(o.skip_grad_z))
@@ -96,6 +116,10 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("threads", "CPU threads (0: OpenMP default)", v(o.threads))
         ("h,help", "print this help");
 
+    // llm.c's `-h 1` turns HellaSwag on; here -h is --help, so such a script would print the help and stop.
+    for (int i = 1; i + 1 < argc; i++)
+        if (std::string(argv[i]) == "-h" && (std::string(argv[i + 1]) == "0" || std::string(argv[i + 1]) == "1"))
+            fail("-h %s: -h is --help here; HellaSwag evaluation takes the eval file: --hellaswag FILE", argv[i + 1]);
     std::vector<std::string> args = normalize_args(argc, argv);
     std::vector<char*> cargs;
     for (std::string& a : args) cargs.push_back(a.data());
@@ -103,11 +127,17 @@ TrainOptions parse_train_options(int argc, char** argv) {
     try {
         r = opts.parse((int)cargs.size(), cargs.data());
         if (!r.unmatched().empty()) fail("unexpected argument '%s'", r.unmatched()[0].c_str());
+    } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
+        const std::string value = quoted_in(e.what()), flag = flag_of_value(argc, argv, value);
+        if (flag.empty()) fail("%s (see --help)", e.what());
+        fail("%s '%s': not a valid value for this flag (see --help)", flag.c_str(), value.c_str());
     } catch (const cxxopts::exceptions::exception& e) {
         fail("%s (see --help)", e.what());
     }
     if (r.count("help")) {
-        std::printf("%s\n", opts.help().c_str());
+        std::printf("%s\n", opts.help({"data and model", "batch", "optimisation", "evaluation and output",
+                                         "checkpoints and memory", "distributed"})
+                                 .c_str());
         std::exit(0);
     }
     o.shuffle = r["shuffle"].as<int>() != 0;
@@ -137,7 +167,10 @@ TrainOptions parse_train_options(int argc, char** argv) {
     if (!(o.beta2 >= 0.0f && o.beta2 < 1.0f)) fail("--beta2 %g: must be in [0, 1)", o.beta2);
     if (!(o.eps > 0.0f)) fail("--eps %g: must be > 0", o.eps);
     if (!(o.grad_clip >= 0.0f)) fail("--grad-clip %g: must be >= 0", o.grad_clip);
-    if (o.threads < 0) fail("--threads %d: must be >= 0", o.threads);
+    // OpenMP cannot start arbitrarily many threads (100000 crashes it); no machine this runs on has 4096 cores.
+    if (o.threads < 0 || o.threads > 4096) fail("--threads %d: must be in [0, 4096]", o.threads);
+    if (o.checkpoint_every > 0 && o.output_dir.empty())
+        fail("-n %d: checkpoints are written into -o, which is not set", o.checkpoint_every);
     parse_schedule(o.lr_schedule);  // validates -k
     ScheduleConfig sc;
     sc.peak_lr = o.learning_rate, sc.warmup_steps = o.warmup_steps, sc.final_fraction = o.final_lr_fraction;

@@ -1,5 +1,6 @@
 #include "model_file.h"
 
+#include <cmath>
 #include <cstdint>
 
 #include "bf16.h"
@@ -75,6 +76,14 @@ ModelFile read_model_file(const std::string& path) {
             read_exact(f, raw.data(), n * sizeof(uint16_t), path);
             for (size_t i = 0; i < n; i++) m.params[i] = bf16_to_float(raw[i]);
         }
+        // A NaN or infinity would only show up steps later as a non-finite loss: refuse the file now.
+        for (size_t i = 0; i < n; i++)
+            if (!std::isfinite(m.params[i])) {
+                const ParamLayout lay(m.config);
+                const int t = lay.tensor_of(i);
+                fail("%s: parameter %zu (%s, element %zu) is %g: the file is corrupt", path.c_str(), i,
+                     ParamLayout::name(t), i - lay.offsets[t], m.params[i]);
+            }
         std::fclose(f);
         return m;
     } catch (...) {

@@ -40,10 +40,13 @@
 
 namespace llmc {
 
-// Model FLOPs per token of one training step (forward + backward), for MFU: 6 per parameter (one multiply-add
-// forward, two backward) plus the attention score and value products, 12 * L * C * T (PaLM's appendix B count).
+// Model FLOPs per token of one training step (forward + backward), for MFU: 6 per parameter that takes part in a
+// matmul (one multiply-add forward, two backward) plus the attention score and value products, 12 * L * C * T
+// (PaLM's appendix B count). The position embedding (maxT x C) is a table lookup, no matmul: it is not counted
+// (wte is: it is the classifier's weight). GPT-2 124M at T = 1024: 855.4 MFLOP per token (DESIGN.md).
 inline double flops_per_token(const GPT2Config& c, size_t num_params, size_t T) {
-    return 6.0 * (double)num_params + 12.0 * (double)c.num_layers * (double)c.channels * (double)T;
+    const double matmul_params = (double)num_params - (double)c.max_seq_len * (double)c.channels;
+    return 6.0 * matmul_params + 12.0 * (double)c.num_layers * (double)c.channels * (double)T;
 }
 
 // The model's shape: a descriptor builds a fresh, GPT-2-initialised model; anything else is a model file.
@@ -86,6 +89,15 @@ public:
         const size_t grad_accum = total_batch / tokens_per_micro;
         const int zero_stage = o_.zero_stage >= 0 ? o_.zero_stage : (world > 1 ? 1 : 0);
 
+        // The data first: it is cheap to check, and a batch larger than the data (a mistyped -b, -t or -d) is
+        // refused here with a message instead of after allocating activations for it (which may not fit).
+        const size_t seqs_per_step = total_batch / T;
+        std::unique_ptr<DataLoader> train_ptr = open_loader("-i", o_.train_data, seqs_per_step,
+                                                            o_.shuffle && !o_.overfit_single_batch);
+        DataLoader& train = *train_ptr;
+        std::unique_ptr<DataLoader> val;
+        if (o_.val_every > 0) val = open_loader("-j", o_.val_data, seqs_per_step, false);
+
         ModelOptions mo;
         mo.pad_to = zero_pad_multiple(world);
         mo.recompute_gelu = o_.recompute >= 1;
@@ -98,13 +110,6 @@ public:
         oc.beta1 = o_.beta1, oc.beta2 = o_.beta2, oc.eps = o_.eps, oc.weight_decay = o_.weight_decay;
         oc.grad_clip = o_.grad_clip;
         Optimizer<Backend> opt(be_, model, comm_, oc, zero_stage, o_.seed);
-
-        const size_t seqs_per_step = total_batch / T;
-        DataLoader train(o_.train_data, B, T, rank, world, seqs_per_step, o_.shuffle && !o_.overfit_single_batch,
-                         o_.seed);
-        std::unique_ptr<DataLoader> val;
-        if (o_.val_every > 0)
-            val = std::make_unique<DataLoader>(o_.val_data, B, T, rank, world, seqs_per_step, false, o_.seed);
         const int max_steps = o_.max_steps > 0 ? o_.max_steps : (int)train.steps_per_epoch();
         const int val_steps = !val ? 0
                               : o_.val_batches < 0 ? (int)val->steps_per_epoch()
@@ -138,9 +143,20 @@ public:
             if (rank == 0)
                 std::printf("resume     %s: step %d (written by %d rank(s), ZeRO-%d)\n", dir.c_str(), start_step,
                             resumed.world_size, resumed.zero_stage);
+            if (rank == 0 && resumed.max_steps != max_steps)
+                std::printf("note: the checkpoint's run had %d steps, this one has %d: the learning-rate schedule "
+                            "from step %d on is not the one the checkpoint's run would have followed\n",
+                            resumed.max_steps, max_steps, start_step);
         } else {
             start_step = 0;
             if (o_.resume && rank == 0) std::printf("resume     no checkpoint in %s: starting afresh\n", o_.output_dir.c_str());
+            // A fresh run writing checkpoints among an earlier run's would leave a mix that a later -y 1 resumes
+            // from (the newest is the earlier run's) with the metrics of both runs.
+            const std::vector<int> old_steps = list_checkpoint_steps(o_.output_dir);
+            if (ckpt && o_.checkpoint_every > 0 && !old_steps.empty())
+                fail("-o %s holds checkpoints of an earlier run (the newest is %s): resume it with -y 1, or remove "
+                     "them or choose another -o to start afresh",
+                     o_.output_dir.c_str(), checkpoint_dir(o_.output_dir, old_steps.back()).c_str());
         }
 
         std::vector<McExample> hellaswag;
@@ -149,7 +165,7 @@ public:
             hellaswag = read_hellaswag(o_.hellaswag);
         }
         std::unique_ptr<Tokenizer> tokenizer;
-        if (o_.sample_every > 0 && rank == 0) tokenizer = load_tokenizer();
+        if (o_.sample_every > 0 && rank == 0) tokenizer = load_tokenizer(cfg);
 
         MetricsLogger metrics;
         if (rank == 0 && !o_.output_dir.empty()) {
@@ -270,7 +286,19 @@ public:
 private:
     static int width(int n) { return (int)std::to_string(n).size(); }
 
-    std::unique_ptr<Tokenizer> load_tokenizer() {
+    // A loader over `pattern`; its errors name the flag (-i or -j) the data came from.
+    std::unique_ptr<DataLoader> open_loader(const char* flag, const std::string& pattern, size_t seqs_per_step,
+                                            bool shuffle) {
+        try {
+            return std::make_unique<DataLoader>(pattern, (size_t)o_.batch_size, (size_t)o_.seq_len, comm_.rank(),
+                                                comm_.world_size(), seqs_per_step, shuffle, o_.seed);
+        } catch (const Error& e) {
+            fail("%s: %s%s", flag, e.what(),
+                 std::string(flag) == "-j" ? " (-v 0 turns validation off)" : "");
+        }
+    }
+
+    std::unique_ptr<Tokenizer> load_tokenizer(const GPT2Config& cfg) {
         FILE* f = std::fopen(o_.tokenizer.c_str(), "rb");
         if (!f) {
             std::printf("note: no tokenizer at %s, samples are off (make one with ./gpt2_tokenizer)\n",
@@ -278,7 +306,17 @@ private:
             return nullptr;
         }
         std::fclose(f);
-        return std::make_unique<Tokenizer>(Tokenizer::from_decode_table(o_.tokenizer));
+        auto tok = std::make_unique<Tokenizer>(Tokenizer::from_decode_table(o_.tokenizer));
+        // Samples start from EOT and may be any id below V: both must be ids the model and the tokenizer know,
+        // or the first sample would stop the run.
+        const size_t V = cfg.vocab_size;
+        if (tok->eot() < 0 || (size_t)tok->eot() >= V || tok->vocab_size() < V) {
+            std::printf("note: the tokenizer %s (%zu tokens, EOT %d) does not fit the model's vocabulary of %zu, "
+                        "samples are off\n",
+                        o_.tokenizer.c_str(), tok->vocab_size(), tok->eot(), V);
+            return nullptr;
+        }
+        return tok;
     }
 
     // Mean loss over `steps` global batches of the validation data, the same batches for any world size.

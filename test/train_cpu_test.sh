@@ -85,4 +85,55 @@ expect_error "negative lr" "learning rate" $BIN "${common[@]}" -l -1
 printf 'not a model' > "$TMP/bad_model.bin"
 expect_error "model file too short" "bad_model.bin" $BIN -i "$TR" -j "$VA" -e "$TMP/bad_model.bin" -t 32
 expect_error "missing model file" "cannot open" $BIN -i "$TR" -j "$VA" -e "$TMP/missing.bin" -t 32
+
+# 6. More bad input (host review): each names the flag or the file, none crashes or runs on.
+expect_error "a value that does not parse names its flag" "-l 'nan'" $BIN "${common[@]}" -l nan
+expect_error "... also as --flag=value" "--eps 'inf'" $BIN "${common[@]}" --eps=inf
+expect_error "... and for a two-letter flag" "-nk 'x'" $BIN "${common[@]}" -nk x
+expect_error "--threads beyond what OpenMP can start (it crashed)" "--threads 100000" $BIN "${common[@]}" --threads 100000
+expect_error "-n without -o (no checkpoint would be written)" "-n 5: checkpoints are written into -o" \
+    $BIN "${common[@]}" -x 2 -n 5
+expect_error "llm.c's -h 1 (HellaSwag there, --help here)" "--hellaswag FILE" $BIN "${common[@]}" -h 1
+# A batch larger than the data is refused by the data check before the activations are allocated (-b 2e9 would
+# ask for 256 GB; a -b between the two used to be killed by the OOM killer while zeroing them).
+expect_error "-b larger than the data: refused before allocating" "-i: $TMP/data/syn_train_000000.bin: 20000 tokens is fewer" \
+    $BIN "${common[@]}" -b 2000000000
+expect_error "a val set smaller than one global batch names -j" "(-v 0 turns validation off)" \
+    $BIN "${common[@]}" -b 4 -d 4096 -x 1 -v 1
+/usr/bin/python3 - "$TMP" <<'PY'
+import struct, sys
+d = sys.argv[1]
+m = open(d + "/run/model.bin", "rb").read()
+open(d + "/nan_model.bin", "wb").write(m[:2000] + struct.pack("<f", float("nan")) + m[2004:])
+# llm.c decode tables (magic 20240328, version 2, [2] = vocab size, [3] = EOT): 64 tokens with EOT 0 fit the test
+# model (V = 64); GPT-2's 50257 with EOT 50256 do not.
+def table(path, n, eot):
+    hdr = struct.pack("<256i", *([20240328, 2, n, eot] + [0] * 252))
+    body = b"".join(bytes([len(t)]) + t for t in (b"<|eot|>" if i == eot else b"t%d " % i for i in range(n)))
+    open(path, "wb").write(hdr + body)
+table(d + "/tok64.bin", 64, 0)
+table(d + "/tok_gpt2.bin", 50257, 50256)
+PY
+expect_error "a NaN in the model file is refused when read" "parameter 244 (wte, element 244) is nan" \
+    $BIN -i "$TR" -j "$VA" -e "$TMP/nan_model.bin" -t 32 -x 1 -s 0
+# 7. Samples (-s): with a fitting tokenizer they are printed; with GPT-2's (EOT 50256 >= V = 64) the first sample
+#    used to stop the run ("input token 50256 is outside the vocabulary"): now samples are off, with a note.
+out=$($BIN "${common[@]}" -b 4 -x 2 -v 0 -s 1 -g 4 --tokenizer "$TMP/tok64.bin" 2>&1); rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c -- '---- sample at step' <<<"$out")" -eq 2 ] && pass "samples printed at steps 1 and 2" \
+    || fail "samples printed" "status $rc: $(tail -3 <<<"$out")"
+out=$($BIN "${common[@]}" -b 4 -x 2 -v 0 -s 1 -g 4 --tokenizer "$TMP/tok_gpt2.bin" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "note: the tokenizer .* does not fit the model's vocabulary of 64, samples are off" <<<"$out" \
+    && pass "a tokenizer that does not fit the model turns samples off (the run completes)" \
+    || fail "a tokenizer that does not fit the model" "status $rc: $(tail -2 <<<"$out")"
+# 8. A fresh run (no -y) writing checkpoints into an -o that holds an earlier run's: refused (a later -y 1 would
+#    resume the earlier run's newest checkpoint with both runs' metrics); -y 1 continues it.
+rm -rf "$TMP/again"
+$BIN "${common[@]}" -b 4 -x 4 -v 0 -n 2 -o "$TMP/again" >/dev/null 2>&1 || fail "checkpointed run"
+expect_error "a fresh run into an -o with checkpoints is refused" "holds checkpoints of an earlier run" \
+    $BIN "${common[@]}" -b 4 -x 6 -v 0 -n 2 -o "$TMP/again"
+$BIN "${common[@]}" -b 4 -x 6 -v 0 -n 2 -o "$TMP/again" -y 1 >"$TMP/again.log" 2>&1 \
+    && [ "$(grep -c train_loss "$TMP/again/metrics.jsonl")" -eq 6 ] && pass "... and -y 1 continues it to step 6" \
+    || fail "-y 1 continues the checkpointed run"
+grep -q "note: the checkpoint's run had 4 steps, this one has 6: the learning-rate schedule" "$TMP/again.log" \
+    && pass "resuming with another -x says that the schedule changes" || fail "resume with another -x: no note"
 finish

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <thread>
 
 #include "../file_util.h"
@@ -59,6 +60,12 @@ class NcclComm final : public Comm {
 public:
     NcclComm(const DistInfo& info, const CommOptions& opt) {
         info_ = info;
+        // ncclAvg and ncclBfloat16 exist from NCCL 2.10 on: an older library would fail at the first reduction
+        // with "invalid argument"; say so here instead.
+        int version = 0;
+        NCCL_CHECK(ncclGetVersion(&version));
+        if (version < 21000)  // codes are major*10000 + minor*100 + patch since 2.9 (major*1000 + ... before)
+            fail("NCCL version code %d found, but at least 2.10 (21000) is needed (ncclAvg, ncclBfloat16)", version);
         ncclUniqueId id;
         std::memset(&id, 0, sizeof id);
         if (info.rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
@@ -84,6 +91,13 @@ public:
         CUDA_CHECK(cudaMemset(barrier_buf_, 0, sizeof(float)));
     }
     ~NcclComm() override {
+        // While an exception unwinds (this rank failed; main() will abort the job), collectives may be in flight
+        // whose peers never arrive: ncclCommDestroy could wait for them and cudaFree synchronises the device, so
+        // either could hang this rank before it reports the error. Abort the communicator and leak the buffer.
+        if (std::uncaught_exceptions() > 0) {
+            if (comm_) ncclCommAbort(comm_);
+            return;
+        }
         if (barrier_buf_) cudaFree(barrier_buf_);
         if (comm_) ncclCommDestroy(comm_);
     }
@@ -117,9 +131,13 @@ public:
         counters.bytes += count * dtype_size(t);
         NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(t), root, comm_, (cudaStream_t)stream));
     }
-    // A 1-element all-reduce on the default stream, waited for: every rank has reached this point.
+    // A 1-element all-reduce, waited for: every rank has reached this point. The backend's streams are non-blocking,
+    // so the legacy default stream used here is NOT ordered after them: without the device synchronisation, this
+    // all-reduce could run concurrently with (or before) a collective still queued on the comm or main stream, and
+    // two unordered NCCL kernels of one communicator can deadlock. Barriers are rare (checkpoints), so this is cheap.
     void barrier() override {
         counters.barrier++;
+        CUDA_CHECK(cudaDeviceSynchronize());
         NCCL_CHECK(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, (cudaStream_t)0));
         CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)0));
     }

@@ -4,6 +4,7 @@
 #include "cuda_backend.h"
 
 #include <algorithm>
+#include <exception>
 #include <vector>
 
 #include "../bf16.h"
@@ -45,7 +46,17 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : device_(opt.device) {
     scratch(reduce_partials_, kMaxReducePartials * sizeof(float));
 }
 
+// True while an exception unwinds the stack. The program then reports the error and exits (mpirun aborts the other
+// ranks), and the device resources are left to the driver: synchronising a stream, or cudaFree (which synchronises
+// the whole device), could wait forever for a collective already queued on the comm stream whose peer ranks never
+// issue theirs, so this rank would hang before printing its error.
+static bool unwinding() { return std::uncaught_exceptions() > 0; }
+
 CudaBackend::~CudaBackend() {
+    if (unwinding()) {
+        (void)gemm_.release();  // its destructor would cudaFree the workspace
+        return;
+    }
     // No throwing here: errors at teardown are ignored (the process is ending or already failed).
     if (main_) cudaStreamSynchronize(main_);
     if (comm_) cudaStreamSynchronize(comm_);
@@ -102,7 +113,7 @@ void* CudaBackend::alloc(size_t bytes) {
 }
 
 void CudaBackend::free(void* p) {
-    if (p) CUDA_CHECK(cudaFree(p));
+    if (p && !unwinding()) CUDA_CHECK(cudaFree(p));  // unwinding: leaked on purpose, see ~CudaBackend
 }
 
 void CudaBackend::memset_zero(void* p, size_t bytes) {

@@ -17,6 +17,7 @@
 // pointers at least as aligned.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -102,6 +103,13 @@ private:
         while (al > 1 && a % al != 0) al >>= 1;
         return al;
     }
+    // The alignment every matrix of a strided batch has: entry i starts stride * i elements after the first, so an
+    // odd stride (attention at odd T * hs) leaves later entries less aligned than the base pointer.
+    static unsigned batch_alignment(const void* p, size_t stride, size_t elem_bytes, size_t batch) {
+        unsigned al = alignment(p);
+        if (batch > 1) al = std::min(al, alignment((const void*)(uintptr_t)(stride * elem_bytes)));
+        return al;
+    }
 
     static cublasLtMatrixLayout_t make_layout(cudaDataType_t type, size_t rows, size_t cols, size_t ld, size_t batch,
                                               size_t stride) {
@@ -129,9 +137,9 @@ private:
         key.lda = g.lda; key.ldb = g.ldb; key.ldd = g.ldd;
         key.stride_a = g.stride_a; key.stride_b = g.stride_b; key.stride_d = g.stride_d;
         key.batch = g.batch;
-        key.align_a = alignment(g.a);
-        key.align_b = alignment(g.b);
-        key.align_d = alignment(g.d);
+        key.align_a = batch_alignment(g.a, g.stride_a, 2, g.batch);  // A and B are bf16
+        key.align_b = batch_alignment(g.b, g.stride_b, 2, g.batch);
+        key.align_d = batch_alignment(g.d, g.stride_d, g.d_type == CUDA_R_32F ? 4 : 2, g.batch);
         key.align_bias = g.bias ? alignment(g.bias) : 0;
         key.align_aux = g.aux ? alignment(g.aux) : 0;
         auto it = plans_.find(key);
