@@ -22,6 +22,13 @@ void validate_config(const GPT2Config& c) {
     if (c.channels % c.num_heads != 0)
         fail("model config %s: channels %zu must be divisible by the number of heads %zu", c.describe().c_str(),
              c.channels, c.num_heads);
+    // Upper limits: the model file stores each size as an int32, and every product below (e.g. Vp*C, L*4C*C)
+    // must stay far from overflowing size_t. GPT-2 1.5B is L=48, C=1600, maxT=1024, Vp=50304.
+    const size_t max_dim = (size_t)1 << 24;
+    if (c.num_layers > 4096 || c.channels > max_dim || c.max_seq_len > max_dim || c.padded_vocab_size > max_dim ||
+        c.num_heads > c.channels)
+        fail("model config %s: sizes out of range (at most L=4096, C, maxT, Vp <= %zu, NH <= C)", c.describe().c_str(),
+             max_dim);
     if (c.padded_vocab_size < c.vocab_size)
         fail("model config %s: padded vocab %zu is smaller than the vocab %zu", c.describe().c_str(),
              c.padded_vocab_size, c.vocab_size);

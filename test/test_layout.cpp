@@ -32,6 +32,8 @@ int main() {
     testing::check("a path is not a descriptor", !parse_model_descriptor("runs/model.bin", &dummy));
     testing::check("bad descriptor: NH does not divide C",
                    throws_with([&] { parse_model_descriptor("L=2,NH=5,C=64", &dummy); }, "divisible"));
+    testing::check("bad descriptor: absurd width refused before any size overflows",
+                   testing::throws_with([&] { parse_model_descriptor("L=2,NH=2,C=999999999998", &dummy); }, "out of range"));
     testing::check("bad descriptor: unknown key", throws_with([&] { parse_model_descriptor("L=2,X=5,C=64", &dummy); }, "X"));
 
     // Offsets: each tensor starts where the previous ends, in llm.c's order, with the documented shapes.

@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
         if (o.command == "encode") return cmd_encode(o);
         if (o.command == "decode") return cmd_decode(o);
         return cmd_write_table(o);
-    } catch (const llmc::Error& e) {
+    } catch (const std::exception& e) {  // llmc::Error, and std::bad_alloc & co. on a machine out of memory
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;
     }

@@ -413,7 +413,7 @@ int main(int argc, char** argv) {
         Options o = parse(argc, argv);
         if (o.help) { std::fputs(kUsage, stdout); return 0; }
         return run(o);
-    } catch (const llmc::Error& e) {
+    } catch (const std::exception& e) {  // llmc::Error, and std::bad_alloc & co. on a machine out of memory
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;
     }
