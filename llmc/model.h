@@ -129,6 +129,9 @@ public:
         }
         cur_B_ = B, cur_T_ = T, grad_scale_ = grad_scale;
 
+        // A backward will follow: let the backend do its host-side work for encoder_backward now, while the
+        // device runs this forward (the CUDA backend groups positions by token).
+        if (targets && grad_scale > 0.0f) be_.encoder_backward_prepare(inputs, B, T);
         ParamViews<act_t> p = param_views();
         be_.encoder_forward(a_.encoded, inputs_, p.wte(), p.wpe(), B, T, C);              // (B,T,C)
         be_.layernorm_forward(a_.ln1, a_.ln1_mean, a_.ln1_rstd, a_.encoded,              // (B,T,C)

@@ -88,6 +88,10 @@ public:
     // dwte (Vp,C) += scatter of dout by token; dwpe (maxT,C) += sum over b of dout[b,t]. Deterministic: the result
     // does not depend on thread scheduling.
     void encoder_backward(float* dwte, float* dwpe, const act_t* dout, const int* inp, size_t B, size_t T, size_t C);
+    // Called by the model during a forward that backward will follow, with the host copy of that forward's B*T
+    // tokens: a backend that needs host-side work for encoder_backward (the CUDA backend groups positions by token)
+    // does it here, while the device runs the forward, instead of synchronising in backward. Nothing to do here.
+    void encoder_backward_prepare(const int* inp_host, size_t B, size_t T) {}
 
     // ---- reductions and the optimizer -------------------------------------------------------------------------
     // *acc += scale * sum(x[0..n))   (acc is a device float; used to accumulate the loss without a host sync)

@@ -65,6 +65,10 @@ CudaBackend::~CudaBackend() {
         if (s->ptr) cudaFree(s->ptr);
     if (encoder_tokens_host_) cudaFreeHost(encoder_tokens_host_);
     if (encoder_groups_host_) cudaFreeHost(encoder_groups_host_);
+    for (int s = 0; s < 2; s++) {
+        if (encoder_prepared_host_[s]) cudaFreeHost(encoder_prepared_host_[s]);
+        if (encoder_upload_done_[s]) cudaEventDestroy(encoder_upload_done_[s]);
+    }
     if (main_done_) cudaEventDestroy(main_done_);
     if (comm_done_) cudaEventDestroy(comm_done_);
     if (main_) cudaStreamDestroy(main_);
@@ -232,7 +236,12 @@ void CudaBackend::encoder_backward(float* dwte, float* dwpe, const act_t* dout, 
     if (N == 0 || C == 0) return;
     encoder_backward_wpe(dwpe, dout, B, T, C, main_);
 
-    // Grouping on the host: fetch the tokens (this waits for the stream, which also guarantees that the previous
+    if (encoder_prepared_ && encoder_prepared_N_ == N) {  // the forward grouped the tokens already
+        encoder_prepared_ = false;
+        encoder_backward_wte(dwte, dout, (const int*)encoder_groups_.ptr, N, encoder_prepared_K_, C, main_);
+        return;
+    }
+    // No grouping prepared: fetch the tokens (this waits for the stream, which also guarantees that the previous
     // call's upload from encoder_groups_host_ has finished before the buffer is rewritten).
     const size_t packed_max = 3 * N + 1;  // positions (N) + bucket tokens (<= N) + bucket starts (<= N + 1)
     if (encoder_host_ints_ < packed_max) {
@@ -247,18 +256,55 @@ void CudaBackend::encoder_backward(float* dwte, float* dwpe, const act_t* dout, 
     }
     CUDA_CHECK(cudaMemcpyAsync(encoder_tokens_host_, inp, N * sizeof(int), cudaMemcpyDeviceToHost, main_));
     CUDA_CHECK(cudaStreamSynchronize(main_));
+    const size_t K = group_tokens(encoder_groups_host_, encoder_tokens_host_, N);
+    int* groups = (int*)scratch(encoder_groups_, packed_max * sizeof(int));
+    CUDA_CHECK(cudaMemcpyAsync(groups, encoder_groups_host_, (N + 2 * K + 1) * sizeof(int), cudaMemcpyHostToDevice,
+                               main_));
+    encoder_backward_wte(dwte, dout, groups, N, K, C, main_);
+}
+
+void CudaBackend::encoder_backward_prepare(const int* inp_host, size_t B, size_t T) {
+    const size_t N = B * T, packed_max = 3 * N + 1;
+    if (N == 0) return;
+    if (encoder_prepared_ints_ < packed_max) {  // grow both slots (rare: the first call, or a larger batch)
+        CUDA_CHECK(cudaStreamSynchronize(main_));
+        for (int s = 0; s < 2; s++) {
+            if (encoder_prepared_host_[s]) CUDA_CHECK(cudaFreeHost(encoder_prepared_host_[s]));
+            encoder_prepared_host_[s] = nullptr;
+            if (!encoder_upload_done_[s])
+                CUDA_CHECK(cudaEventCreateWithFlags(&encoder_upload_done_[s], cudaEventDisableTiming));
+        }
+        encoder_prepared_ints_ = 0;
+        for (int s = 0; s < 2; s++)
+            CUDA_CHECK(cudaMallocHost((void**)&encoder_prepared_host_[s], packed_max * sizeof(int)));
+        encoder_prepared_ints_ = packed_max;
+        CUDA_CHECK(cudaEventRecord(encoder_upload_done_[0], main_));
+        CUDA_CHECK(cudaEventRecord(encoder_upload_done_[1], main_));
+    }
+    // The slot's previous upload (two prepares ago) must have left the pinned buffer before it is rewritten; the
+    // device is normally far past it, so this does not wait.
+    const int slot = encoder_slot_;
+    CUDA_CHECK(cudaEventSynchronize(encoder_upload_done_[slot]));
+    int* host = encoder_prepared_host_[slot];
+    const size_t K = group_tokens(host, inp_host, N);
+    // Stream order puts this upload after the previous backward (which read encoder_groups_) and before the
+    // backward that follows this forward.
+    int* groups = (int*)scratch(encoder_groups_, packed_max * sizeof(int));
+    CUDA_CHECK(cudaMemcpyAsync(groups, host, (N + 2 * K + 1) * sizeof(int), cudaMemcpyHostToDevice, main_));
+    CUDA_CHECK(cudaEventRecord(encoder_upload_done_[slot], main_));
+    encoder_slot_ ^= 1;
+    encoder_prepared_ = true, encoder_prepared_N_ = N, encoder_prepared_K_ = K;
+}
+
+size_t CudaBackend::group_tokens(int* packed, const int* tokens, size_t N) {
     int max_token = 0;
-    for (size_t n = 0; n < N; n++) max_token = std::max(max_token, encoder_tokens_host_[n]);
+    for (size_t n = 0; n < N; n++) max_token = std::max(max_token, tokens[n]);
     if ((size_t)max_token + 1 > encoder_count_.size()) {
         encoder_count_.assign((size_t)max_token + 1, 0);
         encoder_next_.assign((size_t)max_token + 1, 0);
     }
-    const size_t K = encoder_group_positions(encoder_groups_host_, encoder_tokens_host_, N, encoder_count_.data(),
-                                             encoder_next_.data(), encoder_count_.size());
-    const size_t packed = N + 2 * K + 1;
-    int* groups = (int*)scratch(encoder_groups_, packed_max * sizeof(int));
-    CUDA_CHECK(cudaMemcpyAsync(groups, encoder_groups_host_, packed * sizeof(int), cudaMemcpyHostToDevice, main_));
-    encoder_backward_wte(dwte, dout, groups, N, K, C, main_);
+    return encoder_group_positions(packed, tokens, N, encoder_count_.data(), encoder_next_.data(),
+                                   encoder_count_.size());
 }
 
 // ---- reductions and the optimizer ----------------------------------------------------------------------------------

@@ -81,8 +81,13 @@ public:
                             const act_t* w, const float* mean, const float* rstd, size_t N, size_t C);
     void attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* att,
                             size_t B, size_t T, size_t C, size_t NH);
-    // Copies the tokens to the host (a synchronisation point) to group positions by token: see encoder.cuh.
+    // Groups positions by token on the host (see encoder.cuh): with the grouping of the last
+    // encoder_backward_prepare (the model's training forward) no synchronisation; without one it copies the tokens
+    // back, which waits for the stream.
     void encoder_backward(float* dwte, float* dwpe, const act_t* dout, const int* inp, size_t B, size_t T, size_t C);
+    // Groups the host tokens of a training forward and uploads the grouping on the main stream (double-buffered
+    // pinned memory: it waits only for the upload of two calls ago).
+    void encoder_backward_prepare(const int* inp_host, size_t B, size_t T);
 
     // ---- reductions and the optimizer -------------------------------------------------------------------------
     void sum_into(float* acc, const float* x, size_t n, float scale);
@@ -127,6 +132,14 @@ private:
     int* encoder_groups_host_ = nullptr;   // pinned: the grouping, uploaded from here
     size_t encoder_host_ints_ = 0;         // capacity of each pinned buffer
     std::vector<int> encoder_count_, encoder_next_;  // counting-sort scratch, sized by the largest token seen
+    int* encoder_prepared_host_[2] = {nullptr, nullptr};  // pinned, double-buffered groupings of prepare()
+    cudaEvent_t encoder_upload_done_[2] = {nullptr, nullptr};  // their uploads
+    size_t encoder_prepared_ints_ = 0;                   // capacity of each
+    int encoder_slot_ = 0;                               // the slot the next prepare() fills
+    size_t encoder_prepared_N_ = 0, encoder_prepared_K_ = 0;
+    bool encoder_prepared_ = false;                      // encoder_groups_ holds a grouping for the next backward
+    // Groups N host tokens into `packed` (see encoder_group_positions) with the counting-sort scratch; returns K.
+    size_t group_tokens(int* packed, const int* tokens, size_t N);
 };
 
 }  // namespace llmc

@@ -189,6 +189,19 @@ void test_encoder(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_t 
     for (size_t i = 0; i < T * C; i++) bp[i] = G(B) * (std::fabs(dwpe0[i]) + swpe[i]);
     check_bound(tag + " backward dwte", b[0], dwte_ref, bw);
     check_bound(tag + " backward dwpe", b[1], dwpe_ref, bp);
+
+    // The model's path: the grouping prepared from the host tokens during the forward (no read-back of the tokens)
+    // must give exactly what the read-back path gives.
+    Outputs p = run_all_orders(tag + " backward (prepared)", [&] {
+        put(gpu, d_dwte, dwte0);
+        put(gpu, d_dwpe, dwpe0);
+        gpu.encoder_backward_prepare(tok.data(), B, T);
+        gpu.encoder_backward(d_dwte, d_dwpe, d_dout, d_tok, B, T, C);
+        return Outputs{get(gpu, d_dwte, V * C), get(gpu, d_dwpe, T * C)};
+    });
+    testing::check(tag + " backward with a prepared grouping is bit-identical",
+                   std::memcmp(p[0].data(), b[0].data(), V * C * sizeof(float)) == 0 &&
+                       std::memcmp(p[1].data(), b[1].data(), T * C * sizeof(float)) == 0);
 }
 
 // ---- layernorm --------------------------------------------------------------------------------------------------
