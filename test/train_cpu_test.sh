@@ -85,6 +85,8 @@ expect_error "negative lr" "learning rate" $BIN "${common[@]}" -l -1
 printf 'not a model' > "$TMP/bad_model.bin"
 expect_error "model file too short" "bad_model.bin" $BIN -i "$TR" -j "$VA" -e "$TMP/bad_model.bin" -t 32
 expect_error "missing model file" "cannot open" $BIN -i "$TR" -j "$VA" -e "$TMP/missing.bin" -t 32
+# A model far larger than any machine's memory (L=8, C=65536: ~1.6 TB of parameters) is refused before it is touched.
+expect_error "model larger than memory" "out of memory" $BIN -i "$TR" -j "$VA" -e "L=8,NH=2,C=65536,T=32,V=64" -b 1 -t 32 -v 0 -s 0
 
 # 6. More bad input (host review): each names the flag or the file, none crashes or runs on.
 expect_error "a value that does not parse names its flag" "-l 'nan'" $BIN "${common[@]}" -l nan

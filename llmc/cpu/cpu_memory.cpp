@@ -11,6 +11,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -40,10 +41,32 @@ float* CpuBackend::scratch(size_t count) {
 
 // ---- memory ----------------------------------------------------------------------------------------------------
 
+// The kernel's estimate of the memory available without swapping (MemAvailable in /proc/meminfo), or SIZE_MAX when it
+// cannot be read (not Linux).
+static size_t available_memory_bytes() {
+    FILE* f = std::fopen("/proc/meminfo", "r");
+    if (!f) return SIZE_MAX;
+    char line[256];
+    size_t kib = SIZE_MAX;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "MemAvailable: %zu kB", &kib) == 1) break;
+    std::fclose(f);
+    return kib == SIZE_MAX ? SIZE_MAX : kib * 1024;
+}
+
 void* CpuBackend::alloc(size_t bytes) {
     // aligned_alloc wants a multiple of the alignment; a zero-byte request still gets a distinct valid block.
     size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
     if (rounded < bytes) fail("cpu backend: cannot allocate %zu bytes (size overflow)", bytes);
+    // Every block is zeroed (touched) at once, so a request beyond the available memory would not fail here but
+    // get the process killed by the kernel: refuse it with a message instead (large requests only: the check reads
+    // /proc/meminfo).
+    if (rounded >= ((size_t)64 << 20)) {
+        size_t avail = available_memory_bytes();
+        if (rounded > avail)
+            fail("cpu backend: out of memory: %.2f GiB requested, %.2f GiB available (lower -b or -t, or use a "
+                 "smaller model)", rounded / 1073741824.0, avail / 1073741824.0);
+    }
     void* p = std::aligned_alloc(64, rounded);
     if (!p) fail("cpu backend: out of memory allocating %zu bytes (%.2f GiB)", bytes, bytes / 1073741824.0);
     memset_zero(p, rounded);
