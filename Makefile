@@ -53,7 +53,7 @@ CPU_BINS  := train_gpt2_cpu test_gpt2_cpu $(TOOLS)
 CUDA_BINS := train_gpt2 test_gpt2
 
 .PHONY: all cpu cuda test test-binaries deps clean
-all: cpu cuda test-binaries
+all: cpu cuda cuda-bench test-binaries
 cpu: $(CPU_BINS)
 cuda: $(CUDA_BINS)
 test-binaries: $(TEST_BINS) $(BUILD)/train_gpt2_sim $(BUILD)/test_gpt2_sim

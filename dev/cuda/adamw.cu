@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
         float* v = bench::alloc_f32(n, 5, 0.0f, 1e-4f);
         int t = 1;
         float ms = bench::time_ms([&](cudaStream_t q) {
-            llmc::adamw_update(params, master, grads, m, v, n, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, t, (uint32_t)t, q);
+            llmc::adamw_update(params, master, grads, m, v, n, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, t, (uint32_t)t, 0, q);
             t++;
         }, st);
         bench::report(dev, "adamw_update (124M params)", ms, 30.0 * n, 0);

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Prepares everything a GPU session needs into .gpu_bundle/ (git-ignored), so that the GPU checks run in ONE call of
+# the device tool: the lent machine has nvcc, PyTorch and the NVIDIA libraries but none of our Debian packages (no
+# PCRE2, no OpenMPI, no cxxopts headers) and no network. So the CUDA binaries are built here and carried with the
+# few shared libraries they need beyond the CUDA ones (the GPU machine's own cuBLASLt and NCCL are used there), and the
+# PyTorch references are generated here.
+#
+#   bash dev/gpu/pack.sh                  then, with the device tool:
+#   run(command="bash dev/gpu/run_checks.sh", carry=[".gpu_bundle"])
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=.gpu_bundle
+rm -rf "$OUT" && mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/ref"
+make -j"$(nproc)" train_gpt2 test_gpt2 cuda-bench >/dev/null
+cp train_gpt2 test_gpt2 "$OUT/bin/"
+for k in build/cuda-bench/*; do [[ "$k" == *.d ]] || cp "$k" "$OUT/bin/"; done
+strip --strip-debug "$OUT/bin"/*  # the carried tree is limited to 64 MiB
+# Shared libraries outside glibc/libstdc++ and outside CUDA (the GPU machine has its own cuBLASLt/NCCL/driver).
+for bin in "$OUT/bin"/*; do
+    ldd "$bin" | awk '/=> \// {print $3}'
+done | sort -u | while read -r lib; do
+    case "$(basename "$lib")" in
+        libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libstdc++.so*|libgcc_s.so*|ld-linux*) ;;
+        libcublas*|libnccl*|libcuda.so*|libcudart*) ;;
+        *) cp -L "$lib" "$OUT/lib/" ;;
+    esac
+done
+# References for ./test_gpt2: the same shapes as test/reference_test.sh.
+PY=/usr/bin/python3
+$PY dev/reference/gpt2_reference.py --out "$OUT/ref/small" --layers 2 --heads 4 --channels 64 --max-seq-len 32 \
+    --vocab 250 --batch 2 --seq-len 16 --seed 42 >/dev/null
+$PY dev/reference/gpt2_reference.py --out "$OUT/ref/odd" --layers 3 --heads 3 --channels 96 --max-seq-len 32 \
+    --vocab 100 --batch 3 --seq-len 24 --seed 7 --perturb >/dev/null
+du -sh "$OUT"
+echo "packed $OUT: $(ls "$OUT/bin" | wc -l) binaries, $(ls "$OUT/lib" | wc -l) libraries, 2 references"

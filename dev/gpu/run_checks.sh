@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The GPU checks of the issues, in one command on a lent GPU machine (see dev/gpu/pack.sh, which must have run here
+# first; .gpu_bundle is carried). Data, runs and checkpoints go to a scratch folder; what comes back is two files in
+# $OUT (the device tool's output folder, else ./gpu_results): summary.txt and logs.tgz (every log and metrics.jsonl).
+# Each part runs even when an earlier one failed; the summary says which passed.
+#   1. ./test_gpt2 against the PyTorch references (bf16 tolerances)
+#   2. compute-sanitizer memcheck, racecheck and synccheck on ./test_gpt2 (small reference)
+#   3. one NCCL rank end to end: ./train_gpt2 on synthetic shards, with checkpoints and a resume
+#   4. GPT-2 124M throughput: ./train_gpt2 -e d12 -t 1024 at B = 16, 32, 64 (tokens/s, MFU, memory)
+#   5. the same model in PyTorch (torch.compile, bf16 autocast, flash attention) in the same run
+#   6. the per-kernel benchmarks (dev/cuda)
+set -u
+cd "$(dirname "$0")/../.."
+B=.gpu_bundle
+RES=${OUT:-gpu_results}
+WORK=${GPU_WORK:-/tmp/gpu_work}
+LOGS="$WORK/logs"
+rm -rf "$WORK" && mkdir -p "$RES" "$LOGS"
+[ -x "$B/bin/train_gpt2" ] || { echo "error: $B/bin/train_gpt2 missing: run dev/gpu/pack.sh first (and carry $B)" >&2; exit 1; }
+# Libraries: ours first, then the machine's CUDA and NCCL (the toolkit's, or PyTorch's wheel's).
+nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+export LD_LIBRARY_PATH="$PWD/$B/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${nccl_dir}:${LD_LIBRARY_PATH:-}"
+summary="$RES/summary.txt"
+: >"$summary"
+step() {  # step NAME CMD...: run, log to $LOGS/NAME.log, record the outcome
+    local name="$1"; shift
+    local t0=$SECONDS
+    "$@" >"$LOGS/$name.log" 2>&1
+    local rc=$?
+    printf '%-28s %s (%ds)\n' "$name" "$([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc")" $((SECONDS - t0)) | tee -a "$summary"
+}
+{ date -u; nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; } 2>&1 | tee "$LOGS/device.txt" >>"$summary"
+ldd "$B/bin/train_gpt2" | grep "not found" >>"$summary"
+
+step test_gpt2_small "$B/bin/test_gpt2" --ref "$B/ref/small"
+step test_gpt2_odd "$B/bin/test_gpt2" --ref "$B/ref/odd"
+if command -v compute-sanitizer >/dev/null; then
+    for tool in memcheck racecheck synccheck; do
+        step "sanitizer_$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/bin/test_gpt2" --ref "$B/ref/small"
+    done
+else
+    echo "compute-sanitizer: not on this machine" | tee -a "$summary"
+fi
+
+# Synthetic shards (random GPT-2 tokens): enough for the throughput runs below.
+python3 - "$WORK/data" <<'PY'
+import os, sys, numpy as np
+d = sys.argv[1]; os.makedirs(d, exist_ok=True)
+rng = np.random.default_rng(1)
+for name, n in (("syn_train_000000.bin", 64 * 1024 * 24 + 1), ("syn_val_000000.bin", 64 * 1024 * 2 + 1)):
+    hdr = np.zeros(256, dtype="<i4"); hdr[:3] = (20240520, 1, n)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(hdr.tobytes()); f.write(rng.integers(0, 50257, n, dtype="<u2").tobytes())
+PY
+TR="$WORK/data/syn_train_*.bin"; VA="$WORK/data/syn_val_*.bin"
+step nccl_one_rank_train "$B/bin/train_gpt2" -i "$TR" -j "$VA" -e d6 -b 8 -t 512 -x 20 -v 10 -m 2 -s 0 -n 10 -o "$WORK/run_d6"
+step nccl_one_rank_resume "$B/bin/train_gpt2" -i "$TR" -j "$VA" -e d6 -b 8 -t 512 -x 30 -v 10 -m 2 -s 0 -n 10 -y 1 -o "$WORK/run_d6"
+for b in 16 32 64; do
+    step "gpt2_124M_B$b" "$B/bin/train_gpt2" -i "$TR" -j "$VA" -e d12 -b $b -t 1024 -x 20 -v 0 -s 0 -o "$WORK/run_124M_B$b"
+done
+step pytorch_124M python3 dev/bench/pytorch_gpu_step.py --batch 16 --seq-len 1024 --steps 20
+for k in "$B"/bin/*; do
+    case "$(basename "$k")" in train_gpt2|test_gpt2) continue ;; esac
+    step "kernel_$(basename "$k")" "$k"
+done
+# The throughput lines (median of steps 2..20) for docs/benchmarks.md.
+python3 - "$WORK" <<'PY' | tee -a "$summary"
+import glob, json, os, statistics, sys
+for d in sorted(glob.glob(os.path.join(sys.argv[1], "run_124M_B*"))):
+    try:
+        rows = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl")) if "train_loss" in l]
+    except OSError:
+        continue
+    rows = rows[1:] or rows
+    print("%s: %.0f tokens/s, MFU %.1f%%, %.1f ms/step" % (os.path.basename(d),
+          statistics.median(r["tokens_per_sec"] for r in rows),
+          100 * statistics.median((r["mfu"] or 0) for r in rows), statistics.median(r["ms"] for r in rows)))
+PY
+grep -h "tokens/s\|MiB" "$LOGS"/pytorch_124M.log "$LOGS"/gpt2_124M_B*.log 2>/dev/null | head -20 >>"$summary"
+for d in "$WORK"/run_*; do [ -f "$d/metrics.jsonl" ] && cp "$d/metrics.jsonl" "$LOGS/$(basename "$d").metrics.jsonl"; done
+tar czf "$RES/logs.tgz" -C "$WORK" logs
+cat "$summary"
