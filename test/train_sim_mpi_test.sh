@@ -35,6 +35,22 @@ for z in 0 1; do
         fail "simulated CUDA trainer, mpirun -np 2 ZeRO-$z" "$(tail -3 "$TMP/two_z$z.log")"
     fi
 done
+# The rendezvous without MPI (-pi fs -pf DIR, for launchers that are not MPI's): rank 0 writes NCCL's id into the
+# shared directory, the other ranks read it; the run must be the same as with the id broadcast over MPI, and rank 0
+# removes the file once every rank has joined. (The simulator's NCCL still moves the data over MPI.)
+mkdir -p "$TMP/rendezvous"
+if LLMC_RUN_ID=simtest mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -x CUDA_VISIBLE_DEVICES=0 \
+    -x LLMC_RUN_ID -np 2 "$BIN" "${args[@]}" -z 1 -pi fs -pf "$TMP/rendezvous" -o "$TMP/two_fs" >"$TMP/two_fs.log" 2>&1; then
+    /usr/bin/python3 test/compare_runs.py "$TMP/two_z1" "$TMP/two_fs" 0 0 >"$TMP/cmp_fs" 2>&1 \
+        && pass "simulated CUDA trainer: -pi fs (NCCL id through a shared file) gives the -pi mpi run" \
+        || fail "simulated CUDA trainer: -pi fs gives the -pi mpi run" "$(tail -2 "$TMP/cmp_fs")"
+    [ -z "$(ls -A "$TMP/rendezvous")" ] && pass "the NCCL id file is removed after the rendezvous" \
+        || fail "the NCCL id file is removed after the rendezvous" "$(ls "$TMP/rendezvous")"
+else
+    fail "simulated CUDA trainer, mpirun -np 2 -pi fs" "$(tail -3 "$TMP/two_fs.log")"
+fi
+expect_error "-pi fs without -pf" "-pf" mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 \
+    -x CUDA_VISIBLE_DEVICES=0 -np 2 "$BIN" "${args[@]}" -pi fs -o "$TMP/two_nopf"
 /usr/bin/python3 test/compare_runs.py "$TMP/two_z0" "$TMP/two_z1" 0 0 >"$TMP/cmp_z0_z1" 2>&1 \
     && pass "simulated CUDA trainer: ZeRO-0 and ZeRO-1 bit-identical at 2 ranks" \
     || fail "simulated CUDA trainer: ZeRO-0 and ZeRO-1 bit-identical at 2 ranks" "$(tail -2 "$TMP/cmp_z0_z1")"

@@ -33,10 +33,15 @@ ncclRedOp_t nccl_op(ReduceOp op) {
     fail("NCCL: unknown reduction %d", (int)op);
 }
 
+// The rendezvous file of this launch: named by the launch tag (Slurm job/step, torchrun id, LLMC_RUN_ID, ...).
+std::string id_file_path(const CommOptions& opt) {
+    return opt.rendezvous_dir + "/nccl_id_" + launch_tag(current_environment()) + ".bin";
+}
+
 // Rank 0 writes the id atomically (temp + rename), so a reader never sees half a file; the others poll for it.
 ncclUniqueId exchange_id_by_file(const DistInfo& info, const CommOptions& opt, ncclUniqueId id) {
     if (opt.rendezvous_dir.empty()) fail("-pi fs needs -pf DIR: a directory every rank can read");
-    std::string path = opt.rendezvous_dir + "/nccl_id_" + launch_tag(current_environment()) + ".bin";
+    const std::string path = id_file_path(opt);
     if (info.rank == 0) {
         write_atomically(path, [&](FILE* f) { write_exact(f, &id, sizeof id, path); });
         return id;
@@ -84,9 +89,13 @@ public:
                 mpi_broadcast_bytes(&id, sizeof id, 0);
             } else {
                 id = exchange_id_by_file(info, opt, id);
+                id_file_ = id_file_path(opt);
             }
         }
         NCCL_CHECK(ncclCommInitRank(&comm_, info.world_size, id, info.rank));
+        // ncclCommInitRank returns once every rank joined, so every rank has read the id: rank 0 removes the file,
+        // so that a later launch with the same tag cannot pick up this run's stale id.
+        if (info.rank == 0 && !id_file_.empty()) std::remove(id_file_.c_str());
         CUDA_CHECK(cudaMalloc(&barrier_buf_, sizeof(float)));
         CUDA_CHECK(cudaMemset(barrier_buf_, 0, sizeof(float)));
     }
@@ -147,6 +156,7 @@ public:
 private:
     ncclComm_t comm_ = nullptr;
     float* barrier_buf_ = nullptr;
+    std::string id_file_;  // -pi fs: the rendezvous file rank 0 wrote (removed once every rank joined)
 };
 
 }  // namespace
