@@ -473,6 +473,8 @@ int main() {
         // The second shape has a longer T: the backend's scratch must grow.
         test_attention_case("attention B2 T5 C12 NH3", B, T, C, NH, be);
         test_attention_case("attention B1 T9 C8 NH2", 1, 9, 8, 2, be);
+        // T=70 > 64: the sgemm path works in 64-row causal blocks; this crosses a block boundary.
+        test_attention_case("attention B1 T70 C4 NH2", 1, 70, 4, 2, be);
         test_classifier();
         test_reductions();
     } catch (const std::exception& e) {
