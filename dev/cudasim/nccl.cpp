@@ -136,29 +136,20 @@ ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId, int ran
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
-    auto* c = new ncclComm;
-    c->rank = rank;
-    c->nranks = nranks;
-    if (initialized && !finalized) {
-        int wrank = 0, wsize = 1;
-        MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
-        MPI_Comm_size(MPI_COMM_WORLD, &wsize);
-        if (wrank != rank || wsize != nranks) {
-            delete c;
-            return complain(ncclInvalidArgument,
-                            "ncclCommInitRank: the simulator maps NCCL ranks to MPI_COMM_WORLD, whose rank/size differ");
-        }
-        MPI_Comm_dup(MPI_COMM_WORLD, &c->comm);
-    } else if (nranks != 1) {
+    if (!(initialized && !finalized) && nranks != 1) {
         // The program did not initialise MPI (llm.c's -pi fs: the NCCL id came through a shared file). A real NCCL
         // brings its own transport; the simulator's is MPI, so it initialises MPI itself (the program's
         // mpi_finalize() at exit, which finalises an MPI initialised by anyone, closes it). It needs an MPI launcher.
         int provided = 0;
-        if (finalized || MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
-            delete c;
+        if (finalized || MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
             return complain(ncclInvalidUsage, "ncclCommInitRank: more than one rank needs MPI, which could not be "
                                               "initialised (launch with mpirun)");
-        }
+        initialized = 1;
+    }
+    auto* c = new ncclComm;
+    c->rank = rank;
+    c->nranks = nranks;
+    if (initialized && !finalized) {
         int wrank = 0, wsize = 1;
         MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
         MPI_Comm_size(MPI_COMM_WORLD, &wsize);
