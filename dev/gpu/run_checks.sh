@@ -56,7 +56,12 @@ TR="$WORK/data/syn_train_*.bin"; VA="$WORK/data/syn_val_*.bin"
 step nccl_one_rank_train "$B/bin/train_gpt2" -i "$TR" -j "$VA" -e d6 -b 8 -t 512 -x 20 -v 10 -m 2 -s 0 -n 10 -o "$WORK/run_d6"
 step nccl_one_rank_resume "$B/bin/train_gpt2" -i "$TR" -j "$VA" -e d6 -b 8 -t 512 -x 30 -v 10 -m 2 -s 0 -n 10 -y 1 -o "$WORK/run_d6"
 for b in 16 32 64; do
+    # Peak device memory of the run: nvidia-smi sampled every 200 ms while it trains.
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$LOGS/mem_124M_B$b.txt" 2>/dev/null &
+    sampler=$!
     step "gpt2_124M_B$b" "$B/bin/train_gpt2" -i "$TR" -j "$VA" -e d12 -b $b -t 1024 -x 20 -v 0 -s 0 -o "$WORK/run_124M_B$b"
+    kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
+    echo "gpt2_124M_B$b peak device memory: $(sort -n "$LOGS/mem_124M_B$b.txt" | tail -1) MiB" | tee -a "$summary"
 done
 step pytorch_124M python3 dev/bench/pytorch_gpu_step.py --batch 16 --seq-len 1024 --steps 20
 for k in "$B"/bin/*; do
