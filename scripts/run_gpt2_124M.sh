@@ -1,27 +1,3 @@
 #!/usr/bin/env bash
-# GPT-2 (124M) reproduction with llm.c's published hyper-parameters: 124M parameters, 10B FineWeb tokens: 18,865 steps of 524,288 tokens (about 1.5 h on 8 x A100 in llm.c).
-#
-#   NUM_GPUS=8 scripts/run_gpt2_124M.sh        (ran on 8 x 80 GB GPUs; other counts keep the global batch -d and
-#                                              change the number of gradient-accumulation micro-steps)
-# Environment: NUM_GPUS (8), DATA_DIR (data/fineweb10B), OUT_DIR (runs/gpt2_124M), MICRO_BATCH (64: sequences per GPU per
-# micro-step; lower it if a GPU runs out of memory: -d stays, so the optimisation does not change), HELLASWAG
-# (data/hellaswag/hellaswag_val.bin: evaluated at every -v when present; dev/data/hellaswag.sh makes it).
-# The run checkpoints every 5000 steps and resumes with -y 1 after a crash (scripts/autoresume.sh loops until the
-# last step is done); scripts/plot_metrics.py OUT_DIR/metrics.jsonl OUT_DIR/loss.png draws the curves.
-set -eu
-cd "$(dirname "$0")/.."
-NUM_GPUS=${NUM_GPUS:-8}
-DATA_DIR=${DATA_DIR:-data/fineweb10B}
-OUT_DIR=${OUT_DIR:-runs/gpt2_124M}
-MICRO_BATCH=${MICRO_BATCH:-64}
-HELLASWAG=${HELLASWAG:-data/hellaswag/hellaswag_val.bin}
-hs=(); [ -f "$HELLASWAG" ] && hs=(--hellaswag "$HELLASWAG")
-ls $DATA_DIR/*train*.bin >/dev/null 2>&1 || { echo "error: no training shards in $DATA_DIR (prepare FineWeb 10B into llm.c shards first)" >&2; exit 1; }
-make -j train_gpt2
-exec scripts/autoresume.sh "$OUT_DIR" \
-    mpirun -np "$NUM_GPUS" ./train_gpt2 \
-        -i "$DATA_DIR/*train*.bin" -j "$DATA_DIR/*val*.bin" -o "$OUT_DIR" "${hs[@]}" \
-        -e d12 -b "$MICRO_BATCH" -t 1024 -d 524288 \
-        -l 6e-4 -u 700 -q 0.0 -k cosine -c 0.1 -z 1 \
-        -x 18865 -v 250 -s 20000 \
-        -n 5000 -y 1
+# GPT-2 124M reproduction: see scripts/run_gpt2.sh for the hyper-parameters and the environment variables.
+exec "$(dirname "$0")/run_gpt2.sh" 124M "$@"

@@ -12,8 +12,14 @@
 #include <cstdarg>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <string>
 
+#include "llmc/comm.h"
+#include "llmc/dist_info.h"
+#include "llmc/error.h"
+#include "llmc/mpi_env.h"
 #include "testing.h"
 
 namespace dist_testing {
@@ -67,6 +73,23 @@ bool check_close(const std::string& name, const A* got, const B* want, size_t n,
 inline int finish() {
     if (rank() == 0) testing::finish();
     return global_failures() ? 1 : 0;
+}
+
+// The main of an MPI test program: an MpiComm for the launched ranks, `body(comm)`, then finish() and MPI's
+// shutdown. An llmc::Error ends the whole job (mpi_abort) with its message instead of leaving ranks waiting.
+inline int run_main(const std::function<void(llmc::Comm&)>& body) {
+    try {
+        std::unique_ptr<llmc::Comm> comm = llmc::make_mpi_comm(llmc::compute_dist_info(llmc::current_environment()));
+        body(*comm);
+        int status = finish();
+        comm.reset();
+        llmc::mpi_finalize();
+        return status;
+    } catch (const llmc::Error& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        llmc::mpi_abort(1);
+        return 1;
+    }
 }
 
 }  // namespace dist_testing

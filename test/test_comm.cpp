@@ -252,34 +252,23 @@ void test_errors(const DistInfo& info) {
 }  // namespace
 
 int main() {
-    int status = 1;
-    try {
-        DistInfo info = compute_dist_info(current_environment());
-        std::unique_ptr<Comm> comm = make_mpi_comm(info);
+    return dt::run_main([](Comm& comm) {
         dt::check("make_mpi_comm matches MPI's rank and size",
-                  comm->rank() == dt::rank() && comm->world_size() == dt::world() &&
-                      std::string(comm->name()) == "mpi",
-                  "comm says rank %d of %d", comm->rank(), comm->world_size());
+                  comm.rank() == dt::rank() && comm.world_size() == dt::world() &&
+                      std::string(comm.name()) == "mpi",
+                  "comm says rank %d of %d", comm.rank(), comm.world_size());
         dt::check("make_mpi_comm refines the node layout (one node here)",
-                  comm->info().num_nodes == 1 && comm->info().local_size == comm->world_size() &&
-                      comm->info().local_rank == comm->rank() && !comm->info().node_assumed,
-                  "%s", comm->info().describe().c_str());
-        test_collectives(*comm, "mpi");
+                  comm.info().num_nodes == 1 && comm.info().local_size == comm.world_size() &&
+                      comm.info().local_rank == comm.rank() && !comm.info().node_assumed,
+                  "%s", comm.info().describe().c_str());
+        test_collectives(comm, "mpi");
         // max_chunk 3 splits every buffer above into many calls, and (W*per > 3) takes the packed paths of
         // reduce_scatter and all_gather.
-        MpiComm chunked(comm->info(), 3);
+        MpiComm chunked(comm.info(), 3);
         test_collectives(chunked, "mpi chunk=3");
-        MpiComm chunk1(comm->info(), 1);
+        MpiComm chunk1(comm.info(), 1);
         test_collectives(chunk1, "mpi chunk=1");
-        test_counters(comm->info());
-        test_errors(comm->info());
-        status = dt::finish();
-        comm.reset();
-        mpi_finalize();
-    } catch (const Error& e) {
-        std::fprintf(stderr, "error: %s\n", e.what());
-        mpi_abort(1);
-        return 1;
-    }
-    return status;
+        test_counters(comm.info());
+        test_errors(comm.info());
+    });
 }

@@ -195,21 +195,10 @@ void run_case(Comm& comm, int stage, int accum, bool exact, bool announce) {
 }  // namespace
 
 int main() {
-    int status = 1;
-    try {
-        DistInfo info = compute_dist_info(current_environment());
-        std::unique_ptr<Comm> comm = make_mpi_comm(info);
+    return dt::run_main([](Comm& comm) {
         for (bool exact : {true, false})
             for (int stage = 0; stage <= 2; stage++)
                 for (int accum : {1, 3})
-                    for (bool announce : {false, true}) run_case(*comm, stage, accum, exact, announce);
-        status = dt::finish();
-        comm.reset();
-        mpi_finalize();
-    } catch (const Error& e) {
-        std::fprintf(stderr, "error: %s\n", e.what());
-        mpi_abort(1);
-        return 1;
-    }
-    return status;
+                    for (bool announce : {false, true}) run_case(comm, stage, accum, exact, announce);
+    });
 }

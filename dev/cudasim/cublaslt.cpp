@@ -50,13 +50,10 @@ Desc* D(cublasLtMatmulDesc_t p) { return reinterpret_cast<Desc*>(p); }
 
 cublasStatus_t complain(cublasStatus_t s, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 cublasStatus_t complain(cublasStatus_t s, const char* fmt, ...) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "cudasim cuBLASLt: ");
     va_list ap;
     va_start(ap, fmt);
-    std::vfprintf(stderr, fmt, ap);
+    cudasim::detail::report("cudasim cuBLASLt: ", fmt, ap);
     va_end(ap);
-    std::fprintf(stderr, "\n");
     return s;
 }
 

@@ -43,13 +43,10 @@ Runtime& rt() { static Runtime r; return r; }
 
 cudaError_t fail(cudaError_t e, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 cudaError_t fail(cudaError_t e, const char* fmt, ...) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "cudasim: ");
     va_list ap;
     va_start(ap, fmt);
-    std::vfprintf(stderr, fmt, ap);
+    report("cudasim: ", fmt, ap);
     va_end(ap);
-    std::fprintf(stderr, "\n");
     return set_last_error(e);
 }
 
@@ -86,6 +83,13 @@ cudaError_t check_copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind
 }
 
 }  // namespace
+
+void report(const char* prefix, const char* fmt, va_list ap) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s", prefix);
+    std::vfprintf(stderr, fmt, ap);
+    std::fprintf(stderr, "\n");
+}
 
 cudaError_t set_last_error(cudaError_t e) {
     if (e != cudaSuccess) rt().last_error = e;

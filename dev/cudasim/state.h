@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdarg>
 #include <cstddef>
 #include <cstdint>
 
@@ -22,6 +23,10 @@ unsigned char* dynamic_shared_buffer();
 
 // The limit set with cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n), or the default.
 size_t max_dynamic_shared(const void* kernel);
+
+// Prints "<prefix><formatted message>" on stderr (after flushing stdout, so the message lands after the program's
+// own lines): how every simulated library reports a misuse before returning its error code.
+void report(const char* prefix, const char* fmt, va_list ap);
 
 // Records an error for cudaGetLastError / cudaPeekAtLastError.
 cudaError_t set_last_error(cudaError_t e);
