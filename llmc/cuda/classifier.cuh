@@ -4,9 +4,13 @@
 //   mx = max_{j<V} x_j;   S = sum_{j<V} exp(x_j - mx)
 //   losses[i] = log(S) + mx - x_y                                        (written, =)
 //   if write_dlogits:  x_j <- dloss * (exp(x_j - mx) / S - [j == y])  for j < V;   x_j <- 0 for V <= j < Vp
-// The row is read twice (pass 1: an online max / sum in fp32, each thread rescaling its running sum when its max
-// grows; pass 2: the gradient, which overwrites each element after its thread has read it). The probabilities are
-// computed once, in pass 2, and never stored. The block reduction combines (max, sum) pairs in a fixed tree.
+// Thread t handles the packs t, t + blockDim, ... of W columns (W = 8: 16-byte loads and stores, when Vp is a
+// multiple of 8 and the row aligned; W = 1: the scalar path, chosen on the host) and keeps the first P in registers
+// (RowSlice): rows up to 8 x 8 x 1024 = 65536 columns (GPT-2's 50304 included) are read from memory once and
+// written once. Pass 1 is an online softmax: per pack, the max of its real columns; if it exceeds the thread's
+// running max, the running sum is rescaled once by exp(old - new); then the pack's exponentials are added. The block
+// combines the (max, sum) pairs in a fixed tree. Pass 2 computes the probabilities from the registers and overwrites
+// the row (columns >= V, in the last packs, are masked). The probabilities are never stored.
 #pragma once
 
 #include <cmath>
@@ -23,20 +27,37 @@ __device__ __forceinline__ void softmax_combine(float& m, float& s, float m2, fl
     m = mm;
 }
 
-__global__ void __launch_bounds__(1024) fused_classifier_kernel(bf16* logits, float* losses, const int* targets,
+constexpr int kClassifierBlock = 1024;
+constexpr int kClassifierRegPacks = 7;  // rows up to 7 x 8 x 1024 = 57344 columns in registers (64 registers at most)
+
+template <int W, int P>
+__global__ void __launch_bounds__(kClassifierBlock) fused_classifier_kernel(bf16* logits, float* losses, const int* targets,
                                                                 float dloss, size_t V, size_t Vp, bool write_dlogits) {
     __shared__ float smax[32], ssum[32];
     const size_t row = blockIdx.x;
     bf16* x = logits + row * Vp;
+    const int target = targets[row];
+    const bool valid = target >= 0 && (size_t)target < V;  // an invalid target gives a NaN loss, not a wild read
+    // Thread 0 reads x[target] before the reduction's barrier, so before anyone overwrites the row.
+    const float x_target = threadIdx.x == 0 && valid ? to_float(x[target]) : 0.0f;
+    RowSlice<bf16, W, P> slice(x, (unsigned)(Vp / W), threadIdx.x, blockDim.x);
+    const unsigned num_real = (unsigned)V;
     float m = -3.402823466e38f, s = 0.0f;
-    for (size_t j = threadIdx.x; j < V; j += blockDim.x) {
-        float v = to_float(x[j]);
-        if (v > m) {
-            s *= expf(m - v);
-            m = v;
+    slice.for_each([&](int, unsigned j, const Pack<bf16, W>& p) {
+        const unsigned col = j * W;
+        float pm = -3.402823466e38f;
+LLMC_UNROLL
+        for (int e = 0; e < W; e++)
+            if (col + e < num_real) pm = fmaxf(pm, to_float(p[e]));
+        if (pm > m) {
+            s *= expf(m - pm);
+            m = pm;
         }
-        s += expf(v - m);
-    }
+LLMC_UNROLL
+        for (int e = 0; e < W; e++)
+            if (col + e < num_real) s += expf(to_float(p[e]) - m);
+    });
+    slice.keep_packed();
     // Warp tree, then the per-warp partials in shared memory, then warp tree again (every warp computes the total).
     for (int off = 16; off > 0; off >>= 1) {
         float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
@@ -54,27 +75,36 @@ __global__ void __launch_bounds__(1024) fused_classifier_kernel(bf16* logits, fl
         float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
         softmax_combine(m, s, m2, s2);
     }
-    const int target = targets[row];
-    const bool valid = target >= 0 && (size_t)target < V;  // an invalid target gives a NaN loss, not a wild read
-    if (threadIdx.x == 0) losses[row] = valid ? logf(s) + m - to_float(x[target]) : NAN;
+    if (threadIdx.x == 0) losses[row] = valid ? logf(s) + m - x_target : NAN;
     if (!write_dlogits) return;
-    // Thread 0 read x[target] above; make sure that read happened before anyone overwrites the row.
-    __syncthreads();
     const float inv = 1.0f / s;
-    for (size_t j = threadIdx.x; j < Vp; j += blockDim.x) {
-        float g = 0.0f;
-        if (j < V) g = dloss * (expf(to_float(x[j]) - m) * inv - (j == (size_t)target ? 1.0f : 0.0f));
-        x[j] = to_bf16(g);
-    }
+    const unsigned tgt = (unsigned)target;
+    slice.for_each([&](int, unsigned j, const Pack<bf16, W>& p) {
+        Pack<bf16, W> d;
+LLMC_UNROLL
+        for (int e = 0; e < W; e++) {
+            const unsigned col = j * W + e;
+            float g = 0.0f;
+            if (col < num_real) g = dloss * (expf(to_float(p[e]) - m) * inv - (col == tgt ? 1.0f : 0.0f));
+            d[e] = to_bf16(g);
+        }
+        d.store(x + j * W);
+    });
 }
 
-inline void fused_classifier(bf16* logits, float* losses, const int* targets, float dloss, size_t N, size_t V,
+// Returns true when the vector path ran (Vp a multiple of 8 and the logits 16-byte aligned).
+inline bool fused_classifier(bf16* logits, float* losses, const int* targets, float dloss, size_t N, size_t V,
                              size_t Vp, bool write_dlogits, cudaStream_t stream) {
-    if (N == 0) return;
+    if (N == 0) return true;
     if (V == 0 || V > Vp) fail("fused_classifier: need 0 < V <= Vp (V=%zu, Vp=%zu)", V, Vp);
-    const size_t block = V >= 1024 ? 1024 : 32 * ceil_div(V, 32);
-    LLMC_LAUNCH(fused_classifier_kernel, grid_size(N, 1), block, 0, stream, logits, losses, targets, dloss, V, Vp,
-                write_dlogits);
+    check_row_length("fused_classifier", Vp);
+    const bool vec = vector_ok(Vp, kPackBf16, logits);
+    const size_t packs = vec ? Vp / kPackBf16 : Vp;
+    const size_t block = packs >= kClassifierBlock ? kClassifierBlock : 32 * ceil_div(packs, 32);
+    auto kernel = vec ? fused_classifier_kernel<kPackBf16, kClassifierRegPacks>
+                      : fused_classifier_kernel<1, kClassifierRegPacks>;
+    LLMC_LAUNCH(kernel, grid_size(N, 1), block, 0, stream, logits, losses, targets, dloss, V, Vp, write_dlogits);
+    return vec;
 }
 
 }  // namespace llmc

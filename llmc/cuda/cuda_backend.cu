@@ -61,7 +61,8 @@ CudaBackend::~CudaBackend() {
     if (main_) cudaStreamSynchronize(main_);
     if (comm_) cudaStreamSynchronize(comm_);
     gemm_.reset();
-    for (Scratch* s : {&attention_scratch_, &layernorm_partials_, &bias_partials_, &reduce_partials_, &encoder_groups_})
+    for (Scratch* s : {&attention_scratch_, &layernorm_partials_, &bias_partials_, &reduce_partials_, &encoder_groups_,
+                       &encoder_slots_})
         if (s->ptr) cudaFree(s->ptr);
     if (encoder_tokens_host_) cudaFreeHost(encoder_tokens_host_);
     if (encoder_groups_host_) cudaFreeHost(encoder_groups_host_);
@@ -152,8 +153,12 @@ void CudaBackend::download_floats(float* host_dst, const act_t* src, size_t n) {
     for (size_t i = 0; i < n; i++) host_dst[i] = bf16_to_float(bits[i]);
 }
 
-void CudaBackend::floats_to_act(act_t* dst, const float* src, size_t n) { floats_to_bf16(dst, src, n, main_); }
-void CudaBackend::act_to_floats(float* dst, const act_t* src, size_t n) { bf16_to_floats(dst, src, n, main_); }
+void CudaBackend::floats_to_act(act_t* dst, const float* src, size_t n) {
+    count_path(floats_to_bf16(dst, src, n, main_));
+}
+void CudaBackend::act_to_floats(float* dst, const act_t* src, size_t n) {
+    count_path(bf16_to_floats(dst, src, n, main_));
+}
 
 void CudaBackend::synchronize() {
     CUDA_CHECK(cudaStreamSynchronize(main_));
@@ -173,26 +178,29 @@ void CudaBackend::main_waits_comm() {
 
 void CudaBackend::encoder_forward(act_t* out, const int* inp, const act_t* wte, const act_t* wpe, size_t B, size_t T,
                                   size_t C) {
-    if (B * T * C != 0) llmc::encoder_forward(out, inp, wte, wpe, B, T, C, main_);
+    if (B * T * C != 0) count_path(llmc::encoder_forward(out, inp, wte, wpe, B, T, C, main_));
 }
 
 void CudaBackend::layernorm_forward(act_t* out, float* mean, float* rstd, const act_t* inp, const act_t* w,
                                     const act_t* b, size_t N, size_t C) {
-    if (N) llmc::layernorm_forward(out, mean, rstd, inp, w, b, N, C, main_);
+    if (N && C) count_path(llmc::layernorm_forward(out, mean, rstd, inp, w, b, N, C, main_));
 }
 
 void CudaBackend::fused_residual_layernorm_forward(act_t* residual, act_t* out, float* mean, float* rstd,
                                                    const act_t* inp1, const act_t* inp2, const act_t* w,
                                                    const act_t* b, size_t N, size_t C) {
-    if (N) llmc::fused_residual_layernorm_forward(residual, out, mean, rstd, inp1, inp2, w, b, N, C, main_);
+    if (N && C)
+        count_path(llmc::fused_residual_layernorm_forward(residual, out, mean, rstd, inp1, inp2, w, b, N, C, main_));
 }
 
 void CudaBackend::matmul_forward(act_t* out, const act_t* inp, const act_t* w, const act_t* bias, size_t N, size_t C,
                                  size_t OC, act_t* pre_gelu) {
-    if (N && OC) llmc::matmul_forward(*gemm_, out, inp, w, bias, N, C, OC, pre_gelu, main_);
+    if (N && OC) count_path(llmc::matmul_forward(*gemm_, out, inp, w, bias, N, C, OC, pre_gelu, main_));
 }
 
-void CudaBackend::gelu_forward(act_t* out, const act_t* inp, size_t n) { llmc::gelu_forward(out, inp, n, main_); }
+void CudaBackend::gelu_forward(act_t* out, const act_t* inp, size_t n) {
+    count_path(llmc::gelu_forward(out, inp, n, main_));
+}
 
 void CudaBackend::attention_forward(act_t* out, act_t* att, const act_t* qkv, size_t B, size_t T, size_t C,
                                     size_t NH) {
@@ -203,7 +211,7 @@ void CudaBackend::attention_forward(act_t* out, act_t* att, const act_t* qkv, si
 
 void CudaBackend::fused_classifier(act_t* logits, float* losses, const int* targets, float dloss, size_t N, size_t V,
                                    size_t Vp, bool write_dlogits) {
-    llmc::fused_classifier(logits, losses, targets, dloss, N, V, Vp, write_dlogits, main_);
+    count_path(llmc::fused_classifier(logits, losses, targets, dloss, N, V, Vp, write_dlogits, main_));
 }
 
 // ---- backward ----------------------------------------------------------------------------------------------------
@@ -213,14 +221,14 @@ void CudaBackend::matmul_backward(act_t* dinp, float* dweight, float* dbias, act
     if (N == 0 || OC == 0 || C == 0) return;
     float* partials = dbias ? (float*)scratch(bias_partials_, bias_backward_scratch_floats(N, OC) * sizeof(float))
                             : nullptr;
-    llmc::matmul_backward(*gemm_, dinp, dweight, dbias, partials, dout, inp, w, N, C, OC, pre_gelu, main_);
+    count_path(llmc::matmul_backward(*gemm_, dinp, dweight, dbias, partials, dout, inp, w, N, C, OC, pre_gelu, main_));
 }
 
 void CudaBackend::layernorm_backward(act_t* dinp, float* dweight, float* dbias, const act_t* dout, const act_t* inp,
                                      const act_t* w, const float* mean, const float* rstd, size_t N, size_t C) {
     if (N == 0 || C == 0) return;
     float* partials = (float*)scratch(layernorm_partials_, layernorm_backward_scratch_floats(N, C) * sizeof(float));
-    llmc::layernorm_backward(dinp, dweight, dbias, partials, dout, inp, w, mean, rstd, N, C, main_);
+    count_path(llmc::layernorm_backward(dinp, dweight, dbias, partials, dout, inp, w, mean, rstd, N, C, main_));
 }
 
 void CudaBackend::attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* att, size_t B,
@@ -234,16 +242,17 @@ void CudaBackend::encoder_backward(float* dwte, float* dwpe, const act_t* dout, 
                                    size_t C) {
     const size_t N = B * T;
     if (N == 0 || C == 0) return;
-    encoder_backward_wpe(dwpe, dout, B, T, C, main_);
+    const bool vec_wpe = encoder_backward_wpe(dwpe, dout, B, T, C, main_);
 
-    if (encoder_prepared_ && encoder_prepared_N_ == N) {  // the forward grouped the tokens already
-        encoder_prepared_ = false;
-        encoder_backward_wte(dwte, dout, (const int*)encoder_groups_.ptr, N, encoder_prepared_K_, C, main_);
+    if (encoder_prepared_.N == N) {  // the forward grouped the tokens already
+        const EncoderGroupSizes s = encoder_prepared_;
+        encoder_prepared_ = EncoderGroupSizes();
+        count_path(encoder_backward_grouped(dwte, dout, s, C) && vec_wpe);
         return;
     }
     // No grouping prepared: fetch the tokens (this waits for the stream, which also guarantees that the previous
     // call's upload from encoder_groups_host_ has finished before the buffer is rewritten).
-    const size_t packed_max = 3 * N + 1;  // positions (N) + bucket tokens (<= N) + bucket starts (<= N + 1)
+    const size_t packed_max = encoder_max_group_ints(N);
     if (encoder_host_ints_ < packed_max) {
         CUDA_CHECK(cudaStreamSynchronize(main_));
         if (encoder_tokens_host_) CUDA_CHECK(cudaFreeHost(encoder_tokens_host_));
@@ -256,15 +265,20 @@ void CudaBackend::encoder_backward(float* dwte, float* dwpe, const act_t* dout, 
     }
     CUDA_CHECK(cudaMemcpyAsync(encoder_tokens_host_, inp, N * sizeof(int), cudaMemcpyDeviceToHost, main_));
     CUDA_CHECK(cudaStreamSynchronize(main_));
-    const size_t K = group_tokens(encoder_groups_host_, encoder_tokens_host_, N);
+    const EncoderGroupSizes s = group_tokens(encoder_groups_host_, encoder_tokens_host_, N);
     int* groups = (int*)scratch(encoder_groups_, packed_max * sizeof(int));
-    CUDA_CHECK(cudaMemcpyAsync(groups, encoder_groups_host_, (N + 2 * K + 1) * sizeof(int), cudaMemcpyHostToDevice,
-                               main_));
-    encoder_backward_wte(dwte, dout, groups, N, K, C, main_);
+    CUDA_CHECK(cudaMemcpyAsync(groups, encoder_groups_host_, s.ints() * sizeof(int), cudaMemcpyHostToDevice, main_));
+    count_path(encoder_backward_grouped(dwte, dout, s, C) && vec_wpe);
+}
+
+bool CudaBackend::encoder_backward_grouped(float* dwte, const act_t* dout, const EncoderGroupSizes& s, size_t C) {
+    // Sized for the worst case of this batch size, so a later batch with more frequent tokens does not regrow it.
+    float* slots = (float*)scratch(encoder_slots_, encoder_max_slots(s.N) * C * sizeof(float));
+    return encoder_backward_wte(dwte, slots, dout, (const int*)encoder_groups_.ptr, s, C, main_);
 }
 
 void CudaBackend::encoder_backward_prepare(const int* inp_host, size_t B, size_t T) {
-    const size_t N = B * T, packed_max = 3 * N + 1;
+    const size_t N = B * T, packed_max = encoder_max_group_ints(N);
     if (N == 0) return;
     if (encoder_prepared_ints_ < packed_max) {  // grow both slots (rare: the first call, or a larger batch)
         CUDA_CHECK(cudaStreamSynchronize(main_));
@@ -286,17 +300,17 @@ void CudaBackend::encoder_backward_prepare(const int* inp_host, size_t B, size_t
     const int slot = encoder_slot_;
     CUDA_CHECK(cudaEventSynchronize(encoder_upload_done_[slot]));
     int* host = encoder_prepared_host_[slot];
-    const size_t K = group_tokens(host, inp_host, N);
+    const EncoderGroupSizes s = group_tokens(host, inp_host, N);
     // Stream order puts this upload after the previous backward (which read encoder_groups_) and before the
     // backward that follows this forward.
     int* groups = (int*)scratch(encoder_groups_, packed_max * sizeof(int));
-    CUDA_CHECK(cudaMemcpyAsync(groups, host, (N + 2 * K + 1) * sizeof(int), cudaMemcpyHostToDevice, main_));
+    CUDA_CHECK(cudaMemcpyAsync(groups, host, s.ints() * sizeof(int), cudaMemcpyHostToDevice, main_));
     CUDA_CHECK(cudaEventRecord(encoder_upload_done_[slot], main_));
     encoder_slot_ ^= 1;
-    encoder_prepared_ = true, encoder_prepared_N_ = N, encoder_prepared_K_ = K;
+    encoder_prepared_ = s;
 }
 
-size_t CudaBackend::group_tokens(int* packed, const int* tokens, size_t N) {
+EncoderGroupSizes CudaBackend::group_tokens(int* packed, const int* tokens, size_t N) {
     int max_token = 0;
     for (size_t n = 0; n < N; n++) max_token = std::max(max_token, tokens[n]);
     if ((size_t)max_token + 1 > encoder_count_.size()) {
@@ -310,20 +324,20 @@ size_t CudaBackend::group_tokens(int* packed, const int* tokens, size_t N) {
 // ---- reductions and the optimizer ----------------------------------------------------------------------------------
 
 void CudaBackend::sum_into(float* acc, const float* x, size_t n, float scale) {
-    reduce_into<false>(acc, x, n, scale, (float*)reduce_partials_.ptr, main_);
+    count_path(reduce_into<false>(acc, x, n, scale, (float*)reduce_partials_.ptr, main_));
 }
 
 void CudaBackend::norm_squared_into(float* acc, const float* g, size_t n) {
-    reduce_into<true>(acc, g, n, 1.0f, (float*)reduce_partials_.ptr, main_);
+    count_path(reduce_into<true>(acc, g, n, 1.0f, (float*)reduce_partials_.ptr, main_));
 }
 
-void CudaBackend::add_into(float* dst, const float* src, size_t n) { llmc::add_into(dst, src, n, main_); }
+void CudaBackend::add_into(float* dst, const float* src, size_t n) { count_path(llmc::add_into(dst, src, n, main_)); }
 
 void CudaBackend::adamw_update(act_t* params, float* master, const float* grads, float* m, float* v, size_t n,
                                float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                                int t, uint32_t seed, size_t seed_offset) {
-    llmc::adamw_update(params, master, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t, seed,
-                       seed_offset, main_);
+    count_path(llmc::adamw_update(params, master, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t,
+                                  seed, seed_offset, main_));
 }
 
 }  // namespace llmc

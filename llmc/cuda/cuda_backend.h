@@ -24,6 +24,7 @@
 
 #include "../backend.h"
 #include "device_info.h"
+#include "encoder_groups.h"
 
 namespace llmc {
 
@@ -106,6 +107,11 @@ public:
     double clock_ghz() const { return clock_khz_ * 1e-6; }
     cudaStream_t stream() const { return main_; }
     size_t num_gemm_plans() const;  // distinct cuBLASLt plans built so far (the cache is per shape)
+    // Op calls whose memory-bound kernels all took the 16-byte vector path, and those where at least one took the
+    // scalar path (a row length or count not a multiple of the pack width, or an unaligned pointer: common.cuh).
+    // With C a multiple of 8 the model's ops all take the vector path (test_gpt2 checks it).
+    size_t vector_path_calls() const { return vector_calls_; }
+    size_t scalar_path_calls() const { return scalar_calls_; }
 
 private:
     // A device buffer private to one op, grown on demand (growing synchronises the device, so it happens in the first
@@ -115,6 +121,8 @@ private:
         size_t bytes = 0;
     };
     void* scratch(Scratch& s, size_t bytes);
+    void count_path(bool vectorized) { (vectorized ? vector_calls_ : scalar_calls_)++; }
+    size_t vector_calls_ = 0, scalar_calls_ = 0;
 
     int device_ = 0;
     int sm_count_ = 0, cc_major_ = 0, cc_minor_ = 0, clock_khz_ = 0;
@@ -128,6 +136,7 @@ private:
     Scratch bias_partials_;             // matmul_backward: per-block dbias partial sums
     Scratch reduce_partials_;           // sum_into / norm_squared_into: per-block partial sums
     Scratch encoder_groups_;            // encoder_backward: positions grouped by token (device copy)
+    Scratch encoder_slots_;             // encoder_backward: chunk sums of the frequent tokens
     int* encoder_tokens_host_ = nullptr;   // pinned: the tokens, copied back for grouping
     int* encoder_groups_host_ = nullptr;   // pinned: the grouping, uploaded from here
     size_t encoder_host_ints_ = 0;         // capacity of each pinned buffer
@@ -136,10 +145,11 @@ private:
     cudaEvent_t encoder_upload_done_[2] = {nullptr, nullptr};  // their uploads
     size_t encoder_prepared_ints_ = 0;                   // capacity of each
     int encoder_slot_ = 0;                               // the slot the next prepare() fills
-    size_t encoder_prepared_N_ = 0, encoder_prepared_K_ = 0;
-    bool encoder_prepared_ = false;                      // encoder_groups_ holds a grouping for the next backward
-    // Groups N host tokens into `packed` (see encoder_group_positions) with the counting-sort scratch; returns K.
-    size_t group_tokens(int* packed, const int* tokens, size_t N);
+    EncoderGroupSizes encoder_prepared_;                 // the grouping in encoder_groups_ (N = 0: none)
+    // Groups N host tokens into `packed` (see encoder_group_positions) with the counting-sort scratch.
+    EncoderGroupSizes group_tokens(int* packed, const int* tokens, size_t N);
+    // dwte += the grouped sums, from the grouping in encoder_groups_.
+    bool encoder_backward_grouped(float* dwte, const act_t* dout, const EncoderGroupSizes& s, size_t C);
 };
 
 }  // namespace llmc

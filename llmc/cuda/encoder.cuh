@@ -4,101 +4,175 @@
 // backward (parameter gradients, fp32, accumulated with +=):
 //   dwpe[t, c] += sum_b dout[b,t,c]
 //   dwte[v, c] += sum over positions n with inp[n] == v of dout[n, c]
-// The backward is deterministic without float atomics: the host groups positions by token with a stable counting
-// sort (the tokens are copied to the host first), and each (token, channel) is summed by one thread in position
-// order. dwpe is summed over b in order by one thread per (t, c).
+//
+// Every kernel moves W consecutive channels per access: W = 8 (16-byte bf16 loads / stores, two 16-byte fp32 ones)
+// when C is a multiple of 8 and the pointers are aligned, W = 1 (the scalar path) otherwise; chosen on the host.
+//
+// dwpe: one thread per (t, pack of channels) sums over b in order (kReduceUnroll loads in flight).
+// dwte, deterministic without float atomics and balanced for skewed token frequencies: the host groups the positions
+// by token with a stable counting sort (buckets in order of first appearance, positions ascending) and cuts every
+// bucket into chunks of at most kEncoderChunk positions. Stage 1: one thread per (chunk, pack of channels) sums its
+// chunk's dout rows in position order. A token with a single chunk (almost every token) adds that sum straight into
+// dwte; the chunks of a frequent token write their sums to a scratch slot each, and stage 2 (one thread per (such
+// token, pack)) adds the slots in chunk order into dwte. So no thread walks more than kEncoderChunk positions, however
+// frequent a token is (a token that is 30% of a 65536-token batch is 615 chunks working in parallel), and the
+// summation order is a function of the batch only.
 #pragma once
 
 #include "common.cuh"
+#include "encoder_groups.h"
+#include "reduce.cuh"
 
 namespace llmc {
 
-__global__ void encoder_forward_kernel(bf16* out, const int* inp, const bf16* wte, const bf16* wpe,
-                                       size_t N, size_t T, size_t C) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+template <int W>
+__global__ void encoder_forward_kernel(bf16* __restrict__ out, const int* __restrict__ inp,
+                                       const bf16* __restrict__ wte, const bf16* __restrict__ wpe, size_t N,
+                                       size_t T, size_t C) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
     if (i >= N * C) return;
-    size_t n = i / C, c = i % C, t = n % T;
-    size_t tok = (size_t)inp[n];
-    out[i] = to_bf16(to_float(wte[tok * C + c]) + to_float(wpe[t * C + c]));
+    const size_t n = i / C, c = i % C, t = n % T;
+    const size_t tok = (size_t)inp[n];
+    float a[W], b[W];
+    load_floats(a, wte + tok * C + c);
+    load_floats(b, wpe + t * C + c);
+LLMC_UNROLL
+    for (int e = 0; e < W; e++) a[e] += b[e];
+    store_floats(out + i, a);
 }
 
-__global__ void encoder_backward_wpe_kernel(float* dwpe, const bf16* dout, size_t B, size_t T, size_t C) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // over (t, c)
+template <int W>
+__global__ void encoder_backward_wpe_kernel(float* __restrict__ dwpe, const bf16* __restrict__ dout, size_t B,
+                                            size_t T, size_t C) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;  // over (t, c)
     if (i >= T * C) return;
-    float acc = 0.0f;
-    for (size_t b = 0; b < B; b++) acc += to_float(dout[b * T * C + i]);
-    dwpe[i] += acc;
+    float acc[W] = {};
+    size_t b = 0;
+    for (; b + kReduceUnroll <= B; b += kReduceUnroll) {
+        float v[kReduceUnroll][W];
+LLMC_UNROLL
+        for (int u = 0; u < kReduceUnroll; u++) load_floats(v[u], dout + (b + u) * T * C + i);
+LLMC_UNROLL
+        for (int u = 0; u < kReduceUnroll; u++)
+LLMC_UNROLL
+            for (int e = 0; e < W; e++) acc[e] += v[u][e];
+    }
+    for (; b < B; b++) {
+        float v[W];
+        load_floats(v, dout + b * T * C + i);
+LLMC_UNROLL
+        for (int e = 0; e < W; e++) acc[e] += v[e];
+    }
+    float d[W];
+    load_floats(d, dwpe + i);
+LLMC_UNROLL
+    for (int e = 0; e < W; e++) d[e] += acc[e];
+    store_floats(dwpe + i, d);
 }
 
-// buckets: for bucket k, token = bucket_token[k], its positions are positions[bucket_start[k] .. bucket_start[k+1]).
-// The grid is 1-D over (bucket, chunk of blockDim.x channels) pairs; one thread sums one (token, channel).
-__global__ void encoder_backward_wte_kernel(float* dwte, const bf16* dout, const int* positions,
-                                            const int* bucket_token, const int* bucket_start,
-                                            size_t num_buckets, size_t C) {
-    size_t chunks = (C + blockDim.x - 1) / blockDim.x;
-    size_t k = blockIdx.x / chunks;
-    size_t c = (blockIdx.x % chunks) * blockDim.x + threadIdx.x;
-    if (k >= num_buckets || c >= C) return;
-    float acc = 0.0f;
-    for (int p = bucket_start[k]; p < bucket_start[k + 1]; p++) acc += to_float(dout[(size_t)positions[p] * C + c]);
-    dwte[(size_t)bucket_token[k] * C + c] += acc;
+// Stage 1: block (chunk, column chunk), thread = one pack of W channels of one chunk.
+template <int W>
+__global__ void encoder_backward_wte_chunks_kernel(float* dwte, float* __restrict__ slots,
+                                                   const bf16* __restrict__ dout, EncoderGroups g, size_t C) {
+    const size_t packs = C / W, col_chunks = (packs + blockDim.x - 1) / blockDim.x;
+    const size_t k = blockIdx.x / col_chunks;
+    const size_t j = (blockIdx.x % col_chunks) * blockDim.x + threadIdx.x;
+    if (k >= g.num_chunks || j >= packs) return;
+    const size_t c = j * W;
+    const int p1 = g.chunk_start[k + 1];
+    float acc[W] = {};
+    int p = g.chunk_start[k];
+    for (; p + kReduceUnroll <= p1; p += kReduceUnroll) {
+        float v[kReduceUnroll][W];
+LLMC_UNROLL
+        for (int u = 0; u < kReduceUnroll; u++) load_floats(v[u], dout + (size_t)g.positions[p + u] * C + c);
+LLMC_UNROLL
+        for (int u = 0; u < kReduceUnroll; u++)
+LLMC_UNROLL
+            for (int e = 0; e < W; e++) acc[e] += v[u][e];
+    }
+    for (; p < p1; p++) {
+        float v[W];
+        load_floats(v, dout + (size_t)g.positions[p] * C + c);
+LLMC_UNROLL
+        for (int e = 0; e < W; e++) acc[e] += v[e];
+    }
+    const int slot = g.chunk_slot[k];
+    if (slot >= 0) {
+        store_floats(slots + (size_t)slot * C + c, acc);
+        return;
+    }
+    float* d = dwte + (size_t)g.chunk_token[k] * C + c;
+    float cur[W];
+    load_floats(cur, d);
+LLMC_UNROLL
+    for (int e = 0; e < W; e++) cur[e] += acc[e];
+    store_floats(d, cur);
 }
 
-inline void encoder_forward(bf16* out, const int* inp, const bf16* wte, const bf16* wpe, size_t B, size_t T,
+// Stage 2: block (multi-chunk token, column chunk): dwte[token] += its slots, added in chunk order.
+template <int W>
+__global__ void encoder_backward_wte_slots_kernel(float* dwte, const float* __restrict__ slots, EncoderGroups g,
+                                                  size_t C) {
+    const size_t packs = C / W, col_chunks = (packs + blockDim.x - 1) / blockDim.x;
+    const size_t m = blockIdx.x / col_chunks;
+    const size_t j = (blockIdx.x % col_chunks) * blockDim.x + threadIdx.x;
+    if (m >= g.num_multi || j >= packs) return;
+    const size_t c = j * W;
+    float acc[W] = {};
+    for (int s = g.multi_slot_start[m]; s < g.multi_slot_start[m + 1]; s++) {
+        float v[W];
+        load_floats(v, slots + (size_t)s * C + c);
+LLMC_UNROLL
+        for (int e = 0; e < W; e++) acc[e] += v[e];
+    }
+    float* d = dwte + (size_t)g.multi_token[m] * C + c;
+    float cur[W];
+    load_floats(cur, d);
+LLMC_UNROLL
+    for (int e = 0; e < W; e++) cur[e] += acc[e];
+    store_floats(d, cur);
+}
+
+// The launchers return true when the vector path ran.
+inline bool encoder_forward(bf16* out, const int* inp, const bf16* wte, const bf16* wpe, size_t B, size_t T,
                             size_t C, cudaStream_t stream) {
-    const size_t block = 256;
-    LLMC_LAUNCH(encoder_forward_kernel, grid_size(B * T * C, block), block, 0, stream, out, inp, wte, wpe, B * T, T, C);
-}
-
-inline void encoder_backward_wpe(float* dwpe, const bf16* dout, size_t B, size_t T, size_t C, cudaStream_t stream) {
-    const size_t block = 256;
-    LLMC_LAUNCH(encoder_backward_wpe_kernel, grid_size(T * C, block), block, 0, stream, dwpe, dout, B, T, C);
-}
-
-// Host side of the grouping: a stable counting sort of positions 0..N-1 by token. Writes
-// packed = [positions (N) | bucket_token (K) | bucket_start (K+1)] and returns K, the number of distinct tokens.
-// Buckets are in order of first appearance, positions inside a bucket ascending. count and next are scratch arrays
-// of vocab_size entries; count must be all zero on entry and is all zero on return.
-inline size_t encoder_group_positions(int* packed, const int* tokens, size_t N, int* count, int* next,
-                                      size_t vocab_size) {
-    if (N >= 2147483647u) fail("encoder_backward: %zu positions do not fit the int indices of the grouping", N);
-    size_t num_buckets = 0;
-    for (size_t n = 0; n < N; n++) {
-        int tok = tokens[n];
-        if (tok < 0 || (size_t)tok >= vocab_size)
-            fail("encoder_backward: token %d at position %zu is outside [0, %zu)", tok, n, vocab_size);
-        if (count[tok]++ == 0) num_buckets++;
+    const size_t n = B * T * C, block = 256;
+    if (vector_ok(C, kPackBf16, out, wte, wpe)) {
+        LLMC_LAUNCH(encoder_forward_kernel<kPackBf16>, grid_size(n / kPackBf16, block), block, 0, stream, out, inp,
+                    wte, wpe, B * T, T, C);
+        return true;
     }
-    int* positions = packed;
-    int* bucket_token = packed + N;
-    int* bucket_start = packed + N + num_buckets;
-    size_t k = 0;
-    int start = 0;
-    for (size_t n = 0; n < N; n++) {
-        int tok = tokens[n];
-        if (count[tok] > 0) {  // first appearance: open the bucket
-            bucket_token[k] = tok;
-            bucket_start[k] = start;
-            next[tok] = start;
-            start += count[tok];
-            count[tok] = 0;
-            k++;
-        }
-        positions[next[tok]++] = (int)n;
-    }
-    bucket_start[num_buckets] = (int)N;
-    return num_buckets;
+    LLMC_LAUNCH(encoder_forward_kernel<1>, grid_size(n, block), block, 0, stream, out, inp, wte, wpe, B * T, T, C);
+    return false;
 }
 
-inline void encoder_backward_wte(float* dwte, const bf16* dout, const int* packed_device, size_t N,
-                                 size_t num_buckets, size_t C, cudaStream_t stream) {
-    const size_t block = C >= 256 ? 256 : 32 * ceil_div(C, 32);
-    size_t chunks = ceil_div(C, block);
-    const int* positions = packed_device;
-    const int* bucket_token = packed_device + N;
-    const int* bucket_start = packed_device + N + num_buckets;
-    LLMC_LAUNCH(encoder_backward_wte_kernel, grid_size(num_buckets * chunks, 1), block, 0, stream, dwte, dout,
-                positions, bucket_token, bucket_start, num_buckets, C);
+inline bool encoder_backward_wpe(float* dwpe, const bf16* dout, size_t B, size_t T, size_t C, cudaStream_t stream) {
+    const size_t block = 256;
+    if (vector_ok(C, kPackBf16, dwpe, dout)) {
+        LLMC_LAUNCH(encoder_backward_wpe_kernel<kPackBf16>, grid_size(T * C / kPackBf16, block), block, 0, stream,
+                    dwpe, dout, B, T, C);
+        return true;
+    }
+    LLMC_LAUNCH(encoder_backward_wpe_kernel<1>, grid_size(T * C, block), block, 0, stream, dwpe, dout, B, T, C);
+    return false;
+}
+
+// dwte += the grouped sums. `packed_device` holds the grouping of `s`, `slots` at least s.num_slots * C floats.
+inline bool encoder_backward_wte(float* dwte, float* slots, const bf16* dout, const int* packed_device,
+                                 const EncoderGroupSizes& s, size_t C, cudaStream_t stream) {
+    const EncoderGroups g = encoder_group_views(packed_device, s);
+    const bool vec = vector_ok(C, kPackBf16, dwte, slots, dout);
+    const size_t packs = vec ? C / kPackBf16 : C;
+    const size_t block = packs >= 256 ? 256 : 32 * ceil_div(packs, 32), col_chunks = ceil_div(packs, block);
+    auto chunks_kernel = vec ? encoder_backward_wte_chunks_kernel<kPackBf16> : encoder_backward_wte_chunks_kernel<1>;
+    LLMC_LAUNCH(chunks_kernel, grid_size(s.num_chunks * col_chunks, 1), block, 0, stream, dwte, slots, dout, g, C);
+    if (s.num_multi) {
+        auto slots_kernel = vec ? encoder_backward_wte_slots_kernel<kPackBf16> : encoder_backward_wte_slots_kernel<1>;
+        LLMC_LAUNCH(slots_kernel, grid_size(s.num_multi * col_chunks, 1), block, 0, stream, dwte, (const float*)slots,
+                    g, C);
+    }
+    return vec;
 }
 
 }  // namespace llmc

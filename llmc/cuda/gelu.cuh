@@ -6,7 +6,8 @@
 // forward:  out = gelu(inp)                      (also the recomputation path of -r: the model calls it again)
 // backward: dout *= gelu'(pre_gelu), in place   (used by matmul_backward before the matmuls: dout becomes the
 //           gradient with respect to the pre-activation)
-// Element-wise in fp32, rounded to bf16 once.
+// Element-wise in fp32, rounded to bf16 once. A thread handles W = 8 elements (16-byte loads and stores) on the
+// vector path, W = 1 on the scalar path (common.cuh).
 #pragma once
 
 #include "common.cuh"
@@ -26,23 +27,48 @@ __device__ __forceinline__ float gelu_grad_f(float x) {
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
 
-__global__ void gelu_forward_kernel(bf16* out, const bf16* inp, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = to_bf16(gelu_f(to_float(inp[i])));
+template <int W>
+__global__ void gelu_forward_kernel(bf16* __restrict__ out, const bf16* __restrict__ inp, size_t n) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
+    if (i >= n) return;
+    float x[W];
+    load_floats(x, inp + i);
+LLMC_UNROLL
+    for (int e = 0; e < W; e++) x[e] = gelu_f(x[e]);
+    store_floats(out + i, x);
 }
 
-__global__ void gelu_backward_inplace_kernel(bf16* dout, const bf16* pre_gelu, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dout[i] = to_bf16(to_float(dout[i]) * gelu_grad_f(to_float(pre_gelu[i])));
+template <int W>
+__global__ void gelu_backward_inplace_kernel(bf16* dout, const bf16* __restrict__ pre_gelu, size_t n) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
+    if (i >= n) return;
+    float d[W], x[W];
+    load_floats(d, dout + i);
+    load_floats(x, pre_gelu + i);
+LLMC_UNROLL
+    for (int e = 0; e < W; e++) d[e] *= gelu_grad_f(x[e]);
+    store_floats(dout + i, d);
 }
 
-inline void gelu_forward(bf16* out, const bf16* inp, size_t n, cudaStream_t stream) {
-    if (n == 0) return;
-    LLMC_LAUNCH(gelu_forward_kernel, grid_size(n, 256), 256, 0, stream, out, inp, n);
+// Both return true when the vector path ran (W = 8: every pointer 16-byte aligned and n a multiple of 8).
+inline bool gelu_forward(bf16* out, const bf16* inp, size_t n, cudaStream_t stream) {
+    if (n == 0) return true;
+    if (vector_ok(n, kPackBf16, out, inp)) {
+        LLMC_LAUNCH(gelu_forward_kernel<kPackBf16>, grid_size(n / kPackBf16, 256), 256, 0, stream, out, inp, n);
+        return true;
+    }
+    LLMC_LAUNCH(gelu_forward_kernel<1>, grid_size(n, 256), 256, 0, stream, out, inp, n);
+    return false;
 }
-inline void gelu_backward_inplace(bf16* dout, const bf16* pre_gelu, size_t n, cudaStream_t stream) {
-    if (n == 0) return;
-    LLMC_LAUNCH(gelu_backward_inplace_kernel, grid_size(n, 256), 256, 0, stream, dout, pre_gelu, n);
+inline bool gelu_backward_inplace(bf16* dout, const bf16* pre_gelu, size_t n, cudaStream_t stream) {
+    if (n == 0) return true;
+    if (vector_ok(n, kPackBf16, dout, pre_gelu)) {
+        LLMC_LAUNCH(gelu_backward_inplace_kernel<kPackBf16>, grid_size(n / kPackBf16, 256), 256, 0, stream, dout,
+                    pre_gelu, n);
+        return true;
+    }
+    LLMC_LAUNCH(gelu_backward_inplace_kernel<1>, grid_size(n, 256), 256, 0, stream, dout, pre_gelu, n);
+    return false;
 }
 
 }  // namespace llmc

@@ -8,11 +8,17 @@
 //             dinp += rstd * (dnorm - mean_c(dnorm) - xhat * mean_c(dnorm * xhat))   (residual stream: +=)
 //             dweight[c] += sum_n dout * xhat;   dbias[c] += sum_n dout             (parameter gradients: +=)
 //
-// Forward: one warp per row, fp32 statistics (two passes over the row: mean, then the centred variance).
-// Backward: block g takes a fixed range of rows; for each row the two row sums come from a block reduction, and each
-// thread keeps the dweight/dbias partial sums of its own channels in shared memory (no sharing, no atomics). The
-// blocks write their partials to `partials` (2 x G x C floats) and a second kernel adds them over g in order:
-// deterministic, and the same for every thread order.
+// Every kernel is a warp per row. Lane l handles the packs l, l + 32, l + 64, ... of W elements (W = 8: 16-byte
+// loads and stores; W = 1: the scalar path for C not a multiple of 8 or unaligned pointers, chosen on the host), and
+// keeps the first P of them in registers (RowSlice), so a row of up to 32 P W elements (2048 on the vector path) is
+// read from memory once although the kernels pass over it two or three times.
+//
+// Forward: fp32 statistics, two passes over the registers (mean, then the centred variance), then the output.
+// Backward: block g takes a fixed range of rows, its warps take every (number of warps)-th row of it; each warp
+// keeps the dweight/dbias partial sums of its rows in its own slice of shared memory (a lane updates only the
+// channels of its own packs: no sharing, no atomics, no barrier until the end). At the end the block adds its warps'
+// slices in warp order into `partials` (2 x G x C floats) and a second kernel adds those over g in order
+// (column_sums_into): deterministic, the same for every thread order, and the row-to-block map depends on N only.
 #pragma once
 
 #include "common.cuh"
@@ -21,125 +27,216 @@
 namespace llmc {
 
 constexpr float kLayerNormEps = 1e-5f;
+constexpr int kLayerNormRegPacks = 4;        // P of the vector path: rows up to 32 x 4 x 8 = 1024 stay in registers
+constexpr int kLayerNormScalarRegPacks = 4;  // P of the scalar path (128 elements per row in registers)
 
-// Normalises one row with one warp. `x` is the (already stored) input row.
-__device__ __forceinline__ void layernorm_row(bf16* out, float* mean, float* rstd, const bf16* x, const bf16* w,
-                                              const bf16* b, size_t row, size_t C, int lane) {
+// Normalises one row held in `x` (one warp; mean / rstd written by lane 0).
+template <int W, int P>
+__device__ __forceinline__ void layernorm_row(bf16* __restrict__ out, float* mean, float* rstd,
+                                              RowSlice<bf16, W, P>& x, const bf16* __restrict__ w,
+                                              const bf16* __restrict__ b, size_t row, size_t C, int lane) {
     float s = 0.0f;
-    for (size_t c = lane; c < C; c += 32) s += to_float(x[c]);
+    x.for_each([&](int, unsigned, const Pack<bf16, W>& p) {
+LLMC_UNROLL
+        for (int e = 0; e < W; e++) s += to_float(p[e]);
+    });
+    x.keep_packed();
     const float m = warp_sum(s) / (float)C;
     float v = 0.0f;
-    for (size_t c = lane; c < C; c += 32) {
-        float d = to_float(x[c]) - m;
-        v += d * d;
-    }
+    x.for_each([&](int, unsigned, const Pack<bf16, W>& p) {
+LLMC_UNROLL
+        for (int e = 0; e < W; e++) {
+            const float d = to_float(p[e]) - m;
+            v += d * d;
+        }
+    });
+    x.keep_packed();
     const float r = rsqrtf(warp_sum(v) / (float)C + kLayerNormEps);
-    for (size_t c = lane; c < C; c += 32)
-        out[c] = to_bf16((to_float(x[c]) - m) * r * to_float(w[c]) + to_float(b[c]));
+    x.for_each([&](int, unsigned j, const Pack<bf16, W>& p) {
+        float wf[W], bf[W], o[W];
+        load_floats(wf, w + j * W);
+        load_floats(bf, b + j * W);
+LLMC_UNROLL
+        for (int e = 0; e < W; e++) o[e] = (to_float(p[e]) - m) * r * wf[e] + bf[e];
+        store_floats(out + j * W, o);
+    });
     if (lane == 0) {
         if (mean) mean[row] = m;
         if (rstd) rstd[row] = r;
     }
 }
 
-__global__ void layernorm_forward_kernel(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* w,
-                                         const bf16* b, size_t N, size_t C) {
+template <int W, int P>
+__global__ void layernorm_forward_kernel(bf16* __restrict__ out, float* mean, float* rstd,
+                                         const bf16* __restrict__ inp, const bf16* __restrict__ w,
+                                         const bf16* __restrict__ b, size_t N, size_t C) {
     const size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= N) return;  // whole warps leave together
-    layernorm_row(out + row * C, mean, rstd, inp + row * C, w, b, row, C, lane);
+    RowSlice<bf16, W, P> x(inp + row * C, (unsigned)(C / W), lane, 32);
+    layernorm_row(out + row * C, mean, rstd, x, w, b, row, C, lane);
 }
 
-__global__ void fused_residual_layernorm_forward_kernel(bf16* residual, bf16* out, float* mean, float* rstd,
-                                                        const bf16* inp1, const bf16* inp2, const bf16* w,
-                                                        const bf16* b, size_t N, size_t C) {
+template <int W, int P>
+__global__ void fused_residual_layernorm_forward_kernel(bf16* __restrict__ residual, bf16* __restrict__ out,
+                                                        float* mean, float* rstd, const bf16* __restrict__ inp1,
+                                                        const bf16* __restrict__ inp2, const bf16* __restrict__ w,
+                                                        const bf16* __restrict__ b, size_t N, size_t C) {
     const size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= N) return;
+    const unsigned packs = (unsigned)(C / W);
     bf16* res = residual + row * C;
-    // Each lane re-reads only the residual entries it wrote itself, so no barrier is needed.
-    for (size_t c = lane; c < C; c += 32) res[c] = to_bf16(to_float(inp1[row * C + c]) + to_float(inp2[row * C + c]));
-    layernorm_row(out + row * C, mean, rstd, res, w, b, row, C, lane);
+    const RowSlice<bf16, W, P> a(inp1 + row * C, packs, lane, 32), c(inp2 + row * C, packs, lane, 32);
+    RowSlice<bf16, W, P> x(res, packs, lane, 32, false);
+    // Each lane re-reads (beyond the registers) only the residual packs it wrote itself: no barrier needed.
+    a.for_each([&](int k, unsigned j, const Pack<bf16, W>& pa) {
+        const Pack<bf16, W> pc = c.get(k, j);
+        Pack<bf16, W> r;
+LLMC_UNROLL
+        for (int e = 0; e < W; e++) r[e] = to_bf16(to_float(pa[e]) + to_float(pc[e]));
+        r.store(res + j * W);
+        x.set(k, r);
+    });
+    layernorm_row(out + row * C, mean, rstd, x, w, b, row, C, lane);
 }
 
-__global__ void layernorm_backward_kernel(bf16* dinp, float* partials, const bf16* dout, const bf16* inp,
-                                          const bf16* w, const float* mean, const float* rstd, size_t N, size_t C,
+template <int W, int P>
+__global__ void layernorm_backward_kernel(bf16* __restrict__ dinp, float* __restrict__ partials,
+                                          const bf16* __restrict__ dout, const bf16* __restrict__ inp,
+                                          const bf16* __restrict__ w, const float* __restrict__ mean,
+                                          const float* __restrict__ rstd, size_t N, size_t C,
                                           size_t rows_per_block) {
-    extern __shared__ float smem[];  // dweight partials (C) then dbias partials (C), channel c owned by thread c % blockDim
-    __shared__ float scratch[32];
-    float* dw = smem;
-    float* db = smem + C;
-    for (size_t c = threadIdx.x; c < C; c += blockDim.x) dw[c] = db[c] = 0.0f;
+    // Warp q's slice: dweight partials smem[2 q C, 2 q C + C), dbias partials the next C floats.
+    float* smem = dynamic_shared_floats();
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, num_warps = blockDim.x / 32;
+    const unsigned packs = (unsigned)(C / W);
+    float* dw = smem + 2 * (size_t)warp * C;
+    float* db = dw + C;
+    const float zero[W] = {};
+    for (unsigned j = lane; j < packs; j += 32) {  // the same lanes own these packs below
+        store_floats(dw + j * W, zero);
+        store_floats(db + j * W, zero);
+    }
 
     const size_t row_begin = (size_t)blockIdx.x * rows_per_block;
     const size_t row_end = row_begin + rows_per_block < N ? row_begin + rows_per_block : N;
-    for (size_t row = row_begin; row < row_end; row++) {
-        const bf16* x = inp + row * C;
-        const bf16* dy = dout + row * C;
+    for (size_t row = row_begin + warp; row < row_end; row += num_warps) {
+        RowSlice<bf16, W, P> dy(dout + row * C, packs, lane, 32), x(inp + row * C, packs, lane, 32);
         const float m = mean[row], r = rstd[row];
         float s1 = 0.0f, s2 = 0.0f;
-        for (size_t c = threadIdx.x; c < C; c += blockDim.x) {
-            float xhat = (to_float(x[c]) - m) * r;
-            float dnorm = to_float(w[c]) * to_float(dy[c]);
-            s1 += dnorm;
-            s2 += dnorm * xhat;
-        }
-        const float mean_dnorm = block_sum(s1, scratch) / (float)C;
-        const float mean_dnorm_xhat = block_sum(s2, scratch) / (float)C;
-        for (size_t c = threadIdx.x; c < C; c += blockDim.x) {
-            float xhat = (to_float(x[c]) - m) * r;
-            float g = to_float(dy[c]);
-            float dnorm = to_float(w[c]) * g;
-            float d = (dnorm - mean_dnorm - xhat * mean_dnorm_xhat) * r;
-            dinp[row * C + c] = to_bf16(to_float(dinp[row * C + c]) + d);
-            dw[c] += g * xhat;
-            db[c] += g;
-        }
+        dy.for_each([&](int k, unsigned j, const Pack<bf16, W>& g) {
+            const Pack<bf16, W> xp = x.get(k, j);
+            float wf[W];
+            load_floats(wf, w + j * W);
+LLMC_UNROLL
+            for (int e = 0; e < W; e++) {
+                const float xhat = (to_float(xp[e]) - m) * r, dnorm = wf[e] * to_float(g[e]);
+                s1 += dnorm;
+                s2 += dnorm * xhat;
+            }
+        });
+        dy.keep_packed();
+        x.keep_packed();
+        const float mean_dnorm = warp_sum(s1) / (float)C, mean_dnorm_xhat = warp_sum(s2) / (float)C;
+        bf16* dx = dinp + row * C;
+        dy.for_each([&](int k, unsigned j, const Pack<bf16, W>& g) {
+            const Pack<bf16, W> xp = x.get(k, j);
+            float wf[W], di[W], dwj[W], dbj[W];
+            load_floats(wf, w + j * W);
+            load_floats(di, dx + j * W);
+            load_floats(dwj, dw + j * W);
+            load_floats(dbj, db + j * W);
+LLMC_UNROLL
+            for (int e = 0; e < W; e++) {
+                const float xhat = (to_float(xp[e]) - m) * r, gf = to_float(g[e]), dnorm = wf[e] * gf;
+                di[e] += (dnorm - mean_dnorm - xhat * mean_dnorm_xhat) * r;
+                dwj[e] += gf * xhat;
+                dbj[e] += gf;
+            }
+            store_floats(dx + j * W, di);
+            store_floats(dw + j * W, dwj);
+            store_floats(db + j * W, dbj);
+        });
     }
+    __syncthreads();
     const size_t G = gridDim.x;
     for (size_t c = threadIdx.x; c < C; c += blockDim.x) {
-        partials[(size_t)blockIdx.x * C + c] = dw[c];
-        partials[(G + blockIdx.x) * C + c] = db[c];
+        float sw = 0.0f, sb = 0.0f;
+        for (int q = 0; q < num_warps; q++) {
+            sw += smem[2 * (size_t)q * C + c];
+            sb += smem[2 * (size_t)q * C + C + c];
+        }
+        partials[(size_t)blockIdx.x * C + c] = sw;
+        partials[(G + blockIdx.x) * C + c] = sb;
     }
 }
 
-inline void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* w, const bf16* b,
+constexpr size_t kLayerNormRowsPerBlock = 8;  // forward: 8 warps of 256 threads, one row each
+
+// Returns true when the vector path ran (false: the scalar path).
+inline bool layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* w, const bf16* b,
                               size_t N, size_t C, cudaStream_t stream) {
-    const size_t block = 256, rows_per_block = block / 32;
-    LLMC_LAUNCH(layernorm_forward_kernel, grid_size(N, rows_per_block), block, 0, stream, out, mean, rstd, inp, w, b,
-                N, C);
+    check_row_length("layernorm", C);
+    const unsigned grid = grid_size(N, kLayerNormRowsPerBlock);
+    const bool vec = vector_ok(C, kPackBf16, out, inp, w, b);
+    auto kernel = vec ? layernorm_forward_kernel<kPackBf16, kLayerNormRegPacks>
+                      : layernorm_forward_kernel<1, kLayerNormScalarRegPacks>;
+    LLMC_LAUNCH(kernel, grid, 32 * kLayerNormRowsPerBlock, 0, stream, out, mean, rstd, inp, w, b, N, C);
+    return vec;
 }
 
-inline void fused_residual_layernorm_forward(bf16* residual, bf16* out, float* mean, float* rstd, const bf16* inp1,
+inline bool fused_residual_layernorm_forward(bf16* residual, bf16* out, float* mean, float* rstd, const bf16* inp1,
                                              const bf16* inp2, const bf16* w, const bf16* b, size_t N, size_t C,
                                              cudaStream_t stream) {
-    const size_t block = 256, rows_per_block = block / 32;
-    LLMC_LAUNCH(fused_residual_layernorm_forward_kernel, grid_size(N, rows_per_block), block, 0, stream, residual,
-                out, mean, rstd, inp1, inp2, w, b, N, C);
+    check_row_length("layernorm", C);
+    const unsigned grid = grid_size(N, kLayerNormRowsPerBlock);
+    const bool vec = vector_ok(C, kPackBf16, residual, out, inp1, inp2, w, b);
+    auto kernel = vec ? fused_residual_layernorm_forward_kernel<kPackBf16, kLayerNormRegPacks>
+                      : fused_residual_layernorm_forward_kernel<1, kLayerNormScalarRegPacks>;
+    LLMC_LAUNCH(kernel, grid, 32 * kLayerNormRowsPerBlock, 0, stream, residual, out, mean, rstd, inp1, inp2, w, b,
+                N, C);
+    return vec;
 }
 
-// Blocks of the backward: a fixed function of N (not of the device), so the summation order is reproducible.
-constexpr size_t kLayerNormBackwardMaxBlocks = 512;
-inline size_t layernorm_backward_blocks(size_t N) {
-    size_t rows_per_block = ceil_div(N, kLayerNormBackwardMaxBlocks);
-    return ceil_div(N, rows_per_block);
+// Shape of the backward, a fixed function of (N, C) (never of the device), so the summation order is reproducible:
+// at most 1024 blocks of at least 8 rows; 8 warps per block, fewer when their shared slices (8 C bytes per warp)
+// would exceed the 227 KiB a block can have.
+constexpr size_t kLayerNormBackwardMaxBlocks = 1024;
+constexpr size_t kLayerNormBackwardMinRows = 8;
+constexpr size_t kMaxDynamicSharedBytes = 227 * 1024;
+inline size_t layernorm_backward_rows_per_block(size_t N) {
+    size_t rows = ceil_div(N, kLayerNormBackwardMaxBlocks);
+    return rows < kLayerNormBackwardMinRows ? kLayerNormBackwardMinRows : rows;
+}
+inline size_t layernorm_backward_blocks(size_t N) { return ceil_div(N, layernorm_backward_rows_per_block(N)); }
+inline size_t layernorm_backward_warps(size_t C) {
+    size_t warps = kMaxDynamicSharedBytes / (8 * C);
+    return warps > 8 ? 8 : warps;
 }
 // Floats of scratch the backward needs for its partial sums.
 inline size_t layernorm_backward_scratch_floats(size_t N, size_t C) { return 2 * layernorm_backward_blocks(N) * C; }
 
-inline void layernorm_backward(bf16* dinp, float* dweight, float* dbias, float* partials, const bf16* dout,
+inline bool layernorm_backward(bf16* dinp, float* dweight, float* dbias, float* partials, const bf16* dout,
                                const bf16* inp, const bf16* w, const float* mean, const float* rstd, size_t N,
                                size_t C, cudaStream_t stream) {
-    if (N == 0) return;
-    const size_t rows_per_block = ceil_div(N, kLayerNormBackwardMaxBlocks);
-    const size_t G = ceil_div(N, rows_per_block);
-    const size_t block = C >= 256 ? 256 : 32 * ceil_div(C, 32);
-    const size_t smem = 2 * C * sizeof(float);
-    if (smem > 48 * 1024) fail("layernorm_backward: C=%zu needs %zu bytes of shared memory (at most 49152)", C, smem);
-    LLMC_LAUNCH(layernorm_backward_kernel, (unsigned)G, block, smem, stream, dinp, partials, dout, inp, w, mean, rstd,
-                N, C, rows_per_block);
-    column_sums_into(dweight, partials, G, C, stream);
-    column_sums_into(dbias, partials + G * C, G, C, stream);
+    if (N == 0 || C == 0) return true;
+    check_row_length("layernorm_backward", C);
+    const size_t warps = layernorm_backward_warps(C);
+    if (warps == 0) fail("layernorm_backward: C=%zu needs %zu bytes of shared memory per warp (at most %zu)", C, 8 * C,
+                         kMaxDynamicSharedBytes);
+    const size_t rows_per_block = layernorm_backward_rows_per_block(N), G = layernorm_backward_blocks(N);
+    const size_t smem = warps * 8 * C;
+    const bool vec = vector_ok(C, kPackBf16, dinp, dout, inp, w);
+    auto kernel = vec ? layernorm_backward_kernel<kPackBf16, kLayerNormRegPacks>
+                      : layernorm_backward_kernel<1, kLayerNormScalarRegPacks>;
+    if (smem > 48 * 1024)
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    LLMC_LAUNCH(kernel, (unsigned)G, 32 * warps, smem, stream, dinp, partials, dout, inp, w, mean, rstd, N, C,
+                rows_per_block);
+    const bool vec_w = column_sums_into(dweight, partials, G, C, stream);
+    const bool vec_b = column_sums_into(dbias, partials + G * C, G, C, stream);
+    return vec && vec_w && vec_b;
 }
 
 }  // namespace llmc

@@ -217,43 +217,90 @@ private:
 
 // ---- kernels around the matmuls ----------------------------------------------------------------------------------
 
-// Fallback bias (when cuBLASLt declines the BIAS epilogue): out += bias per column (a second bf16 rounding).
-__global__ void add_bias_kernel(bf16* out, const bf16* bias, size_t N, size_t OC) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N * OC) out[i] = to_bf16(to_float(out[i]) + to_float(bias[i % OC]));
+// Fallback bias (when cuBLASLt declines the BIAS epilogue): out += bias per column (a second bf16 rounding). A thread
+// handles W consecutive columns of a row (W = 8 on the vector path: OC a multiple of 8, aligned pointers).
+template <int W>
+__global__ void add_bias_kernel(bf16* out, const bf16* __restrict__ bias, size_t N, size_t OC) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
+    if (i >= N * OC) return;
+    float o[W], b[W];
+    load_floats(o, out + i);
+    load_floats(b, bias + i % OC);
+LLMC_UNROLL
+    for (int e = 0; e < W; e++) o[e] += b[e];
+    store_floats(out + i, o);
 }
 
-// Column sums of dout (N, OC), first stage: block (g, j) sums rows [g*R, (g+1)*R) of columns [j*256, (j+1)*256) in
-// row order and writes partials[g*OC + col]. The second stage is column_sums_into (reduce.cuh).
-constexpr size_t kBiasBackwardMaxRowBlocks = 256;
-__global__ void bias_backward_partials_kernel(float* partials, const bf16* dout, size_t N, size_t OC,
-                                              size_t rows_per_block) {
-    size_t col_chunks = (OC + blockDim.x - 1) / blockDim.x;
-    size_t g = blockIdx.x / col_chunks;
-    size_t col = (blockIdx.x % col_chunks) * blockDim.x + threadIdx.x;
-    if (col >= OC) return;
-    size_t r0 = g * rows_per_block, r1 = r0 + rows_per_block < N ? r0 + rows_per_block : N;
-    float acc = 0.0f;
-    for (size_t r = r0; r < r1; r++) acc += to_float(dout[r * OC + col]);
-    partials[g * OC + col] = acc;
+inline bool add_bias(bf16* out, const bf16* bias, size_t N, size_t OC, cudaStream_t stream) {
+    if (vector_ok(OC, kPackBf16, out, bias)) {
+        LLMC_LAUNCH(add_bias_kernel<kPackBf16>, grid_size(N * OC / kPackBf16, 256), 256, 0, stream, out, bias, N, OC);
+        return true;
+    }
+    LLMC_LAUNCH(add_bias_kernel<1>, grid_size(N * OC, 256), 256, 0, stream, out, bias, N, OC);
+    return false;
 }
 
-inline size_t bias_backward_row_blocks(size_t N) { return ceil_div(N, ceil_div(N, kBiasBackwardMaxRowBlocks)); }
+// Column sums of dout (N, OC), first stage: block (g, chunk) sums rows [g R, (g + 1) R) of its columns in row order
+// and writes partials[g*OC + col]. A thread owns W consecutive columns (W = 8: one 16-byte load per row, a warp
+// reads 512 contiguous bytes) and keeps kReduceUnroll rows' loads in flight. The second stage is column_sums_into
+// (reduce.cuh). The row blocks are a function of N only, so the order is reproducible.
+constexpr size_t kBiasBackwardMaxRowBlocks = 1024;
+constexpr size_t kBiasBackwardMinRows = 16;
+template <int W>
+__global__ void bias_backward_partials_kernel(float* __restrict__ partials, const bf16* __restrict__ dout, size_t N,
+                                              size_t OC, size_t rows_per_block) {
+    const size_t packs = OC / W, col_chunks = (packs + blockDim.x - 1) / blockDim.x;
+    const size_t g = blockIdx.x / col_chunks;
+    const size_t j = (blockIdx.x % col_chunks) * blockDim.x + threadIdx.x;
+    if (j >= packs) return;
+    const size_t r0 = g * rows_per_block, r1 = r0 + rows_per_block < N ? r0 + rows_per_block : N;
+    const bf16* col = dout + j * W;
+    float acc[W] = {};
+    size_t r = r0;
+    for (; r + kReduceUnroll <= r1; r += kReduceUnroll) {
+        float v[kReduceUnroll][W];
+LLMC_UNROLL
+        for (int u = 0; u < kReduceUnroll; u++) load_floats(v[u], col + (r + u) * OC);
+LLMC_UNROLL
+        for (int u = 0; u < kReduceUnroll; u++)
+LLMC_UNROLL
+            for (int e = 0; e < W; e++) acc[e] += v[u][e];
+    }
+    for (; r < r1; r++) {
+        float v[W];
+        load_floats(v, col + r * OC);
+LLMC_UNROLL
+        for (int e = 0; e < W; e++) acc[e] += v[e];
+    }
+    store_floats(partials + g * OC + j * W, acc);
+}
 
-inline void bias_backward(float* dbias, float* partials, const bf16* dout, size_t N, size_t OC, cudaStream_t stream) {
-    if (N == 0) return;
-    const size_t rows_per_block = ceil_div(N, kBiasBackwardMaxRowBlocks);
-    const size_t G = ceil_div(N, rows_per_block);
-    const size_t block = OC >= 256 ? 256 : 32 * ceil_div(OC, 32);
-    LLMC_LAUNCH(bias_backward_partials_kernel, grid_size(G * ceil_div(OC, block), 1), block, 0, stream, partials,
-                dout, N, OC, rows_per_block);
-    column_sums_into(dbias, partials, G, OC, stream);
+inline size_t bias_backward_rows_per_block(size_t N) {
+    const size_t rows = ceil_div(N, kBiasBackwardMaxRowBlocks);
+    return rows < kBiasBackwardMinRows ? kBiasBackwardMinRows : rows;
+}
+inline size_t bias_backward_row_blocks(size_t N) { return ceil_div(N, bias_backward_rows_per_block(N)); }
+
+inline bool bias_backward(float* dbias, float* partials, const bf16* dout, size_t N, size_t OC, cudaStream_t stream) {
+    if (N == 0) return true;
+    const size_t rows_per_block = bias_backward_rows_per_block(N), G = bias_backward_row_blocks(N);
+    const bool vec = vector_ok(OC, kPackBf16, dout, partials);
+    const size_t packs = vec ? OC / kPackBf16 : OC;
+    const size_t block = packs >= 256 ? 256 : 32 * ceil_div(packs, 32);
+    auto kernel = vec ? bias_backward_partials_kernel<kPackBf16> : bias_backward_partials_kernel<1>;
+    LLMC_LAUNCH(kernel, grid_size(G * ceil_div(packs, block), 1), block, 0, stream, partials, dout, N, OC,
+                rows_per_block);
+    const bool vec_sums = column_sums_into(dbias, partials, G, OC, stream);
+    return vec && vec_sums;
 }
 
 // ---- the two linear-layer ops ------------------------------------------------------------------------------------
 
+// The linear-layer ops return true when every memory-bound kernel they launched (fallback bias, GELU, bias
+// gradient) took its vector path.
+
 // out (N,OC) = inp @ w^T + bias via the BIAS epilogue (or a plain GEMM and add_bias_kernel if it is declined).
-inline void linear_forward(GemmRunner& gemm, bf16* out, const bf16* inp, const bf16* w, const bf16* bias, size_t N,
+inline bool linear_forward(GemmRunner& gemm, bf16* out, const bf16* inp, const bf16* w, const bf16* bias, size_t N,
                            size_t C, size_t OC, cudaStream_t stream) {
     // out^T (OC x N, ld OC) = w (stored C x OC, ld C, transposed) @ inp^T (C x N, ld C)
     GemmArgs g;
@@ -264,20 +311,17 @@ inline void linear_forward(GemmRunner& gemm, bf16* out, const bf16* inp, const b
     if (bias) {
         g.bias = bias;
         g.epilogue = CUBLASLT_EPILOGUE_BIAS;
-        if (gemm.try_run(g, stream)) return;
+        if (gemm.try_run(g, stream)) return true;
         g.bias = nullptr;
         g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     }
     gemm.run(g, stream);
-    if (bias) LLMC_LAUNCH(add_bias_kernel, grid_size(N * OC, 256), 256, 0, stream, out, bias, N, OC);
+    return bias ? add_bias(out, bias, N, OC, stream) : true;
 }
 
-inline void matmul_forward(GemmRunner& gemm, bf16* out, const bf16* inp, const bf16* w, const bf16* bias, size_t N,
+inline bool matmul_forward(GemmRunner& gemm, bf16* out, const bf16* inp, const bf16* w, const bf16* bias, size_t N,
                            size_t C, size_t OC, bf16* pre_gelu, cudaStream_t stream) {
-    if (!pre_gelu) {
-        linear_forward(gemm, out, inp, w, bias, N, C, OC, stream);
-        return;
-    }
+    if (!pre_gelu) return linear_forward(gemm, out, inp, w, bias, N, C, OC, stream);
     // Fused: GELU_AUX(_BIAS) writes pre_gelu = inp @ w^T + bias (bf16, aux output) and out = gelu of it. cuBLASLt
     // requires the aux leading dimension (OC) to be a multiple of 8.
     if (OC % 8 == 0) {
@@ -289,18 +333,19 @@ inline void matmul_forward(GemmRunner& gemm, bf16* out, const bf16* inp, const b
         g.bias = bias;
         g.aux = pre_gelu;
         g.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
-        if (gemm.try_run(g, stream)) return;
+        if (gemm.try_run(g, stream)) return true;
     }
     // Otherwise: pre_gelu from the GEMM, then out = gelu(pre_gelu) (GELU of the stored bf16 pre-activation).
-    linear_forward(gemm, pre_gelu, inp, w, bias, N, C, OC, stream);
-    gelu_forward(out, pre_gelu, N * OC, stream);
+    const bool vec_bias = linear_forward(gemm, pre_gelu, inp, w, bias, N, C, OC, stream);
+    return gelu_forward(out, pre_gelu, N * OC, stream) && vec_bias;
 }
 
-inline void matmul_backward(GemmRunner& gemm, bf16* dinp, float* dweight, float* dbias, float* bias_partials,
+inline bool matmul_backward(GemmRunner& gemm, bf16* dinp, float* dweight, float* dbias, float* bias_partials,
                             bf16* dout, const bf16* inp, const bf16* w, size_t N, size_t C, size_t OC,
                             const bf16* pre_gelu, cudaStream_t stream) {
-    if (pre_gelu) gelu_backward_inplace(dout, pre_gelu, N * OC, stream);
-    if (dbias) bias_backward(dbias, bias_partials, dout, N, OC, stream);
+    bool vec = true;
+    if (pre_gelu) vec = gelu_backward_inplace(dout, pre_gelu, N * OC, stream) && vec;
+    if (dbias) vec = bias_backward(dbias, bias_partials, dout, N, OC, stream) && vec;
     // dinp^T (C x N, ld C) = w (stored C x OC, ld C) @ dout^T (OC x N, ld OC)
     GemmArgs gi;
     gi.d = dinp; gi.a = w; gi.b = dout;
@@ -316,6 +361,7 @@ inline void matmul_backward(GemmRunner& gemm, bf16* dinp, float* dweight, float*
     gw.beta = 1.0f;
     gw.d_type = CUDA_R_32F;
     gemm.run(gw, stream);
+    return vec;
 }
 
 // Scratch floats bias_backward needs.

@@ -9,6 +9,10 @@
 // Deterministic: the scalar reductions run in two stages with a grid that depends only on n: each block writes the
 // fp32 sum of a fixed strided subset of the elements to partials[block], then one block adds the partials in a fixed
 // tree. No float atomics.
+//
+// Vector access (common.cuh): every kernel here is a template over W, the elements a thread moves per access
+// (4 fp32 or 8 bf16 = 16 bytes; 1 on the scalar path, chosen on the host by vector_ok). The reductions keep
+// kReduceUnroll loads in flight per thread (they are issued together, then added in index order).
 #pragma once
 
 #include "common.cuh"
@@ -17,14 +21,30 @@ namespace llmc {
 
 constexpr size_t kReduceBlock = 512;
 constexpr size_t kMaxReducePartials = 1024;  // the backend allocates this many floats for `partials`
+constexpr int kReduceUnroll = 4;
 
-template <bool Square>
-__global__ void __launch_bounds__(512) sum_partials_kernel(float* partials, const float* x, size_t n) {
+// partials[block] = the sum of (x or x^2) over the packs i = block * 512 + thread + k * (grid * 512), k = 0, 1, ...;
+// a thread adds its packs in order of i and the elements of a pack in order.
+template <bool Square, int W>
+__global__ void __launch_bounds__(512) sum_partials_kernel(float* partials, const float* __restrict__ x, size_t n) {
     __shared__ float scratch[32];
+    const size_t packs = n / W, stride = (size_t)gridDim.x * blockDim.x;
     float acc = 0.0f;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float v = x[i];
-        acc += Square ? v * v : v;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + (kReduceUnroll - 1) * stride < packs; i += kReduceUnroll * stride) {
+        float v[kReduceUnroll][W];
+LLMC_UNROLL
+        for (int u = 0; u < kReduceUnroll; u++) load_floats(v[u], x + (i + u * stride) * W);
+LLMC_UNROLL
+        for (int u = 0; u < kReduceUnroll; u++)
+LLMC_UNROLL
+            for (int e = 0; e < W; e++) acc += Square ? v[u][e] * v[u][e] : v[u][e];
+    }
+    for (; i < packs; i += stride) {
+        float v[W];
+        load_floats(v, x + i * W);
+LLMC_UNROLL
+        for (int e = 0; e < W; e++) acc += Square ? v[e] * v[e] : v[e];
     }
     acc = block_sum(acc, scratch);
     if (threadIdx.x == 0) partials[blockIdx.x] = acc;
@@ -39,71 +59,143 @@ __global__ void __launch_bounds__(512) sum_final_kernel(float* acc, const float*
     if (threadIdx.x == 0) *acc += scale * s;
 }
 
+// Blocks of the first stage: one per 512 packs, at most kMaxReducePartials (a function of n only).
+inline size_t reduce_blocks(size_t packs) {
+    size_t blocks = ceil_div(packs, kReduceBlock);
+    if (blocks > kMaxReducePartials) blocks = kMaxReducePartials;
+    return blocks == 0 ? 1 : blocks;
+}
+
 // *acc += scale * sum(x) (or the sum of squares). `partials` holds kMaxReducePartials floats.
 template <bool Square>
-inline void reduce_into(float* acc, const float* x, size_t n, float scale, float* partials, cudaStream_t stream) {
-    size_t blocks = ceil_div(n, kReduceBlock);
-    if (blocks > kMaxReducePartials) blocks = kMaxReducePartials;
-    if (blocks == 0) blocks = 1;
-    LLMC_LAUNCH(sum_partials_kernel<Square>, (unsigned)blocks, kReduceBlock, 0, stream, partials, x, n);
+inline bool reduce_into(float* acc, const float* x, size_t n, float scale, float* partials, cudaStream_t stream) {
+    const bool vec = vector_ok(n, kPackF32, x);
+    const size_t blocks = reduce_blocks(vec ? n / kPackF32 : n);
+    auto kernel = vec ? sum_partials_kernel<Square, kPackF32> : sum_partials_kernel<Square, 1>;
+    LLMC_LAUNCH(kernel, (unsigned)blocks, kReduceBlock, 0, stream, partials, x, n);
     LLMC_LAUNCH(sum_final_kernel, 1, kReduceBlock, 0, stream, acc, (const float*)partials, blocks, scale);
+    return vec;
 }
 
-__global__ void add_into_kernel(float* dst, const float* src, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] += src[i];
+template <int W>
+__global__ void add_into_kernel(float* dst, const float* __restrict__ src, size_t n) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
+    if (i >= n) return;
+    float d[W], s[W];
+    load_floats(d, dst + i);
+    load_floats(s, src + i);
+LLMC_UNROLL
+    for (int e = 0; e < W; e++) d[e] += s[e];
+    store_floats(dst + i, d);
 }
 
-inline void add_into(float* dst, const float* src, size_t n, cudaStream_t stream) {
-    if (n == 0) return;
+inline bool add_into(float* dst, const float* src, size_t n, cudaStream_t stream) {
+    if (n == 0) return true;
     const size_t block = 256;
-    LLMC_LAUNCH(add_into_kernel, grid_size(n, block), block, 0, stream, dst, src, n);
+    if (vector_ok(n, kPackF32, dst, src)) {
+        LLMC_LAUNCH(add_into_kernel<kPackF32>, grid_size(n / kPackF32, block), block, 0, stream, dst, src, n);
+        return true;
+    }
+    LLMC_LAUNCH(add_into_kernel<1>, grid_size(n, block), block, 0, stream, dst, src, n);
+    return false;
 }
 
-// out[c] += sum over g < G of partials[g*C + c]. Block b covers the 32 columns [32b, 32b + 32): lane = column (each
-// warp load is 128 contiguous bytes), warp w sums rows g = w, w + 32, w + 64, ... in order, then warp 0 adds the 32
-// warp sums in warp order: a fixed tree, so the result is deterministic. (One thread per column looping over all G
-// rows gave only C / 256 blocks, 3 for C = 768, each thread with up to 512 loads in a row: latency-bound, and there
-// are ~100 such calls per micro-step of GPT-2 124M. The cost on a GPU is an estimate until measured.)
+// out[c] += sum over g < G of partials[g*C + c]. Block b covers the 32 W columns [32 W b, 32 W (b + 1)): lane l the
+// W columns from 32 W b + l W (each warp load is 32 W contiguous floats), warp w sums rows g = w, w + 32, w + 64,
+// ... in order (kReduceUnroll loads in flight), then warp 0 adds the 32 warp sums in warp order: a fixed tree, so the
+// result is deterministic. (One thread per column looping over all G rows gave only C / 256 blocks, 3 for C = 768:
+// latency-bound, and there are ~100 such calls per micro-step of GPT-2 124M.)
 constexpr size_t kColumnSumWarps = 32;
-__global__ void __launch_bounds__(1024) column_sums_into_kernel(float* out, const float* partials, size_t G,
-                                                                size_t C) {
-    __shared__ float warp_sums[kColumnSumWarps][32];
+template <int W>
+__global__ void __launch_bounds__(1024) column_sums_into_kernel(float* out, const float* __restrict__ partials,
+                                                                size_t G, size_t C) {
+    __shared__ float warp_sums[kColumnSumWarps][32 * W];
     const size_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const size_t c = (size_t)blockIdx.x * 32 + lane;
-    float acc = 0.0f;
-    if (c < C)
-        for (size_t g = warp; g < G; g += kColumnSumWarps) acc += partials[g * C + c];
-    warp_sums[warp][lane] = acc;
+    const size_t c = ((size_t)blockIdx.x * 32 + lane) * W;
+    float acc[W] = {};
+    if (c < C) {
+        const size_t step = kColumnSumWarps * C;  // floats between a warp's consecutive rows
+        const float* p = partials + warp * C + c;
+        size_t g = warp;
+        for (; g + (kReduceUnroll - 1) * kColumnSumWarps < G; g += kReduceUnroll * kColumnSumWarps) {
+            float v[kReduceUnroll][W];
+LLMC_UNROLL
+            for (int u = 0; u < kReduceUnroll; u++) load_floats(v[u], p + u * step);
+            p += kReduceUnroll * step;
+LLMC_UNROLL
+            for (int u = 0; u < kReduceUnroll; u++)
+LLMC_UNROLL
+                for (int e = 0; e < W; e++) acc[e] += v[u][e];
+        }
+        for (; g < G; g += kColumnSumWarps, p += step) {
+            float v[W];
+            load_floats(v, p);
+LLMC_UNROLL
+            for (int e = 0; e < W; e++) acc[e] += v[e];
+        }
+    }
+LLMC_UNROLL
+    for (int e = 0; e < W; e++) warp_sums[warp][lane * W + e] = acc[e];
     __syncthreads();
     if (warp == 0 && c < C) {
-        float s = 0.0f;
-        for (size_t w = 0; w < kColumnSumWarps; w++) s += warp_sums[w][lane];
-        out[c] += s;
+        float s[W] = {}, o[W];
+LLMC_UNROLL
+        for (int e = 0; e < W; e++)
+            for (size_t w = 0; w < kColumnSumWarps; w++) s[e] += warp_sums[w][lane * W + e];
+        load_floats(o, out + c);
+LLMC_UNROLL
+        for (int e = 0; e < W; e++) o[e] += s[e];
+        store_floats(out + c, o);
     }
 }
 
-inline void column_sums_into(float* out, const float* partials, size_t G, size_t C, cudaStream_t stream) {
-    if (C == 0) return;
-    LLMC_LAUNCH(column_sums_into_kernel, grid_size(C, 32), 32 * kColumnSumWarps, 0, stream, out, partials, G, C);
+inline bool column_sums_into(float* out, const float* partials, size_t G, size_t C, cudaStream_t stream) {
+    if (C == 0) return true;
+    const size_t block = 32 * kColumnSumWarps;
+    if (vector_ok(C, kPackF32, out, partials)) {
+        LLMC_LAUNCH(column_sums_into_kernel<kPackF32>, grid_size(C, 32 * kPackF32), block, 0, stream, out, partials,
+                    G, C);
+        return true;
+    }
+    LLMC_LAUNCH(column_sums_into_kernel<1>, grid_size(C, 32), block, 0, stream, out, partials, G, C);
+    return false;
 }
 
-__global__ void float_to_bf16_kernel(bf16* dst, const float* src, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] = to_bf16(src[i]);
+// Casts, 8 elements per thread on the vector path (two 16-byte fp32 accesses and one 16-byte bf16 access).
+template <int W>
+__global__ void float_to_bf16_kernel(bf16* __restrict__ dst, const float* __restrict__ src, size_t n) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
+    if (i >= n) return;
+    float v[W];
+    load_floats(v, src + i);
+    store_floats(dst + i, v);
 }
-__global__ void bf16_to_float_kernel(float* dst, const bf16* src, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] = to_float(src[i]);
+template <int W>
+__global__ void bf16_to_float_kernel(float* __restrict__ dst, const bf16* __restrict__ src, size_t n) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
+    if (i >= n) return;
+    float v[W];
+    load_floats(v, src + i);
+    store_floats(dst + i, v);
 }
 
-inline void floats_to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream) {
-    if (n == 0) return;
-    LLMC_LAUNCH(float_to_bf16_kernel, grid_size(n, 256), 256, 0, stream, dst, src, n);
+inline bool floats_to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream) {
+    if (n == 0) return true;
+    if (vector_ok(n, kPackBf16, dst, src)) {
+        LLMC_LAUNCH(float_to_bf16_kernel<kPackBf16>, grid_size(n / kPackBf16, 256), 256, 0, stream, dst, src, n);
+        return true;
+    }
+    LLMC_LAUNCH(float_to_bf16_kernel<1>, grid_size(n, 256), 256, 0, stream, dst, src, n);
+    return false;
 }
-inline void bf16_to_floats(float* dst, const bf16* src, size_t n, cudaStream_t stream) {
-    if (n == 0) return;
-    LLMC_LAUNCH(bf16_to_float_kernel, grid_size(n, 256), 256, 0, stream, dst, src, n);
+inline bool bf16_to_floats(float* dst, const bf16* src, size_t n, cudaStream_t stream) {
+    if (n == 0) return true;
+    if (vector_ok(n, kPackBf16, dst, src)) {
+        LLMC_LAUNCH(bf16_to_float_kernel<kPackBf16>, grid_size(n / kPackBf16, 256), 256, 0, stream, dst, src, n);
+        return true;
+    }
+    LLMC_LAUNCH(bf16_to_float_kernel<1>, grid_size(n, 256), 256, 0, stream, dst, src, n);
+    return false;
 }
 
 }  // namespace llmc
