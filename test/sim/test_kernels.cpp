@@ -14,6 +14,12 @@
 //          scaling); the factor 2 covers both implementations, since the CPU reference is fp32 too.
 // A bound is "U |want| + (fp32 error) + (propagated input error)"; nothing is widened beyond what the math gives.
 // Shapes are tiny and odd (T, C not multiples of 32) so that the partial warps and block-stride loops are exercised.
+//
+// Vector and scalar paths: every memory-bound kernel has a 16-byte vector path (sizes a multiple of 8 bf16 / 4 fp32,
+// aligned pointers) and a scalar path for everything else, chosen on the host (llmc/cuda/common.cuh). Each op is run
+// at shapes of both kinds, and the test checks from the backend's path counters which path each call took (so a
+// vector-shaped case cannot silently run the scalar code, nor the reverse). The simulator aborts on a misaligned
+// 16-byte access, as a GPU would fault.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -29,6 +35,7 @@
 #include "llmc/bf16.h"
 #include "llmc/cpu/cpu_backend.h"
 #include "llmc/cuda/cuda_backend.h"
+#include "llmc/cuda/encoder_groups.h"
 #include "llmc/error.h"
 #include "test/testing.h"
 
@@ -122,12 +129,25 @@ bool check_bound(const std::string& name, const Vec& got, const Vec& want, const
     return true;
 }
 
+// Which path the memory-bound kernels of an op must take (Any: not checked).
+enum class Path { Vector, Scalar, Any };
+Path path_for(bool vector) { return vector ? Path::Vector : Path::Scalar; }
+
 // Runs `op` (which resets its inputs, runs the CUDA op and returns its outputs) under every thread order of the
-// simulator; checks that the results are bitwise identical and returns the first.
+// simulator; checks that the results are bitwise identical and returns the first. With a CudaBackend and a Path,
+// also checks that the op calls took that path (CudaBackend::vector_path_calls / scalar_path_calls).
 using Outputs = std::vector<Vec>;
-Outputs run_all_orders(const std::string& name, const std::function<Outputs()>& op) {
+Outputs run_all_orders(const std::string& name, const std::function<Outputs()>& op, CudaBackend* gpu = nullptr,
+                       Path expect = Path::Any) {
     std::vector<Outputs> res;
+    const size_t vec0 = gpu ? gpu->vector_path_calls() : 0, sca0 = gpu ? gpu->scalar_path_calls() : 0;
     cudasim::for_each_order([&](cudasim::Order) { res.push_back(op()); });
+    if (gpu && expect != Path::Any) {
+        const size_t vec = gpu->vector_path_calls() - vec0, sca = gpu->scalar_path_calls() - sca0;
+        const bool ok = expect == Path::Vector ? vec > 0 && sca == 0 : sca > 0 && vec == 0;
+        testing::check(name + (expect == Path::Vector ? "/vector path" : "/scalar path"), ok,
+                       "%zu op calls took the vector path, %zu the scalar path", vec, sca);
+    }
     bool same = true;
     for (size_t o = 1; o < res.size(); o++)
         for (size_t k = 0; k < res[0].size(); k++)
@@ -139,20 +159,78 @@ Outputs run_all_orders(const std::string& name, const std::function<Outputs()>& 
     return res[0];
 }
 
+// The host grouping of the dwte gather: every position exactly once, each bucket's positions ascending, no chunk
+// longer than kEncoderChunk, a token's chunks consecutive and covering its bucket, multi-chunk tokens' slots in
+// chunk order; the counting-sort scratch is left all zero.
+void test_encoder_grouping(const std::vector<int>& tok, size_t V, const std::string& tag) {
+    const size_t N = tok.size();
+    std::vector<int> packed(llmc::encoder_max_group_ints(N), -7), count(V, 0), next(V, 0);
+    const llmc::EncoderGroupSizes s = llmc::encoder_group_positions(packed.data(), tok.data(), N, count.data(),
+                                                                    next.data(), V);
+    const llmc::EncoderGroups g = llmc::encoder_group_views(packed.data(), s);
+    bool ok = s.ints() <= packed.size() && g.chunk_start[0] == 0 && (size_t)g.chunk_start[s.num_chunks] == N &&
+              std::all_of(count.begin(), count.end(), [](int c) { return c == 0; });
+    std::vector<int> seen(N, 0), per_token(V, 0);
+    size_t slots = 0, multi = 0, longest = 0;
+    for (size_t k = 0; k < s.num_chunks && ok; k++) {
+        const int b = g.chunk_start[k], e = g.chunk_start[k + 1], t = g.chunk_token[k];
+        ok = b < e && (size_t)(e - b) <= llmc::kEncoderChunk;
+        longest = std::max(longest, (size_t)(e - b));
+        for (int p = b; p < e && ok; p++) {
+            ok = tok[g.positions[p]] == t && ++seen[g.positions[p]] == 1;
+            if (p > b) ok = ok && g.positions[p] > g.positions[p - 1];
+        }
+        per_token[t] += e - b;
+        if (g.chunk_slot[k] >= 0) ok = ok && (size_t)g.chunk_slot[k] == slots++;
+    }
+    for (size_t m = 0; m < s.num_multi && ok; m++) {
+        multi++;
+        const int t = g.multi_token[m];
+        const size_t want = (per_token[t] + llmc::kEncoderChunk - 1) / llmc::kEncoderChunk;
+        ok = want > 1 && (size_t)(g.multi_slot_start[m + 1] - g.multi_slot_start[m]) == want;
+    }
+    ok = ok && slots == s.num_slots && (size_t)g.multi_slot_start[s.num_multi] == slots &&
+         std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; });
+    testing::check(tag + " grouping: chunks of at most " + std::to_string(llmc::kEncoderChunk) +
+                   " positions cover every position once", ok, "inconsistent grouping (%zu chunks, %zu multi-chunk "
+                   "tokens, longest chunk %zu)", s.num_chunks, multi, longest);
+}
+
 // ---- encoder --------------------------------------------------------------------------------------------------
 // forward: out = round(wte + wpe): the fp32 sum of two bf16 values in [-1, 1] is exact, so only the final
 // rounding remains: |err| <= U |want|.
 // backward: fp32 sums of at most B*T terms: |err| <= G(B*T) (|initial| + sum of |terms|); the sums of magnitudes are
 // obtained by running the CPU op on |dout| from zero.
-void test_encoder(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_t C, size_t V) {
-    const std::string tag = "encoder B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C);
+// Uniform random tokens (some repeated), or with zipf: a skewed batch where token 0 is 30% of the positions and
+// the others follow a Zipf law (frequency ~ 1 / rank), as in real text: token 0 needs several chunks of the
+// balanced dwte gather (llmc/cuda/encoder.cuh).
+std::vector<int> random_tokens(size_t N, size_t V, bool zipf) {
+    std::vector<int> tok(N);
+    if (!zipf) {
+        std::uniform_int_distribution<int> dt(0, (int)V - 1);
+        for (auto& t : tok) t = dt(rng);
+        tok[0] = tok[N - 1] = tok[N / 2];  // make sure some token repeats
+        return tok;
+    }
+    std::vector<double> w(V - 1);
+    for (size_t r = 0; r + 1 < V; r++) w[r] = 1.0 / (double)(r + 1);
+    std::discrete_distribution<int> dz(w.begin(), w.end());
+    for (auto& t : tok) t = 1 + dz(rng);
+    std::vector<size_t> order(N);
+    for (size_t n = 0; n < N; n++) order[n] = n;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i = 0; i < (3 * N + 9) / 10; i++) tok[order[i]] = 0;  // 30% of the positions, scattered
+    return tok;
+}
+
+void test_encoder(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_t C, size_t V, bool zipf = false) {
+    const std::string tag = "encoder B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) +
+                            (zipf ? " zipf" : "");
     const size_t N = B * T;
+    const Path path = path_for(C % 8 == 0);
     Arena a(gpu);
     Vec wte = random_bf16(V * C, -1, 1), wpe = random_bf16(T * C, -1, 1), dout = random_bf16(N * C, -1, 1);
-    std::vector<int> tok(N);
-    std::uniform_int_distribution<int> dt(0, (int)V - 1);
-    for (auto& t : tok) t = dt(rng);
-    tok[0] = tok[N - 1] = tok[N / 2];  // make sure some token repeats
+    const std::vector<int> tok = random_tokens(N, V, zipf);
     Vec dwte0 = random_vec(V * C, -1, 1), dwpe0 = random_vec(T * C, -1, 1);
 
     Vec out_ref(N * C);
@@ -173,7 +251,7 @@ void test_encoder(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_t 
     Outputs f = run_all_orders(tag + " forward", [&] {
         gpu.encoder_forward(d_out, d_tok, d_wte, d_wpe, B, T, C);
         return Outputs{get(gpu, d_out, N * C)};
-    });
+    }, &gpu, path);
     Bound bo(N * C);
     for (size_t i = 0; i < N * C; i++) bo[i] = U * std::fabs(out_ref[i]);
     check_bound(tag + " forward out", f[0], out_ref, bo);
@@ -183,7 +261,7 @@ void test_encoder(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_t 
         put(gpu, d_dwpe, dwpe0);
         gpu.encoder_backward(d_dwte, d_dwpe, d_dout, d_tok, B, T, C);
         return Outputs{get(gpu, d_dwte, V * C), get(gpu, d_dwpe, T * C)};
-    });
+    }, &gpu, path);
     Bound bw(V * C), bp(T * C);
     for (size_t i = 0; i < V * C; i++) bw[i] = G(N) * (std::fabs(dwte0[i]) + swte[i]);
     for (size_t i = 0; i < T * C; i++) bp[i] = G(B) * (std::fabs(dwpe0[i]) + swpe[i]);
@@ -202,6 +280,7 @@ void test_encoder(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_t 
     testing::check(tag + " backward with a prepared grouping is bit-identical",
                    std::memcmp(p[0].data(), b[0].data(), V * C * sizeof(float)) == 0 &&
                        std::memcmp(p[1].data(), b[1].data(), T * C * sizeof(float)) == 0);
+    test_encoder_grouping(tok, V, tag);
 }
 
 // ---- layernorm --------------------------------------------------------------------------------------------------
@@ -233,6 +312,7 @@ void layernorm_forward_bounds(const Vec& x, const Vec& w, const Vec& b, const Ve
 
 void test_layernorm(CudaBackend& gpu, CpuBackend& cpu, size_t N, size_t C) {
     const std::string tag = "layernorm N=" + std::to_string(N) + " C=" + std::to_string(C);
+    const Path path = path_for(C % 8 == 0);
     Arena a(gpu);
     Vec x = random_bf16(N * C, -2.0f, 2.6f), w = random_bf16(C, 0.5f, 1.5f), bias = random_bf16(C, -0.5f, 0.5f);
     Vec out_ref(N * C), mean_ref(N), rstd_ref(N);
@@ -246,7 +326,7 @@ void test_layernorm(CudaBackend& gpu, CpuBackend& cpu, size_t N, size_t C) {
     Outputs f = run_all_orders(tag + " forward", [&] {
         gpu.layernorm_forward(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C);
         return Outputs{get(gpu, d_out, N * C), get(gpu, d_mean, N), get(gpu, d_rstd, N)};
-    });
+    }, &gpu, path);
     Bound bo, bm, br;
     layernorm_forward_bounds(x, w, bias, out_ref, mean_ref, rstd_ref, N, C, bo, bm, br);
     check_bound(tag + " forward out", f[0], out_ref, bo);
@@ -264,7 +344,7 @@ void test_layernorm(CudaBackend& gpu, CpuBackend& cpu, size_t N, size_t C) {
     Outputs fr = run_all_orders(tag + " fused residual forward", [&] {
         gpu.fused_residual_layernorm_forward(d_res, d_out, d_mean, d_rstd, d_x, d_x2, d_w, d_b, N, C);
         return Outputs{get(gpu, d_res, N * C), get(gpu, d_out, N * C), get(gpu, d_mean, N), get(gpu, d_rstd, N)};
-    });
+    }, &gpu, path);
     Bound bres(N * C);
     for (size_t i = 0; i < N * C; i++) bres[i] = U * std::fabs(res_ref[i]);
     check_bound(tag + " fused residual", fr[0], res_ref, bres);
@@ -295,7 +375,7 @@ void test_layernorm(CudaBackend& gpu, CpuBackend& cpu, size_t N, size_t C) {
         put(gpu, d_rstd, rstd_ref);
         gpu.layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C);
         return Outputs{get(gpu, d_dinp, N * C), get(gpu, d_dw, C), get(gpu, d_db, C)};
-    });
+    }, &gpu, path);
     Bound bdi(N * C), bdw(C), bdb(C);
     std::vector<double> sw(C, 0), sb(C, 0), sxe(C, 0);
     for (size_t n = 0; n < N; n++) {
@@ -393,7 +473,7 @@ void test_matmul(CudaBackend& gpu, CpuBackend& cpu, size_t N, size_t C, size_t O
         gpu.matmul_backward(d_dinp, d_dw, has_bias ? d_db : nullptr, d_dout, d_inp, d_w, N, C, OC,
                             gelu ? d_pre : nullptr);
         return Outputs{get(gpu, d_dinp, N * C), get(gpu, d_dw, OC * C), get(gpu, d_db, OC), get(gpu, d_dout, N * OC)};
-    });
+    }, &gpu, path_for((!gelu || (N * OC) % 8 == 0) && (!has_bias || OC % 8 == 0)));
     Bound edo(N * OC, 0.0);
     if (gelu) {
         for (size_t i = 0; i < N * OC; i++)
@@ -446,7 +526,7 @@ void test_gelu(CudaBackend& gpu, CpuBackend& cpu, size_t n) {
     Outputs f = run_all_orders(tag + " forward", [&] {
         gpu.gelu_forward(d_y, d_x, n);
         return Outputs{get(gpu, d_y, n)};
-    });
+    }, &gpu, path_for(n % 8 == 0));
     Bound b(n);
     for (size_t i = 0; i < n; i++) b[i] = U * std::fabs(ref[i]) + 0x1p-20 * (1 + std::pow(std::fabs(x[i]), 3));
     check_bound(tag + " forward", f[0], ref, b);
@@ -577,9 +657,16 @@ void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_
 }
 
 // ---- fused classifier ----------------------------------------------------------------------------------------
-// loss = log S + max - x_t in fp32: the sum S of V exponentials carries G(V) relative error (-> G(V) absolute in
-// log S), each exp 2^-22 relative (2 ulp), and the three fp32 operations 2^-23 (|log S| + |max| + |x_t|).
-// dlogits = round(dloss (p - onehot)): U |want| + |dloss| (p (G(V) + 2^-21) + 2^-24); padded columns exactly 0.
+// The kernel (llmc/cuda/classifier.cuh) sums S = sum_j exp(x_j - mx) online: each term exp(x_j - m) is taken with
+// the running max m of its thread (x_j - m is exact: a difference of two bf16 values in [-4, 4]), and the running sum
+// is multiplied by exp(m_old - m_new) whenever a pack raises the max (at most r = ceil(packs / blockDim) times per
+// thread, packs = Vp / W), then by one such factor per level of the 10-level (max, sum) combining tree. Each exp is
+// within 2^-22 relative (2 ulp), so every term of S carries at most (r + 11) 2^-22 relative error from the
+// exponentials, plus G(V) from the fp32 additions: rel(S) <= G(V) + (r + 11) 2^-22.
+// loss = log S + max - x_t in fp32: rel(S) absolute in log S, and the three fp32 operations 2^-23 (|log S| + |max| +
+// |x_t|).
+// dlogits = round(dloss (p - onehot)) with p = exp(x - mx) / S: U |want| + |dloss| (p (rel(S) + 2^-21) + 2^-24)
+// (2^-21: the exp of pass 2 and the division); padded columns exactly 0.
 void test_classifier(CudaBackend& gpu, CpuBackend& cpu, size_t N, size_t V, size_t Vp) {
     const std::string tag = "fused_classifier N=" + std::to_string(N) + " V=" + std::to_string(V) + " Vp=" +
                             std::to_string(Vp);
@@ -597,22 +684,25 @@ void test_classifier(CudaBackend& gpu, CpuBackend& cpu, size_t N, size_t V, size
     bf16* d_logits = a.bf(N * Vp);
     float* d_loss = a.f32(N);
     int* d_tgt = a.i32(tgt);
+    const bool vector = Vp % 8 == 0;
+    const size_t packs = vector ? Vp / 8 : Vp, block = std::min<size_t>(1024, (packs + 31) / 32 * 32);
+    const double rel_s = G(V) + (double)((packs + block - 1) / block + 11) * 0x1p-22;
     Outputs f = run_all_orders(tag, [&] {
         put(gpu, d_logits, logits);
         gpu.fused_classifier(d_logits, d_loss, d_tgt, dloss, N, V, Vp, false);
         Vec l1 = get(gpu, d_loss, N), unchanged = get(gpu, d_logits, N * Vp);
         gpu.fused_classifier(d_logits, d_loss, d_tgt, dloss, N, V, Vp, true);
         return Outputs{get(gpu, d_loss, N), get(gpu, d_logits, N * Vp), l1, unchanged};
-    });
+    }, &gpu, path_for(vector));
     Bound bl(N), bd(N * Vp, 0.0);
     for (size_t n = 0; n < N; n++) {
         const float* x = logits.data() + n * Vp;
         double mx = *std::max_element(x, x + V), S = 0;
         for (size_t j = 0; j < V; j++) S += std::exp((double)x[j] - mx);
-        bl[n] = G(V) + 0x1p-22 + 0x1p-23 * (std::fabs(std::log(S)) + std::fabs(mx) + std::fabs(x[tgt[n]]));
+        bl[n] = rel_s + 0x1p-23 * (std::fabs(std::log(S)) + std::fabs(mx) + std::fabs(x[tgt[n]]));
         for (size_t j = 0; j < V; j++) {
             double p = std::exp((double)x[j] - mx) / S;
-            bd[n * Vp + j] = U * std::fabs(dl_ref[n * Vp + j]) + dloss * (p * (G(V) + 0x1p-21) + 0x1p-24);
+            bd[n * Vp + j] = U * std::fabs(dl_ref[n * Vp + j]) + dloss * (p * (rel_s + 0x1p-21) + 0x1p-24);
         }
     }
     check_bound(tag + " losses", f[0], loss_ref, bl);
@@ -645,7 +735,7 @@ void test_adamw(CudaBackend& gpu, CpuBackend& cpu, size_t n) {
         put(gpu, d_v, v);
         gpu.adamw_update(d_p, d_ma, d_g, d_m, d_v, n, lr, b1, b2, eps, wd, gs, t, seed);
         return Outputs{get(gpu, d_p, n), get(gpu, d_ma, n), get(gpu, d_m, n), get(gpu, d_v, n)};
-    });
+    }, &gpu, path_for(n % 8 == 0));
     Bound bma(n), bm(n), bv(n);
     const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
     for (size_t i = 0; i < n; i++) {
@@ -701,8 +791,8 @@ void test_adamw(CudaBackend& gpu, CpuBackend& cpu, size_t n) {
 
 // ---- reductions, casts, memory ----------------------------------------------------------------------------------
 // sum_into / norm_squared_into: the CPU sums in double (its error is negligible); the CUDA side is a fixed fp32 tree:
-// each thread adds k = ceil(n / (G * 512)) elements (G = min(ceil(n / 512), 1024) blocks of 512), 5 + 5 levels of
-// warp and block tree, then one block adds ceil(G / 512) partials per thread and 10 more levels, then the scale and
+// each thread adds k = W ceil(p / (G * 512)) elements in sequence (packs of W = 4 on the vector path, 1 on the scalar
+// path; p = n / W packs, G = min(ceil(p / 512), 1024) blocks of 512), 5 + 5 levels of warp and block tree, then one block adds ceil(G / 512) partials per thread and 10 more levels, then the scale and
 // the += (2 more): depth d = k + ceil(G / 512) + 22 roundings of at most u32 = 2^-24 relative to the magnitudes:
 // |err| <= d 2^-24 (|acc0| + |scale| sum |x|) (sum of x^2 for the norm). add_into: one fp32 addition per element
 // on both sides: exact equality.
@@ -730,9 +820,9 @@ void test_reductions(CudaBackend& gpu, CpuBackend& cpu, size_t n) {
         gpu.norm_squared_into(d_acc + 1, d_x, n);
         gpu.add_into(d_y, d_x, n);
         return Outputs{get(gpu, d_acc, 2), get(gpu, d_y, n)};
-    });
-    const size_t blocks = std::min<size_t>((n + 511) / 512, 1024);
-    const double depth = (double)((n + blocks * 512 - 1) / (blocks * 512) + (blocks + 511) / 512 + 22);
+    }, &gpu, path_for(n % 4 == 0));
+    const size_t W = n % 4 == 0 ? 4 : 1, packs = n / W, blocks = std::min<size_t>((packs + 511) / 512, 1024);
+    const double depth = (double)(W * ((packs + blocks * 512 - 1) / (blocks * 512)) + (blocks + 511) / 512 + 22);
     check_bound(tag + " sum_into", Vec{f[0][0]}, Vec{s_ref}, Bound{depth * 0x1p-24 * (acc0 + scale * sa)});
     check_bound(tag + " norm_squared_into", Vec{f[0][1]}, Vec{q_ref}, Bound{depth * 0x1p-24 * (acc0 + sq)});
     check_bound(tag + " add_into", f[1], add_ref, Bound(n, 0.0));
@@ -740,8 +830,8 @@ void test_reductions(CudaBackend& gpu, CpuBackend& cpu, size_t n) {
 
 // floats_to_act rounds to nearest even (must equal llmc::float_to_bf16 bit for bit); act_to_floats is exact;
 // alloc returns zeroed memory (the simulator fills fresh memory with 0xFF, so this is a real check); copies round-trip.
-void test_casts_memory(CudaBackend& gpu) {
-    const size_t n = 1001;
+void test_casts_memory(CudaBackend& gpu, size_t n) {
+    const std::string tag = "n=" + std::to_string(n) + " ";
     Arena a(gpu);
     Vec x = random_vec(n, -3, 3);
     x[0] = 1.0f + 0x1p-8f;  // a tie: rounds to even (1.0)
@@ -749,21 +839,21 @@ void test_casts_memory(CudaBackend& gpu) {
     float *d_x = a.f32(n), *d_back = a.f32(n), *d_copy = a.f32(n);
     bf16* d_b = a.bf(n);
     Vec zeros = get(gpu, d_back, n);
-    testing::check("alloc returns zeroed memory", std::all_of(zeros.begin(), zeros.end(), [](float v) { return v == 0; }),
+    testing::check(tag + "alloc returns zeroed memory", std::all_of(zeros.begin(), zeros.end(), [](float v) { return v == 0; }),
                    "fresh allocation not zero");
     put(gpu, d_x, x);
-    Outputs f = run_all_orders("casts", [&] {
+    Outputs f = run_all_orders(tag + "casts", [&] {
         gpu.floats_to_act(d_b, d_x, n);
         gpu.act_to_floats(d_back, d_b, n);
         return Outputs{get(gpu, d_back, n)};
-    });
-    check_bound("floats_to_act / act_to_floats round to nearest even", f[0], round_bf16(x), Bound(n, 0.0));
+    }, &gpu, path_for(n % 8 == 0));
+    check_bound(tag + "floats_to_act / act_to_floats round to nearest even", f[0], round_bf16(x), Bound(n, 0.0));
     gpu.copy_on_device(d_copy, d_x, n * sizeof(float));
-    check_bound("copy_on_device", get(gpu, d_copy, n), x, Bound(n, 0.0));
+    check_bound(tag + "copy_on_device", get(gpu, d_copy, n), x, Bound(n, 0.0));
     gpu.memset_zero(d_copy, n * sizeof(float));
-    check_bound("memset_zero", get(gpu, d_copy, n), Vec(n, 0.0f), Bound(n, 0.0));
+    check_bound(tag + "memset_zero", get(gpu, d_copy, n), Vec(n, 0.0f), Bound(n, 0.0));
     put(gpu, d_b, x);  // upload_floats rounds to nearest even on the host
-    check_bound("upload_floats / download_floats", get(gpu, d_b, n), round_bf16(x), Bound(n, 0.0));
+    check_bound(tag + "upload_floats / download_floats", get(gpu, d_b, n), round_bf16(x), Bound(n, 0.0));
 }
 
 }  // namespace
@@ -774,23 +864,39 @@ int main() {
         CpuBackend cpu;
         std::printf("# CudaBackend under cudasim: %d SMs, sm_%d, peak %.1f TFLOP/s (formula)\n", gpu.sm_count(),
                     gpu.compute_capability(), gpu.peak_flops() * 1e-12);
-        test_casts_memory(gpu);
-        test_encoder(gpu, cpu, 2, 7, 300, 5);   // C > 256: two channel chunks; repeated tokens
-        test_encoder(gpu, cpu, 3, 37, 20, 50);
+        // Scalar path: sizes not a multiple of the pack width (8 bf16 / 4 fp32); vector path: multiples.
+        test_casts_memory(gpu, 1001);
+        test_casts_memory(gpu, 1000);
+        test_encoder(gpu, cpu, 2, 7, 300, 5);   // scalar; C > 256: two channel chunks; repeated tokens
+        test_encoder(gpu, cpu, 3, 37, 20, 50);  // scalar
+        test_encoder(gpu, cpu, 2, 5, 2056, 7);  // vector; 257 packs: two channel chunks
+        test_encoder(gpu, cpu, 4, 80, 24, 64, true);  // vector; Zipf batch, token 0 = 30%: 3 chunks of <= 32
+        test_encoder(gpu, cpu, 4, 80, 20, 64, true);  // scalar; the same skew
         test_gelu(gpu, cpu, 1003);
-        test_layernorm(gpu, cpu, 13, 300);      // C > blockDim: block-stride loops
-        test_layernorm(gpu, cpu, 1100, 40);     // N > 512: several rows per backward block
+        test_gelu(gpu, cpu, 1008);
+        test_layernorm(gpu, cpu, 13, 300);      // scalar; row beyond the 4 x 32 elements kept in registers
+        test_layernorm(gpu, cpu, 1100, 40);     // vector; several rows per backward block and warp
+        test_layernorm(gpu, cpu, 1000, 33);     // scalar
+        test_layernorm(gpu, cpu, 257, 64);      // vector; one row more than 32 backward blocks of 8
+        test_layernorm(gpu, cpu, 5, 1032);      // vector; 129 packs: beyond the 128 kept in registers
+        test_layernorm(gpu, cpu, 8200, 16);     // vector; 9 rows per backward block: a warp does two rows
         test_matmul(gpu, cpu, 13, 33, 40, true, false);
         test_matmul(gpu, cpu, 13, 33, 40, true, true);    // OC % 8 == 0: the fused GELU_AUX_BIAS epilogue
         test_matmul(gpu, cpu, 13, 33, 36, true, true);    // OC % 8 != 0: the fallback bias + GELU kernel
         test_matmul(gpu, cpu, 7, 20, 24, false, false);   // no bias
         test_matmul(gpu, cpu, 7, 20, 24, false, true);    // GELU_AUX without bias
+        test_matmul(gpu, cpu, 1000, 8, 16, true, true);   // N = 1000: 63 row blocks of 16 for the bias gradient
         test_attention(gpu, cpu, 2, 7, 3, 4);
         test_attention(gpu, cpu, 1, 37, 2, 6);  // T > 32: the softmax rows span several warp strides
-        test_classifier(gpu, cpu, 5, 77, 80);
-        test_classifier(gpu, cpu, 3, 1500, 1536);  // V > 1024: block-stride loops over the row
+        test_classifier(gpu, cpu, 5, 77, 80);      // vector; V not a multiple of 8: the last pack is masked
+        test_classifier(gpu, cpu, 5, 77, 77);      // scalar
+        test_classifier(gpu, cpu, 3, 1500, 1536);  // vector
+        test_classifier(gpu, cpu, 2, 7450, 7450);  // scalar; beyond the 7 x 1024 elements kept in registers
+        test_classifier(gpu, cpu, 2, 60000, 60008);  // vector; beyond the 7 x 8 x 1024 kept in registers
         test_adamw(gpu, cpu, 1000);
+        test_adamw(gpu, cpu, 1001);
         test_reductions(gpu, cpu, 37);
+        test_reductions(gpu, cpu, 1000);
         test_reductions(gpu, cpu, 530000);  // more than 1024 blocks x 512 threads: the grid-stride loop
     } catch (const llmc::Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
