@@ -326,6 +326,14 @@ static int run(const std::string& dir) {
     expect_close("step losses", losses.data(), ref.step_losses.data(), ref.steps, tol.step_loss_rtol, 0.0);
     expect_close("grad norms", norms.data(), ref.grad_norms.data(), ref.steps, tol.norm_rtol, 0.0);
     check_final_params(ref, model.get_params(), tol);
+#if defined(__CUDACC__) || defined(LLMC_CUDASIM)
+    // Alignment by construction (docs/cuda.md, "Vector access"): with C and Vp multiples of 8 and B T of 4 (the loss
+    // sum), every memory-bound kernel of the model, the optimizer and the casts took its 16-byte vector path.
+    if (ref.cfg.channels % 8 == 0 && Vp % 8 == 0 && N % 4 == 0)
+        testing::check("every memory-bound op took the 16-byte vector path", be.scalar_path_calls() == 0,
+                       "%zu of %zu op calls took the scalar path", be.scalar_path_calls(),
+                       be.scalar_path_calls() + be.vector_path_calls());
+#endif
     return testing::finish();
 }
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the Debian packages the build, the tests and the quickstart need, if any is missing.
+# Install the Debian packages the build, the tests and the quickstart need, if any is missing, and the SASS
+# disassembler of test/sass_check.py.
 # Uses sudo when not root. Safe to run repeatedly: it does nothing when everything is present.
 set -euo pipefail
 PKGS=(g++ make libopenblas-dev libcxxopts-dev nlohmann-json3-dev libpcre2-dev libopenmpi-dev openmpi-bin
@@ -12,10 +13,41 @@ missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "installing: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}"
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# A SASS disassembler for test/sass_check.py. A CUDA toolkit with cuobjdump needs nothing more; the build machines'
+# CUDA 13 has neither cuobjdump nor nvdisasm, and Debian packages only CUDA 11.8's tools (nvidia-cuda-toolkit, in the
+# non-free component, which this machine's apt sources do not enable): download that package with a private source
+# list (the machine's own Debian mirror, non-free) and unpack only its nvdisasm (test/sass_check.py says why 11.8's
+# disassembler reads CUDA 13's sm_80/sm_90 code).
+NVDISASM_DIR=/usr/local/lib/llmc-nvdisasm
+cuda_bin=$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")
+if [ ! -x "$cuda_bin/cuobjdump" ] && [ ! -x "$NVDISASM_DIR/nvdisasm" ]; then
+    . /etc/os-release
+    debian_repo() { apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(LABEL)' 2>/dev/null |
+                    awk -v r="$VERSION_CODENAME" '$2 == r && $3 == "Debian" {print $1; exit}'; }
+    repo=$(debian_repo)
+    if [ -z "$repo" ]; then $SUDO apt-get update -qq; repo=$(debian_repo); fi
+    if [ -z "$repo" ]; then
+        echo "install_deps: no Debian $VERSION_CODENAME source in the apt configuration; the SASS check will fail" >&2
+        exit 1
+    fi
+    tmp=$(mktemp -d)
+    mkdir -p "$tmp/lists/partial"
+    echo "deb $repo $VERSION_CODENAME non-free" >"$tmp/sources.list"
+    apt_private=(-o Dir::Etc::sourcelist="$tmp/sources.list" -o Dir::Etc::sourceparts=- -o Dir::State::Lists="$tmp/lists"
+                 -o APT::Get::List-Cleanup=0 -o APT::Sandbox::User=root)
+    echo "installing: nvdisasm (CUDA 11.8, from Debian's nvidia-cuda-toolkit) into $NVDISASM_DIR"
+    $SUDO apt-get "${apt_private[@]}" update -qq
+    (cd "$tmp" && $SUDO apt-get "${apt_private[@]}" download -qq nvidia-cuda-toolkit)
+    dpkg-deb -x "$tmp"/nvidia-cuda-toolkit_*.deb "$tmp/x"
+    $SUDO install -D -m 755 "$tmp/x/usr/bin/nvdisasm" "$NVDISASM_DIR/nvdisasm"
+    $SUDO rm -rf "$tmp"
+fi
