@@ -2,6 +2,12 @@
 // only; they need a GPU). Each benchmark includes the kernel family's .cuh directly, fills its inputs with
 // deterministic pseudo-random values, times the host launcher with cudaEvents and prints time per call and the
 // achieved rate against the device's peak (bandwidth for memory-bound kernels, bf16 tensor FLOP/s for matmuls).
+//
+// Memory-bound lines: "bytes" is the traffic the kernel cannot avoid (every input read once, every output written
+// once; docs/cuda.md lists it per kernel), so GB/s = bytes / time and "% of peak" compares with the device's peak
+// bandwidth, read from the device: 2 (double data rate) x memory clock x bus width (cudaDevAttrMemoryClockRate and
+// cudaDevAttrGlobalMemoryBusWidth: CUDA 13 removed cudaDeviceProp::memoryClockRate but keeps these attributes). The
+// line also prints the time the bytes would take at that peak. Shapes: GPT-2 124M at B = 64, T = 1024 by default.
 #pragma once
 
 #include <cstdio>
@@ -32,13 +38,16 @@ inline Device device() {
     CUDA_CHECK(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, 0));
     CUDA_CHECK(cudaDeviceGetAttribute(&d.cc_major, cudaDevAttrComputeCapabilityMajor, 0));
     CUDA_CHECK(cudaDeviceGetAttribute(&d.cc_minor, cudaDevAttrComputeCapabilityMinor, 0));
-    CUDA_CHECK(cudaDeviceGetAttribute(&clock, cudaDevAttrClockRate, 0));
-    CUDA_CHECK(cudaDeviceGetAttribute(&mem_clock, cudaDevAttrMemoryClockRate, 0));
-    CUDA_CHECK(cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, 0));
+    // Optional attributes: a driver that does not report one leaves the corresponding peak at 0 ("peak unknown").
+    if (cudaDeviceGetAttribute(&clock, cudaDevAttrClockRate, 0) != cudaSuccess) clock = 0;
+    if (cudaDeviceGetAttribute(&mem_clock, cudaDevAttrMemoryClockRate, 0) != cudaSuccess) mem_clock = 0;
+    if (cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, 0) != cudaSuccess) bus = 0;
+    cudaGetLastError();
     d.peak_flops = llmc::cuda_peak_bf16_flops(d.sms, d.cc_major, d.cc_minor, clock);
     d.peak_bandwidth = llmc::cuda_peak_bandwidth(mem_clock, bus);
-    std::printf("# %s: %d SMs, sm_%d%d, clock %.2f GHz, peak bf16 %.1f TFLOP/s, peak bandwidth %.0f GB/s\n", d.name,
-                d.sms, d.cc_major, d.cc_minor, clock * 1e-6, d.peak_flops * 1e-12, d.peak_bandwidth * 1e-9);
+    std::printf("# %s: %d SMs, sm_%d%d, clock %.2f GHz, peak bf16 %.1f TFLOP/s; memory clock %.0f MHz x %d bits: "
+                "peak bandwidth %.0f GB/s\n", d.name, d.sms, d.cc_major, d.cc_minor, clock * 1e-6, d.peak_flops * 1e-12,
+                mem_clock * 1e-3, bus, d.peak_bandwidth * 1e-9);
     return d;
 }
 
@@ -95,10 +104,15 @@ float time_ms(F fn, cudaStream_t stream, int iters = 20) {
 
 // One result line: bytes moved (0: not reported) and FLOPs (0: not reported) per call.
 inline void report(const Device& d, const std::string& what, float ms, double bytes, double flops) {
-    std::printf("%-44s %9.3f ms", what.c_str(), ms);
+    std::printf("%-48s %9.3f ms", what.c_str(), ms);
     if (bytes > 0) {
-        double bw = bytes / (ms * 1e-3);
-        std::printf("  %8.1f GB/s (%5.1f%% of peak)", bw * 1e-9, 100.0 * bw / d.peak_bandwidth);
+        const double bw = bytes / (ms * 1e-3);
+        std::printf("  %8.1f MB  %8.1f GB/s", bytes * 1e-6, bw * 1e-9);
+        if (d.peak_bandwidth > 0)
+            std::printf(" (%5.1f%% of peak; %.3f ms at peak)", 100.0 * bw / d.peak_bandwidth,
+                        1e3 * bytes / d.peak_bandwidth);
+        else
+            std::printf(" (peak bandwidth unknown)");
     }
     if (flops > 0) {
         double f = flops / (ms * 1e-3);
@@ -108,9 +122,9 @@ inline void report(const Device& d, const std::string& what, float ms, double by
     std::fflush(stdout);
 }
 
-// GPT-2 124M training shapes by default; `B` can be given as the first argument.
+// GPT-2 124M training shapes at B = 64, T = 1024 by default; `B` can be given as the first argument.
 struct Shape {
-    size_t B = 8, T = 1024, C = 768, NH = 12, V = 50257, Vp = 50304;
+    size_t B = 64, T = 1024, C = 768, NH = 12, V = 50257, Vp = 50304;
     size_t N() const { return B * T; }
 };
 inline Shape shape(int argc, char** argv) {

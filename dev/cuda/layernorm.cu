@@ -1,4 +1,7 @@
 // Benchmark: layernorm forward, fused residual + layernorm forward, layernorm backward (llmc/cuda/layernorm.cuh).
+// Bytes: forward reads x and writes out (2 N C each) plus mean / rstd (8 N); the fused one reads two inputs and writes
+// the residual and out; the backward reads dout, x, dinp and writes dinp (8 N C), reads mean / rstd, and writes and
+// reads its per-block partial sums (2 x 2 G C floats).
 #include "bench_common.h"
 #include "llmc/cuda/layernorm.cuh"
 
@@ -24,7 +27,8 @@ int main(int argc, char** argv) {
         ms = bench::time_ms([&](cudaStream_t q) {
             llmc::layernorm_backward(dinp, dw, db, partials, dout, x, w, mean, rstd, N, C, q);
         }, st);
-        bench::report(dev, "layernorm_backward", ms, 2.0 * 4 * N * C + 8.0 * N, 0);
+        const double partial_bytes = 2.0 * 4 * llmc::layernorm_backward_scratch_floats(N, C);
+        bench::report(dev, "layernorm_backward", ms, 2.0 * 4 * N * C + 8.0 * N + partial_bytes, 0);
     } catch (const llmc::Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;

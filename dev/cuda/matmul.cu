@@ -1,5 +1,6 @@
 // Benchmark: the four linear layers of a GPT-2 block, forward and backward (llmc/cuda/matmul.cuh, cuBLASLt).
-// FLOPs: forward 2 N C OC; backward 4 N C OC (dinp and dweight; the bias column sums are memory-bound extras).
+// FLOPs: forward 2 N C OC; backward 4 N C OC (dinp and dweight; the bias column sums are memory-bound extras,
+// also timed on their own against the bandwidth).
 #include "bench_common.h"
 #include "llmc/cuda/matmul.cuh"
 
@@ -30,6 +31,11 @@ int main(int argc, char** argv) {
                 llmc::matmul_backward(gemm, dinp, dw, db, partials, dout, inp, w, N, l.in, l.out, pre, q);
             }, st);
             bench::report(dev, std::string("matmul_backward ") + l.name, ms, 0, 2 * flops);
+            // Its memory-bound part: the bias gradient (dout read once, partials written and read, dbias +=).
+            ms = bench::time_ms([&](cudaStream_t q) { llmc::bias_backward(db, partials, dout, N, l.out, q); }, st);
+            const double G = (double)llmc::bias_backward_row_blocks(N);
+            bench::report(dev, std::string("  bias_backward ") + l.name, ms, 2.0 * N * l.out + 8.0 * G * l.out +
+                          8.0 * l.out, 0);
             for (void* p : {(void*)inp, (void*)w, (void*)bias, (void*)out, (void*)pre, (void*)dout, (void*)dinp,
                             (void*)dw, (void*)db, (void*)partials})
                 if (p) CUDA_CHECK(cudaFree(p));

@@ -15,8 +15,16 @@ int main(int argc, char** argv) {
         bench::report(dev, "norm_squared_into", ms, 4.0 * n, 0);
         ms = bench::time_ms([&](cudaStream_t q) { llmc::add_into(y, x, n, q); }, st);
         bench::report(dev, "add_into", ms, 12.0 * n, 0);
+        ms = bench::time_ms([&](cudaStream_t q) { llmc::reduce_into<false>(acc, x, n, 1.0f, partials, q); }, st);
+        bench::report(dev, "sum_into", ms, 4.0 * n, 0);
         ms = bench::time_ms([&](cudaStream_t q) { llmc::floats_to_bf16(h, x, n, q); }, st);
         bench::report(dev, "floats_to_bf16", ms, 6.0 * n, 0);
+        ms = bench::time_ms([&](cudaStream_t q) { llmc::bf16_to_floats(y, h, n, q); }, st);
+        bench::report(dev, "bf16_to_floats", ms, 6.0 * n, 0);
+        // The second stage of the layernorm / bias gradients: G = 1024 partial rows of C = 768 (layernorm at B = 64).
+        const size_t G = 1024, C = 768;
+        ms = bench::time_ms([&](cudaStream_t q) { llmc::column_sums_into(y, x, G, C, q); }, st);
+        bench::report(dev, "column_sums_into (1024 x 768)", ms, 4.0 * G * C + 8.0 * C, 0);
     } catch (const llmc::Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;
