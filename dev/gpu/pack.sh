@@ -25,6 +25,11 @@ done | sort -u | while read -r lib; do
         *) cp -L "$lib" "$OUT/lib/" ;;
     esac
 done
+# Real text for the throughput runs: the Brown corpus shards (about 2.5 MB; tokenized here, the GPU machine has no
+# tokenizer data and no network).
+[ -f data/brown/brown_train_000000.bin ] || bash dev/data/prepare_brown.sh >/dev/null
+mkdir -p "$OUT/data"
+cp data/brown/brown_train_000000.bin data/brown/brown_val_000000.bin "$OUT/data/"
 # References for ./test_gpt2: the same shapes as test/reference_test.sh.
 PY=/usr/bin/python3
 $PY dev/reference/gpt2_reference.py --out "$OUT/ref/small" --layers 2 --heads 4 --channels 64 --max-seq-len 32 \
@@ -32,4 +37,4 @@ $PY dev/reference/gpt2_reference.py --out "$OUT/ref/small" --layers 2 --heads 4 
 $PY dev/reference/gpt2_reference.py --out "$OUT/ref/odd" --layers 3 --heads 3 --channels 96 --max-seq-len 32 \
     --vocab 100 --batch 3 --seq-len 24 --seed 7 --perturb >/dev/null
 du -sh "$OUT"
-echo "packed $OUT: $(ls "$OUT/bin" | wc -l) binaries, $(ls "$OUT/lib" | wc -l) libraries, 2 references"
+echo "packed $OUT: $(ls "$OUT/bin" | wc -l) binaries, $(ls "$OUT/lib" | wc -l) libraries, 2 references, Brown shards"

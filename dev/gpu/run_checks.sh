@@ -6,9 +6,11 @@
 #   1. ./test_gpt2 against the PyTorch references (bf16 tolerances)
 #   2. compute-sanitizer memcheck, racecheck and synccheck on ./test_gpt2 (small reference)
 #   3. one NCCL rank end to end: ./train_gpt2 on synthetic shards, with checkpoints and a resume
-#   4. GPT-2 124M throughput: ./train_gpt2 -e d12 -t 1024 at B = 16, 32, 64 (tokens/s, MFU, memory)
+#   4. GPT-2 124M throughput: ./train_gpt2 -e d12 -t 1024 at B = 16, 32, 64 (tokens/s, MFU, memory) on uniform
+#      random tokens, and at B = 64 on real text (the Brown shards packed by pack.sh: skewed token frequencies, which
+#      the encoder backward must handle as fast)
 #   5. the same model in PyTorch (torch.compile, bf16 autocast, flash attention) in the same run
-#   6. the per-kernel benchmarks (dev/cuda)
+#   6. the per-kernel benchmarks (dev/cuda), and the SASS check (test/sass_check.py) with the toolkit's cuobjdump
 set -u
 cd "$(dirname "$0")/../.."
 B=.gpu_bundle
@@ -63,7 +65,14 @@ for b in 16 32 64; do
     kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
     echo "gpt2_124M_B$b peak device memory: $(sort -n "$LOGS/mem_124M_B$b.txt" | tail -1) MiB" | tee -a "$summary"
 done
+# Real text: the Brown corpus (its most frequent token is a few percent of the positions, unlike uniform tokens).
+step gpt2_124M_B64_brown "$B/bin/train_gpt2" -i "$B/data/brown_train_*.bin" -j "$B/data/brown_val_*.bin" -e d12 -b 64 \
+    -t 1024 -x 20 -v 0 -s 0 -o "$WORK/run_124M_B64_brown"
 step pytorch_124M python3 dev/bench/pytorch_gpu_step.py --batch 16 --seq-len 1024 --steps 20
+# The SASS check read by the real cuobjdump (the build machines use Debian's CUDA 11.8 nvdisasm instead).
+if command -v cuobjdump >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/cuobjdump ]; then
+    step sass_check_cuobjdump python3 test/sass_check.py "$B/bin/train_gpt2"
+fi
 for k in "$B"/bin/*; do
     case "$(basename "$k")" in train_gpt2|test_gpt2) continue ;; esac
     step "kernel_$(basename "$k")" "$k"
