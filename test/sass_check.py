@@ -50,10 +50,10 @@ KERNELS = [
     ("llmc::adamw_kernel<8>", True),
     ("llmc::sum_partials_kernel<false, 4>", False),
     ("llmc::sum_partials_kernel<true, 4>", False),
-    ("llmc::add_into_kernel<4>", True),
     ("llmc::column_sums_into_kernel<4>", True),
-    ("llmc::float_to_bf16_kernel<8>", True),
-    ("llmc::bf16_to_float_kernel<8>", True),
+    ("llmc::convert_kernel<4, true, float, float>", True),
+    ("llmc::convert_kernel<8, false, __nv_bfloat16, float>", True),
+    ("llmc::convert_kernel<8, false, float, __nv_bfloat16>", True),
 ]
 # Scalar-path instantiations: must have no 128-bit global load or store.
 SCALAR_CONTROLS = [

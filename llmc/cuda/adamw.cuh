@@ -54,12 +54,9 @@ inline bool adamw_update(bf16* params, float* master, const float* grads, float*
     if (t < 1) fail("adamw_update: step t=%d must be >= 1", t);
     // Bias corrections in double on the host: 1 - beta^t loses digits in fp32 for beta2 = 0.999 and small t.
     float bc1 = (float)(1.0 - std::pow((double)beta1, t)), bc2 = (float)(1.0 - std::pow((double)beta2, t));
-    const bool vec = vector_ok(n, kPackBf16, params, master, grads, m, v);
-    const size_t W = vec ? kPackBf16 : 1;
-    auto kernel = vec ? adamw_kernel<kPackBf16> : adamw_kernel<1>;
-    LLMC_LAUNCH(kernel, grid_size(n / W, 256), 256, 0, stream, params, master, grads, m, v, n, lr, beta1, beta2, eps,
-                weight_decay, grad_scale, bc1, bc2, seed, seed_offset);
-    return vec;
+    return launch_elementwise(vector_ok(n, kPackBf16, params, master, grads, m, v), adamw_kernel<kPackBf16>,
+                              adamw_kernel<1>, kPackBf16, n, stream, params, master, grads, m, v, n, lr, beta1, beta2,
+                              eps, weight_decay, grad_scale, bc1, bc2, seed, seed_offset);
 }
 
 }  // namespace llmc

@@ -122,6 +122,53 @@ LLMC_UNROLL
     }
 }
 
+// p[e] += a[e] for the W fp32 values at p (16-byte accesses when W fills them).
+template <int W>
+__device__ __forceinline__ void add_floats(float* p, const float (&a)[W]) {
+    float cur[W];
+    load_floats(cur, p);
+LLMC_UNROLL
+    for (int e = 0; e < W; e++) cur[e] += a[e];
+    store_floats(p, cur);
+}
+
+// acc[e] += sum over i < n of row(i)[e], e < W: the sum of n rows of W elements (row(i) is a pointer), added in
+// order of i, with kReduceUnroll rows' loads issued together before they are added (several loads in flight per
+// thread; the result is the same as one at a time).
+constexpr int kReduceUnroll = 4;
+template <int W, class RowPtr>
+__device__ __forceinline__ void sum_rows(float (&acc)[W], size_t n, RowPtr&& row) {
+    size_t i = 0;
+    for (; i + kReduceUnroll <= n; i += kReduceUnroll) {
+        float v[kReduceUnroll][W];
+LLMC_UNROLL
+        for (int u = 0; u < kReduceUnroll; u++) load_floats(v[u], row(i + u));
+LLMC_UNROLL
+        for (int u = 0; u < kReduceUnroll; u++)
+LLMC_UNROLL
+            for (int e = 0; e < W; e++) acc[e] += v[u][e];
+    }
+    for (; i < n; i++) {
+        float v[W];
+        load_floats(v, row(i));
+LLMC_UNROLL
+        for (int e = 0; e < W; e++) acc[e] += v[e];
+    }
+}
+
+// Host: launches an element-wise kernel with one thread per W elements, W = `width` when `vector` (the vector_ok
+// test of the caller) and 1 otherwise; returns `vector`. The two kernels are the W = width and W = 1 instantiations.
+template <class Kernel, class... Args>
+inline bool launch_elementwise(bool vector, Kernel vector_kernel, Kernel scalar_kernel, size_t width, size_t n,
+                               cudaStream_t stream, Args... args) {
+    const size_t block = 256;
+    if (vector)
+        LLMC_LAUNCH(vector_kernel, grid_size(n / width, block), block, 0, stream, args...);
+    else
+        LLMC_LAUNCH(scalar_kernel, grid_size(n, block), block, 0, stream, args...);
+    return vector;
+}
+
 // The packs j = first, first + stride, first + 2 stride, ... (j < packs) of one row that a thread (or lane) handles,
 // pack j covering elements [j W, j W + W). The first P of them are loaded once into registers (all P loads in flight
 // together); a row longer than stride P packs reloads the rest from memory on every pass. Row kernels make two or

@@ -47,27 +47,8 @@ __global__ void encoder_backward_wpe_kernel(float* __restrict__ dwpe, const bf16
     const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;  // over (t, c)
     if (i >= T * C) return;
     float acc[W] = {};
-    size_t b = 0;
-    for (; b + kReduceUnroll <= B; b += kReduceUnroll) {
-        float v[kReduceUnroll][W];
-LLMC_UNROLL
-        for (int u = 0; u < kReduceUnroll; u++) load_floats(v[u], dout + (b + u) * T * C + i);
-LLMC_UNROLL
-        for (int u = 0; u < kReduceUnroll; u++)
-LLMC_UNROLL
-            for (int e = 0; e < W; e++) acc[e] += v[u][e];
-    }
-    for (; b < B; b++) {
-        float v[W];
-        load_floats(v, dout + b * T * C + i);
-LLMC_UNROLL
-        for (int e = 0; e < W; e++) acc[e] += v[e];
-    }
-    float d[W];
-    load_floats(d, dwpe + i);
-LLMC_UNROLL
-    for (int e = 0; e < W; e++) d[e] += acc[e];
-    store_floats(dwpe + i, d);
+    sum_rows(acc, B, [&](size_t b) { return dout + b * T * C + i; });
+    add_floats(dwpe + i, acc);
 }
 
 // Stage 1: block (chunk, column chunk), thread = one pack of W channels of one chunk.
@@ -79,35 +60,16 @@ __global__ void encoder_backward_wte_chunks_kernel(float* dwte, float* __restric
     const size_t j = (blockIdx.x % col_chunks) * blockDim.x + threadIdx.x;
     if (k >= g.num_chunks || j >= packs) return;
     const size_t c = j * W;
-    const int p1 = g.chunk_start[k + 1];
+    const int* positions = g.positions + g.chunk_start[k];
     float acc[W] = {};
-    int p = g.chunk_start[k];
-    for (; p + kReduceUnroll <= p1; p += kReduceUnroll) {
-        float v[kReduceUnroll][W];
-LLMC_UNROLL
-        for (int u = 0; u < kReduceUnroll; u++) load_floats(v[u], dout + (size_t)g.positions[p + u] * C + c);
-LLMC_UNROLL
-        for (int u = 0; u < kReduceUnroll; u++)
-LLMC_UNROLL
-            for (int e = 0; e < W; e++) acc[e] += v[u][e];
-    }
-    for (; p < p1; p++) {
-        float v[W];
-        load_floats(v, dout + (size_t)g.positions[p] * C + c);
-LLMC_UNROLL
-        for (int e = 0; e < W; e++) acc[e] += v[e];
-    }
+    sum_rows(acc, (size_t)(g.chunk_start[k + 1] - g.chunk_start[k]),
+             [&](size_t q) { return dout + (size_t)positions[q] * C + c; });
     const int slot = g.chunk_slot[k];
     if (slot >= 0) {
         store_floats(slots + (size_t)slot * C + c, acc);
         return;
     }
-    float* d = dwte + (size_t)g.chunk_token[k] * C + c;
-    float cur[W];
-    load_floats(cur, d);
-LLMC_UNROLL
-    for (int e = 0; e < W; e++) cur[e] += acc[e];
-    store_floats(d, cur);
+    add_floats(dwte + (size_t)g.chunk_token[k] * C + c, acc);
 }
 
 // Stage 2: block (multi-chunk token, column chunk): dwte[token] += its slots, added in chunk order.
@@ -119,43 +81,22 @@ __global__ void encoder_backward_wte_slots_kernel(float* dwte, const float* __re
     const size_t j = (blockIdx.x % col_chunks) * blockDim.x + threadIdx.x;
     if (m >= g.num_multi || j >= packs) return;
     const size_t c = j * W;
+    const float* first = slots + (size_t)g.multi_slot_start[m] * C + c;
     float acc[W] = {};
-    for (int s = g.multi_slot_start[m]; s < g.multi_slot_start[m + 1]; s++) {
-        float v[W];
-        load_floats(v, slots + (size_t)s * C + c);
-LLMC_UNROLL
-        for (int e = 0; e < W; e++) acc[e] += v[e];
-    }
-    float* d = dwte + (size_t)g.multi_token[m] * C + c;
-    float cur[W];
-    load_floats(cur, d);
-LLMC_UNROLL
-    for (int e = 0; e < W; e++) cur[e] += acc[e];
-    store_floats(d, cur);
+    sum_rows(acc, (size_t)(g.multi_slot_start[m + 1] - g.multi_slot_start[m]), [&](size_t q) { return first + q * C; });
+    add_floats(dwte + (size_t)g.multi_token[m] * C + c, acc);
 }
 
 // The launchers return true when the vector path ran.
 inline bool encoder_forward(bf16* out, const int* inp, const bf16* wte, const bf16* wpe, size_t B, size_t T,
                             size_t C, cudaStream_t stream) {
-    const size_t n = B * T * C, block = 256;
-    if (vector_ok(C, kPackBf16, out, wte, wpe)) {
-        LLMC_LAUNCH(encoder_forward_kernel<kPackBf16>, grid_size(n / kPackBf16, block), block, 0, stream, out, inp,
-                    wte, wpe, B * T, T, C);
-        return true;
-    }
-    LLMC_LAUNCH(encoder_forward_kernel<1>, grid_size(n, block), block, 0, stream, out, inp, wte, wpe, B * T, T, C);
-    return false;
+    return launch_elementwise(vector_ok(C, kPackBf16, out, wte, wpe), encoder_forward_kernel<kPackBf16>,
+                              encoder_forward_kernel<1>, kPackBf16, B * T * C, stream, out, inp, wte, wpe, B * T, T, C);
 }
 
 inline bool encoder_backward_wpe(float* dwpe, const bf16* dout, size_t B, size_t T, size_t C, cudaStream_t stream) {
-    const size_t block = 256;
-    if (vector_ok(C, kPackBf16, dwpe, dout)) {
-        LLMC_LAUNCH(encoder_backward_wpe_kernel<kPackBf16>, grid_size(T * C / kPackBf16, block), block, 0, stream,
-                    dwpe, dout, B, T, C);
-        return true;
-    }
-    LLMC_LAUNCH(encoder_backward_wpe_kernel<1>, grid_size(T * C, block), block, 0, stream, dwpe, dout, B, T, C);
-    return false;
+    return launch_elementwise(vector_ok(C, kPackBf16, dwpe, dout), encoder_backward_wpe_kernel<kPackBf16>,
+                              encoder_backward_wpe_kernel<1>, kPackBf16, T * C, stream, dwpe, dout, B, T, C);
 }
 
 // dwte += the grouped sums. `packed_device` holds the grouping of `s`, `slots` at least s.num_slots * C floats.

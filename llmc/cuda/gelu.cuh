@@ -53,22 +53,13 @@ LLMC_UNROLL
 // Both return true when the vector path ran (W = 8: every pointer 16-byte aligned and n a multiple of 8).
 inline bool gelu_forward(bf16* out, const bf16* inp, size_t n, cudaStream_t stream) {
     if (n == 0) return true;
-    if (vector_ok(n, kPackBf16, out, inp)) {
-        LLMC_LAUNCH(gelu_forward_kernel<kPackBf16>, grid_size(n / kPackBf16, 256), 256, 0, stream, out, inp, n);
-        return true;
-    }
-    LLMC_LAUNCH(gelu_forward_kernel<1>, grid_size(n, 256), 256, 0, stream, out, inp, n);
-    return false;
+    return launch_elementwise(vector_ok(n, kPackBf16, out, inp), gelu_forward_kernel<kPackBf16>,
+                              gelu_forward_kernel<1>, kPackBf16, n, stream, out, inp, n);
 }
 inline bool gelu_backward_inplace(bf16* dout, const bf16* pre_gelu, size_t n, cudaStream_t stream) {
     if (n == 0) return true;
-    if (vector_ok(n, kPackBf16, dout, pre_gelu)) {
-        LLMC_LAUNCH(gelu_backward_inplace_kernel<kPackBf16>, grid_size(n / kPackBf16, 256), 256, 0, stream, dout,
-                    pre_gelu, n);
-        return true;
-    }
-    LLMC_LAUNCH(gelu_backward_inplace_kernel<1>, grid_size(n, 256), 256, 0, stream, dout, pre_gelu, n);
-    return false;
+    return launch_elementwise(vector_ok(n, kPackBf16, dout, pre_gelu), gelu_backward_inplace_kernel<kPackBf16>,
+                              gelu_backward_inplace_kernel<1>, kPackBf16, n, stream, dout, pre_gelu, n);
 }
 
 }  // namespace llmc

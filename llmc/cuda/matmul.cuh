@@ -232,12 +232,8 @@ LLMC_UNROLL
 }
 
 inline bool add_bias(bf16* out, const bf16* bias, size_t N, size_t OC, cudaStream_t stream) {
-    if (vector_ok(OC, kPackBf16, out, bias)) {
-        LLMC_LAUNCH(add_bias_kernel<kPackBf16>, grid_size(N * OC / kPackBf16, 256), 256, 0, stream, out, bias, N, OC);
-        return true;
-    }
-    LLMC_LAUNCH(add_bias_kernel<1>, grid_size(N * OC, 256), 256, 0, stream, out, bias, N, OC);
-    return false;
+    return launch_elementwise(vector_ok(OC, kPackBf16, out, bias), add_bias_kernel<kPackBf16>, add_bias_kernel<1>,
+                              kPackBf16, N * OC, stream, out, bias, N, OC);
 }
 
 // Column sums of dout (N, OC), first stage: block (g, chunk) sums rows [g R, (g + 1) R) of its columns in row order
@@ -256,22 +252,7 @@ __global__ void bias_backward_partials_kernel(float* __restrict__ partials, cons
     const size_t r0 = g * rows_per_block, r1 = r0 + rows_per_block < N ? r0 + rows_per_block : N;
     const bf16* col = dout + j * W;
     float acc[W] = {};
-    size_t r = r0;
-    for (; r + kReduceUnroll <= r1; r += kReduceUnroll) {
-        float v[kReduceUnroll][W];
-LLMC_UNROLL
-        for (int u = 0; u < kReduceUnroll; u++) load_floats(v[u], col + (r + u) * OC);
-LLMC_UNROLL
-        for (int u = 0; u < kReduceUnroll; u++)
-LLMC_UNROLL
-            for (int e = 0; e < W; e++) acc[e] += v[u][e];
-    }
-    for (; r < r1; r++) {
-        float v[W];
-        load_floats(v, col + r * OC);
-LLMC_UNROLL
-        for (int e = 0; e < W; e++) acc[e] += v[e];
-    }
+    sum_rows(acc, r1 - r0, [&](size_t r) { return col + (r0 + r) * OC; });
     store_floats(partials + g * OC + j * W, acc);
 }
 

@@ -21,7 +21,6 @@ namespace llmc {
 
 constexpr size_t kReduceBlock = 512;
 constexpr size_t kMaxReducePartials = 1024;  // the backend allocates this many floats for `partials`
-constexpr int kReduceUnroll = 4;
 
 // partials[block] = the sum of (x or x^2) over the packs i = block * 512 + thread + k * (grid * 512), k = 0, 1, ...;
 // a thread adds its packs in order of i and the elements of a pack in order.
@@ -77,29 +76,6 @@ inline bool reduce_into(float* acc, const float* x, size_t n, float scale, float
     return vec;
 }
 
-template <int W>
-__global__ void add_into_kernel(float* dst, const float* __restrict__ src, size_t n) {
-    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
-    if (i >= n) return;
-    float d[W], s[W];
-    load_floats(d, dst + i);
-    load_floats(s, src + i);
-LLMC_UNROLL
-    for (int e = 0; e < W; e++) d[e] += s[e];
-    store_floats(dst + i, d);
-}
-
-inline bool add_into(float* dst, const float* src, size_t n, cudaStream_t stream) {
-    if (n == 0) return true;
-    const size_t block = 256;
-    if (vector_ok(n, kPackF32, dst, src)) {
-        LLMC_LAUNCH(add_into_kernel<kPackF32>, grid_size(n / kPackF32, block), block, 0, stream, dst, src, n);
-        return true;
-    }
-    LLMC_LAUNCH(add_into_kernel<1>, grid_size(n, block), block, 0, stream, dst, src, n);
-    return false;
-}
-
 // out[c] += sum over g < G of partials[g*C + c]. Block b covers the 32 W columns [32 W b, 32 W (b + 1)): lane l the
 // W columns from 32 W b + l W (each warp load is 32 W contiguous floats), warp w sums rows g = w, w + 32, w + 64,
 // ... in order (kReduceUnroll loads in flight), then warp 0 adds the 32 warp sums in warp order: a fixed tree, so the
@@ -114,38 +90,19 @@ __global__ void __launch_bounds__(1024) column_sums_into_kernel(float* out, cons
     const size_t c = ((size_t)blockIdx.x * 32 + lane) * W;
     float acc[W] = {};
     if (c < C) {
-        const size_t step = kColumnSumWarps * C;  // floats between a warp's consecutive rows
         const float* p = partials + warp * C + c;
-        size_t g = warp;
-        for (; g + (kReduceUnroll - 1) * kColumnSumWarps < G; g += kReduceUnroll * kColumnSumWarps) {
-            float v[kReduceUnroll][W];
-LLMC_UNROLL
-            for (int u = 0; u < kReduceUnroll; u++) load_floats(v[u], p + u * step);
-            p += kReduceUnroll * step;
-LLMC_UNROLL
-            for (int u = 0; u < kReduceUnroll; u++)
-LLMC_UNROLL
-                for (int e = 0; e < W; e++) acc[e] += v[u][e];
-        }
-        for (; g < G; g += kColumnSumWarps, p += step) {
-            float v[W];
-            load_floats(v, p);
-LLMC_UNROLL
-            for (int e = 0; e < W; e++) acc[e] += v[e];
-        }
+        const size_t rows = warp < G ? (G - warp + kColumnSumWarps - 1) / kColumnSumWarps : 0;
+        sum_rows(acc, rows, [&](size_t q) { return p + q * (kColumnSumWarps * C); });
     }
 LLMC_UNROLL
     for (int e = 0; e < W; e++) warp_sums[warp][lane * W + e] = acc[e];
     __syncthreads();
     if (warp == 0 && c < C) {
-        float s[W] = {}, o[W];
+        float s[W] = {};
 LLMC_UNROLL
         for (int e = 0; e < W; e++)
             for (size_t w = 0; w < kColumnSumWarps; w++) s[e] += warp_sums[w][lane * W + e];
-        load_floats(o, out + c);
-LLMC_UNROLL
-        for (int e = 0; e < W; e++) o[e] += s[e];
-        store_floats(out + c, o);
+        add_floats(out + c, s);
     }
 }
 
@@ -161,41 +118,35 @@ inline bool column_sums_into(float* out, const float* partials, size_t G, size_t
     return false;
 }
 
-// Casts, 8 elements per thread on the vector path (two 16-byte fp32 accesses and one 16-byte bf16 access).
-template <int W>
-__global__ void float_to_bf16_kernel(bf16* __restrict__ dst, const float* __restrict__ src, size_t n) {
+// Element-wise dst = src converted (fp32 -> bf16 rounds to nearest even, bf16 -> fp32 is exact), or dst += src
+// (Accumulate, fp32 only). W elements per thread: on the vector path 8 for the casts (two 16-byte fp32 accesses, one
+// 16-byte bf16 access) and 4 for add_into.
+template <int W, bool Accumulate, class To, class From>
+__global__ void convert_kernel(To* dst, const From* __restrict__ src, size_t n) {
     const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
     if (i >= n) return;
     float v[W];
     load_floats(v, src + i);
-    store_floats(dst + i, v);
-}
-template <int W>
-__global__ void bf16_to_float_kernel(float* __restrict__ dst, const bf16* __restrict__ src, size_t n) {
-    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
-    if (i >= n) return;
-    float v[W];
-    load_floats(v, src + i);
-    store_floats(dst + i, v);
+    if constexpr (Accumulate)
+        add_floats(dst + i, v);
+    else
+        store_floats(dst + i, v);
 }
 
+inline bool add_into(float* dst, const float* src, size_t n, cudaStream_t stream) {
+    if (n == 0) return true;
+    return launch_elementwise(vector_ok(n, kPackF32, dst, src), convert_kernel<kPackF32, true, float, float>,
+                              convert_kernel<1, true, float, float>, kPackF32, n, stream, dst, src, n);
+}
 inline bool floats_to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream) {
     if (n == 0) return true;
-    if (vector_ok(n, kPackBf16, dst, src)) {
-        LLMC_LAUNCH(float_to_bf16_kernel<kPackBf16>, grid_size(n / kPackBf16, 256), 256, 0, stream, dst, src, n);
-        return true;
-    }
-    LLMC_LAUNCH(float_to_bf16_kernel<1>, grid_size(n, 256), 256, 0, stream, dst, src, n);
-    return false;
+    return launch_elementwise(vector_ok(n, kPackBf16, dst, src), convert_kernel<kPackBf16, false, bf16, float>,
+                              convert_kernel<1, false, bf16, float>, kPackBf16, n, stream, dst, src, n);
 }
 inline bool bf16_to_floats(float* dst, const bf16* src, size_t n, cudaStream_t stream) {
     if (n == 0) return true;
-    if (vector_ok(n, kPackBf16, dst, src)) {
-        LLMC_LAUNCH(bf16_to_float_kernel<kPackBf16>, grid_size(n / kPackBf16, 256), 256, 0, stream, dst, src, n);
-        return true;
-    }
-    LLMC_LAUNCH(bf16_to_float_kernel<1>, grid_size(n, 256), 256, 0, stream, dst, src, n);
-    return false;
+    return launch_elementwise(vector_ok(n, kPackBf16, dst, src), convert_kernel<kPackBf16, false, float, bf16>,
+                              convert_kernel<1, false, float, bf16>, kPackBf16, n, stream, dst, src, n);
 }
 
 }  // namespace llmc
