@@ -167,7 +167,7 @@ nlohmann::json meta_to_json(const CheckpointMeta& m) {
         {"must_match", {{"batch_size", m.batch_size}, {"seq_len", m.seq_len}, {"total_batch", m.total_batch},
                         {"seed", m.seed}, {"shuffle", m.shuffle}, {"overfit", m.overfit}}},
         {"train_data", {{"shards", m.train_data.shards}, {"tokens", m.train_data.tokens},
-                        {"digest", hex32(m.train_data.digest)}}},
+                        {"digest", hex32(m.train_data.digest)}, {"content", hex32(m.train_data.content)}}},
         {"max_steps", m.max_steps},
         {"data", {{"epoch", m.data.epoch}, {"shard", m.data.shard}, {"sequence", m.data.sequence},
                   {"micro_step", m.data.micro_step}}},
@@ -219,6 +219,7 @@ CheckpointMeta meta_from_json(const nlohmann::json& j, const std::string& path) 
         m.train_data.shards = (uint64_t)int_field(td, "shards", "train_data.shards", 1, LIMIT, path);
         m.train_data.tokens = (uint64_t)int_field(td, "tokens", "train_data.tokens", 1, LIMIT, path);
         m.train_data.digest = hex_field(td, "digest", "train_data.digest", path);
+        m.train_data.content = hex_field(td, "content", "train_data.content", path);
         m.max_steps = (int)int_field(j, "max_steps", "max_steps", 1, I32_MAX, path);
         const nlohmann::json& d = field(j, "data", "data", path);
         m.data.epoch = (uint64_t)int_field(d, "epoch", "data.epoch", 0, U64_MAX, path);

@@ -28,19 +28,20 @@ DataSummary summarize_shards(const std::vector<ShardInfo>& shards) {
 }
 
 std::string describe(const DataSummary& s) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "%llu shard(s), %llu tokens, digest %08x", (unsigned long long)s.shards,
-                  (unsigned long long)s.tokens, s.digest);
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%llu shard(s), %llu tokens, names digest %08x, content digest %08x",
+                  (unsigned long long)s.shards, (unsigned long long)s.tokens, s.digest, s.content);
     return buf;
 }
 
-BadToken find_bad_token(const ShardInfo& shard, size_t vocab_size) {
+ShardScan scan_shard(const ShardInfo& shard, size_t vocab_size) {
     constexpr size_t HEADER_BYTES = 256 * sizeof(int32_t), CHUNK = (size_t)2 << 20;  // tokens per chunk (4 MiB)
     const int fd = open(shard.path.c_str(), O_RDONLY);
     if (fd < 0) fail("%s: cannot open (%s)", shard.path.c_str(), std::strerror(errno));
     const size_t chunks = (shard.num_tokens + CHUNK - 1) / CHUNK;
     uint64_t first = UINT64_MAX;  // the lowest bad index found
     bool read_error = false;
+    std::vector<uint32_t> chunk_crc(chunks);
 #pragma omp parallel
     {
         std::vector<uint16_t> buf(CHUNK);
@@ -60,6 +61,7 @@ BadToken find_bad_token(const ShardInfo& shard, size_t vocab_size) {
                 read_error = true;
                 continue;
             }
+            chunk_crc[c] = crc32c(0, buf.data(), n * 2);
             for (size_t i = 0; i < n; i++)
                 if (buf[i] >= vocab_size) {
                     first = std::min<uint64_t>(first, begin + i);
@@ -67,15 +69,16 @@ BadToken find_bad_token(const ShardInfo& shard, size_t vocab_size) {
                 }
         }
     }
-    BadToken bad;
+    ShardScan scan;
     if (first != UINT64_MAX) {
         uint16_t v = 0;
-        bad.found = pread(fd, &v, 2, (off_t)(HEADER_BYTES + first * 2)) == 2;
-        bad.index = first, bad.value = v;
+        scan.bad.found = pread(fd, &v, 2, (off_t)(HEADER_BYTES + first * 2)) == 2;
+        scan.bad.index = first, scan.bad.value = v;
     }
     close(fd);
     if (read_error) fail("%s: read error while checking its tokens", shard.path.c_str());
-    return bad;
+    scan.content = crc32c(0, chunk_crc.data(), chunk_crc.size() * sizeof(uint32_t));
+    return scan;
 }
 
 }  // namespace llmc

@@ -357,36 +357,43 @@ private:
     // Before step 1, on every rank: all ranks read the same shards (a rank with other or missing files would compute
     // another number of steps, or other batches, and leave the others waiting in a collective), and no token is
     // outside the model's vocabulary. Rank r scans shards r, r + world, ... (each with all its threads); every rank
-    // gets every result, so every rank stops with the same message. Returns the data's summary.
+    // gets every result, so every rank stops with the same message. Returns the data's summary, with the content
+    // digest of every shard (checkpoints record it).
     DataSummary check_data(const char* flag, const DataLoader& loader, size_t vocab) {
         const int rank = comm_.rank(), world = comm_.world_size();
-        const DataSummary mine = summarize_shards(loader.shards());
+        DataSummary mine = summarize_shards(loader.shards());
         const std::vector<uint64_t> all = all_gather_u64(be_, comm_, {mine.shards, mine.tokens, mine.digest});
-        const DataSummary first{all[0], all[1], (uint32_t)all[2]};
+        const DataSummary first{all[0], all[1], (uint32_t)all[2], 0};
         for (int r = 1; r < world; r++) {
-            const DataSummary theirs{all[3 * (size_t)r], all[3 * (size_t)r + 1], (uint32_t)all[3 * (size_t)r + 2]};
+            const DataSummary theirs{all[3 * (size_t)r], all[3 * (size_t)r + 1], (uint32_t)all[3 * (size_t)r + 2], 0};
             if (!(theirs == first))
                 fail("%s: the ranks see different data: rank 0 has %s, rank %d has %s; every rank must read the "
                      "same files (is the data complete on every node?)",
                      flag, describe(first).c_str(), r, describe(theirs).c_str());
         }
+        // Per rank: [shard index + 1 of its first bad token (0: none), token index, value, then one content digest
+        // per shard (0 for the shards of other ranks)].
         const std::vector<ShardInfo>& shards = loader.shards();
-        std::vector<uint64_t> bad = {0, 0, 0};  // shard index + 1 (0: none), token index, value
-        for (size_t i = (size_t)rank; i < shards.size(); i += (size_t)world) {
-            const BadToken b = find_bad_token(shards[i], vocab);
-            if (b.found) {
-                bad = {i + 1, b.index, b.value};
-                break;
-            }
+        const size_t n = shards.size(), row = 3 + n;
+        std::vector<uint64_t> scans(row, 0);
+        for (size_t i = (size_t)rank; i < n && scans[0] == 0; i += (size_t)world) {
+            const ShardScan sc = scan_shard(shards[i], vocab);
+            if (sc.bad.found) scans[0] = i + 1, scans[1] = sc.bad.index, scans[2] = sc.bad.value;
+            scans[3 + i] = sc.content;
         }
-        const std::vector<uint64_t> bads = all_gather_u64(be_, comm_, bad);
-        size_t worst = 0;  // the bad token in the lowest-numbered shard
+        const std::vector<uint64_t> got = all_gather_u64(be_, comm_, scans);
+        size_t worst = 0;  // the rank whose bad token is in the lowest-numbered shard
         for (size_t r = 0; r < (size_t)world; r++)
-            if (bads[3 * r] != 0 && (bads[3 * worst] == 0 || bads[3 * r] < bads[3 * worst])) worst = r;
-        if (bads[3 * worst] != 0)
+            if (got[r * row] != 0 && (got[worst * row] == 0 || got[r * row] < got[worst * row])) worst = r;
+        const uint64_t* bad = &got[worst * row];
+        if (bad[0] != 0)
             fail("%s: %s: token %llu at token offset %llu (byte %llu) is outside the model's vocabulary [0, %zu)", flag,
-                 shards[bads[3 * worst] - 1].path.c_str(), (unsigned long long)bads[3 * worst + 2],
-                 (unsigned long long)bads[3 * worst + 1], (unsigned long long)(1024 + 2 * bads[3 * worst + 1]), vocab);
+                 shards[bad[0] - 1].path.c_str(), (unsigned long long)bad[2], (unsigned long long)bad[1],
+                 (unsigned long long)(1024 + 2 * bad[1]), vocab);
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t c = (uint32_t)got[(i % (size_t)world) * row + 3 + i];  // scanned by rank i % world
+            mine.content = crc32c(mine.content, &c, sizeof c);
+        }
         return mine;
     }
 

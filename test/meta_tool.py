@@ -2,8 +2,10 @@
 """Edit a checkpoint's meta.json and give it a valid checksum again, as a deliberate forger would: the tests use it
 to check what the trainer validates beyond the checksum (llmc/checkpoint.cpp, docs/checkpoints.md).
 
-  meta_tool.py META.JSON 'PYTHON'        runs PYTHON with `m` bound to the parsed metadata, then rewrites the file
-                                         (crc32c FILE recomputes a file's CRC: f(name) gives its entry in m["files"])
+  meta_tool.py META.JSON 'PYTHON'        runs PYTHON with `m` bound to the parsed metadata (`p`: the path of
+                                         meta.json, `d` its directory, f(name): the entry of a file in m["files"],
+                                         refresh(name): sets that entry's size and CRC to the file's), then rewrites
+                                         meta.json with a valid checksum
   meta_tool.py --crc FILE                prints FILE's CRC-32C (8 hex digits)
 
 meta.json's checksum ("meta_crc32c") is the CRC-32C of the file's bytes with that value written as "00000000".
@@ -54,7 +56,7 @@ def main():
         data = open(os.path.join(d, name), "rb").read()
         f(name)["bytes"], f(name)["crc32c"] = len(data), "%08x" % crc32c(data)
 
-    exec(code, {"m": m, "f": f, "refresh": refresh})
+    exec(code, {"m": m, "f": f, "refresh": refresh, "p": path, "d": d})
     write_meta(path, m)
 
 

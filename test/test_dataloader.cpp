@@ -19,7 +19,7 @@ static void write_shard(const std::string& path, const std::vector<uint16_t>& to
     header[2] = (int32_t)(header_count < 0 ? (long)tokens.size() : header_count);
     FILE* f = std::fopen(path.c_str(), "wb");
     std::fwrite(header, sizeof header, 1, f);
-    std::fwrite(tokens.data(), 2, tokens.size(), f);
+    if (!tokens.empty()) std::fwrite(tokens.data(), 2, tokens.size(), f);  // fwrite(nullptr, ...) is undefined
     std::fclose(f);
 }
 

@@ -8,7 +8,7 @@ rm -rf "$TMP" && mkdir -p "$TMP"
 /usr/bin/python3 test/make_synthetic_shards.py "$TMP/data" --vocab 64 >/dev/null || { fail "make shards"; finish; }
 TR="$TMP/data/syn_train_*.bin"; VA="$TMP/data/syn_val_*.bin"
 MODEL="L=2,NH=2,C=32,T=32,V=64"
-BIN=./train_gpt2_cpu
+BIN=${TOOL_DIR:-.}/train_gpt2_cpu  # TOOL_DIR: where the binaries are (make asan: build-asan/bin)
 common=(-i "$TR" -j "$VA" -e "$MODEL" -t 32 -s 0 --threads 2)
 
 # 1. Training: 40 steps, loss falls, metrics written.
