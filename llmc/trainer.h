@@ -218,6 +218,15 @@ public:
         if (!o_.hellaswag.empty()) {
             if (!val) fail("--hellaswag %s: evaluated at each -v, but -v is 0", o_.hellaswag.c_str());
             hellaswag = read_hellaswag(o_.hellaswag);
+            // Its tokens feed the model: an id outside the vocabulary would stop the run at the first evaluation.
+            for (const McExample& ex : hellaswag) {
+                std::vector<int> ids = ex.context;
+                for (const std::vector<int>& c : ex.completions) ids.insert(ids.end(), c.begin(), c.end());
+                for (int id : ids)
+                    if (id < 0 || (size_t)id >= cfg.vocab_size)
+                        fail("--hellaswag %s: example %d has token %d, outside the model's vocabulary [0, %zu)",
+                             o_.hellaswag.c_str(), ex.index, id, cfg.vocab_size);
+            }
         }
         std::unique_ptr<Tokenizer> tokenizer;
         if (o_.sample_every > 0 && rank == 0) tokenizer = load_tokenizer(cfg);
