@@ -7,7 +7,8 @@
 //   MpiComm     host buffers, MPI (llmc/comm_mpi.cpp)
 //   NcclComm    device buffers, NCCL (llmc/cuda/comm_nccl.cu); served by MPI under the CUDA simulator
 // Every implementation counts the collectives it issues, so tests can check "exactly one reduction per bucket per
-// optimizer step".
+// optimizer step". MpiComm and NcclComm register every collective with a watchdog when CommOptions::watchdog_s > 0
+// (llmc/watchdog.h): a peer that makes no progress stops every rank with a message naming it, never a hang.
 #pragma once
 
 #include <cstddef>

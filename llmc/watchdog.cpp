@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -314,7 +315,14 @@ void CommWatchdog::fire(const std::string& reason) {
     // MPI_Abort ends every process of the job (a stopped one too); without MPI the communicator is aborted (its
     // kernels stop) and this process exits; the launcher ends the others, or their own watchdogs do.
     if (mpi_is_initialized()) mpi_abort(1);
-    if (hooks_.abort) hooks_.abort();
+    if (hooks_.abort) {  // given 10 s: an abort that hangs must not keep this rank alive
+        auto done = std::make_shared<std::atomic<bool>>(false);
+        std::thread([abort = hooks_.abort, done] {
+            abort();
+            *done = true;
+        }).detach();
+        for (int i = 0; i < 1000 && !*done; i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     std::_Exit(1);
 }
 
