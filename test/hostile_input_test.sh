@@ -300,6 +300,9 @@ if [ -f data/gpt2/encoder.json ]; then
         $TOOLS/prepare_data -q -o "$TMP/f/out3" "$TMP/f/in/d1.txt" "$TMP/f/first/shards_train_000000.bin"
     refuses "F4 ... also found inside an input directory" "a token shard, not text" \
         $TOOLS/prepare_data -q -o "$TMP/f/out4" "$TMP/f"
+    err=$($TOOLS/prepare_data -q -o "$TMP/f/out5" --val-docs 1 "$TMP/f/in/d1.txt" "$TMP/f/in/d2.txt" 2>&1 >/dev/full); rc=$?
+    [ $rc -ne 0 ] && grep -q "^error: stdout: write failed" <<<"$err" && pass "F5 prepare_data with its summary into /dev/full: an error" \
+        || fail "F5 prepare_data into /dev/full" "status $rc: $err"
 fi
 
 # ---- G. generate -------------------------------------------------------------------------------------------------

@@ -436,6 +436,8 @@ int run(const Options& o) {
     std::printf("time:      %.2f s (vocabulary load %.2f s); %.0f tokens/s after loading, on %zu threads\n", secs, load,
                 work > 0 ? tokens / work : 0.0, o.threads);
     for (const std::string& p : written) std::printf("wrote %s\n", p.c_str());
+    // The shards are in place; a summary that could not be written is still an error (a full disk, a closed pipe).
+    if (std::fflush(stdout) != 0) fail("stdout: write failed (%s)", std::strerror(errno));
     return 0;
 }
 
