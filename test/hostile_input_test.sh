@@ -18,7 +18,7 @@ source test/lib.sh
 TOOLS=${TOOL_DIR:-.}
 BIN=$TOOLS/train_gpt2_cpu
 SIM=${BUILD_DIR:-build}/train_gpt2_sim
-TMP=build/test-tmp/hostile
+TMP=$PWD/build/test-tmp/hostile  # absolute: the left-behind-process check below matches it
 rm -rf "$TMP" && mkdir -p "$TMP"
 export OMP_NUM_THREADS=1
 /usr/bin/python3 test/make_synthetic_shards.py "$TMP/data" --vocab 64 >/dev/null || { fail "make shards"; finish; }
