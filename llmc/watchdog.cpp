@@ -220,11 +220,14 @@ void CommWatchdog::run() {
                 ev = pending_.front().event;
             }
             if (hooks_.completed && !hooks_.completed(ev)) break;
-            std::lock_guard<std::mutex> lock(mu_);
-            pending_.pop_front();
-            const auto now = Clock::now();
-            if (!pending_.empty()) pending_.front().since = std::max(pending_.front().since, now);
-            else if (!in_call_) last_done_ = now;
+            {
+                std::lock_guard<std::mutex> lock(mu_);
+                pending_.pop_front();
+                const auto now = Clock::now();
+                if (!pending_.empty()) pending_.front().since = std::max(pending_.front().since, now);
+                else if (!in_call_) last_done_ = now;
+            }
+            if (hooks_.retired) hooks_.retired(ev);
         }
         const RankStatus s = status_now();
         if (s.waiting_id != 0 && s.seconds > timeout_s_) {

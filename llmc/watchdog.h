@@ -68,6 +68,7 @@ std::unique_ptr<Census> make_file_census(const std::string& dir, const std::stri
 struct WatchdogHooks {
     std::function<void()> thread_start;        // run first in the watchdog thread (CUDA: select the device)
     std::function<bool(void*)> completed;      // has the event passed to leave() completed? (CUDA: cudaEventQuery)
+    std::function<void(void*)> retired;        // the watchdog is done with that event (NCCL: back to the pool)
     std::function<std::string()> async_error;  // "" or an error the communicator reports asynchronously (NCCL)
     std::function<void()> abort;               // before exiting, when MPI cannot end the job (ncclCommAbort)
 };

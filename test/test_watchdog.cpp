@@ -110,9 +110,13 @@ int main() {
     // Collectives that complete in time never fire, also when their completion is an event seen later (NCCL): the
     // clock of a queued one starts when it becomes the oldest.
     r = in_child("busy", [&] {
-        std::atomic<int> done{0};
+        std::atomic<int> done{0}, retired{0};
         WatchdogHooks h;
         h.completed = [&](void* ev) { return (int)(intptr_t)ev <= done.load(); };
+        h.retired = [&](void* ev) {
+            if ((intptr_t)ev != retired + 1) std::_Exit(4);  // handed back once each, in order
+            retired++;
+        };
         CommWatchdog w(0, 2, 0.3, make_file_census(dir, "busy", 0, 2), h);
         for (int i = 1; i <= 40; i++) {
             uint64_t id = w.enter(CollectiveKind::Reduce);
@@ -121,10 +125,10 @@ int main() {
             done = i;
         }
         for (int i = 0; i < 100 && w.unfinished() > 0; i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        if (w.unfinished() != 0) std::_Exit(3);
+        if (w.unfinished() != 0 || retired != 40) std::_Exit(3);
     }, 15);
-    testing::check("collectives that complete (some through events) for 2 s with a 0.3 s timeout: no alarm",
-                   r.first == 0, "status %d: %s", r.first, r.second.c_str());
+    testing::check("collectives that complete through events for 2 s with a 0.3 s timeout: no alarm, every event "
+                   "handed back once, in order", r.first == 0, "status %d: %s", r.first, r.second.c_str());
 
     // An event that never completes fires like a blocked call (the GPU never ran the collective).
     r = in_child("event", [&] {

@@ -1,7 +1,7 @@
 // NcclComm: collectives over device buffers with NCCL, enqueued on the caller's stream (see cuda_comm.h).
 //
 // Watchdog (CommOptions::watchdog_s, llmc/watchdog.h): after each collective (or NCCL group) a CUDA event from a
-// fixed pool is recorded on its stream; the watchdog thread polls the oldest one with cudaEventQuery and
+// pool is recorded on its stream; the watchdog thread polls the oldest one with cudaEventQuery and
 // ncclCommGetAsyncError, so a peer that never arrives (its kernel spins on the GPU while the host waits in a
 // synchronisation) stops every rank with a message naming it. The census goes over MPI (-pi mpi) or through files
 // in the -pf directory (-pi fs); without MPI the communicator is aborted (ncclCommAbort) before the exit.
@@ -13,6 +13,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -124,7 +125,7 @@ public:
     }
     ~NcclComm() override {
         watchdog_.reset();  // joins its thread before the communicator and the events go
-        for (cudaEvent_t e : events_) cudaEventDestroy(e);
+        for (cudaEvent_t e : all_events_) cudaEventDestroy(e);
         // While an exception unwinds (this rank failed; main() will abort the job), collectives may be in flight
         // whose peers never arrive: ncclCommDestroy could wait for them and cudaFree synchronises the device, so
         // either could hang this rank before it reports the error. Abort the communicator and leak the buffer.
@@ -209,8 +210,9 @@ private:
         return 0;
     }
     // The call of unit `id` returned (a no-op inside a group: the group's end stands for it). An event recorded
-    // on its stream tells the watchdog when the GPU has run it; events come from a fixed pool in order, and one is
-    // reused only once the watchdog has retired the unit that used it (fewer than kEvents are unfinished).
+    // on its stream tells the watchdog when the GPU has run it. Events come from a pool: the watchdog hands each
+    // back once it has seen it complete (hooks.retired); the pool grows to the number of collectives in flight,
+    // which the host's per-step synchronisation bounds.
     void enqueued(uint64_t id, void* stream) {
         if (!watchdog_) return;
         if (group_depth_ > 0) {
@@ -218,15 +220,20 @@ private:
             return;
         }
         cudaEvent_t ev = nullptr;
-        if (watchdog_->unfinished() <= kEvents) {
-            ev = events_[next_event_++ % kEvents];
-            CUDA_CHECK(cudaEventRecord(ev, (cudaStream_t)stream));
+        {
+            std::lock_guard<std::mutex> lock(events_mu_);
+            if (free_events_.empty()) {
+                CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+                all_events_.push_back(ev);
+            } else {
+                ev = free_events_.back();
+                free_events_.pop_back();
+            }
         }
+        CUDA_CHECK(cudaEventRecord(ev, (cudaStream_t)stream));
         watchdog_->leave(id, ev);
     }
     void start_watchdog(const DistInfo& info, const CommOptions& opt, CommInit how, uint64_t nonce) {
-        events_.resize(kEvents);
-        for (cudaEvent_t& e : events_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
         std::unique_ptr<Census> census;
         if (how == CommInit::Mpi) {
             census = make_mpi_census();  // collective: every rank creates it here
@@ -239,6 +246,10 @@ private:
         const int device = info.device;
         hooks.thread_start = [device] { cudaSetDevice(device); };
         hooks.completed = [](void* ev) { return cudaEventQuery((cudaEvent_t)ev) != cudaErrorNotReady; };
+        hooks.retired = [this](void* ev) {
+            std::lock_guard<std::mutex> lock(events_mu_);
+            free_events_.push_back((cudaEvent_t)ev);
+        };
         ncclComm_t comm = comm_;
         hooks.async_error = [comm]() -> std::string {
             ncclResult_t r = ncclSuccess;
@@ -250,10 +261,9 @@ private:
                                                    std::move(hooks));
     }
 
-    static constexpr size_t kEvents = 1024;
     std::unique_ptr<CommWatchdog> watchdog_;  // null: off (one rank, or no timeout)
-    std::vector<cudaEvent_t> events_;
-    size_t next_event_ = 0;
+    std::mutex events_mu_;                     // the pool is shared with the watchdog's thread
+    std::vector<cudaEvent_t> all_events_, free_events_;
     int group_depth_ = 0;
     uint64_t group_id_ = 0;    // the watchdog unit of the open group (0: none yet)
     void* group_stream_ = nullptr;
