@@ -50,10 +50,11 @@ if [ -f data/gpt2/encoder.json ]; then run tokenizer "$B/test/test_tokenizer" da
 run comm_np2 "${MPI[@]}" -np 2 "$B/test/test_comm"
 run optimizer_mpi_np3 "${MPI[@]}" -np 3 "$B/test/test_optimizer_mpi"
 # End to end, on the sanitized binaries: the hostile inputs (every refusal path, the watchdog under mpirun), training,
-# generation, data preparation.
+# checkpoints (kill -9 and resume, corruption, resharding under mpirun), generation, data preparation.
 export TOOL_DIR="$B/bin" BUILD_DIR="$B"
 run hostile_input bash test/hostile_input_test.sh
 run train_cpu bash test/train_cpu_test.sh
+run checkpoint_e2e bash test/checkpoint_test.sh
 run generate bash test/generate_test.sh
 run prepare_data bash test/test_prepare_data.sh
 
