@@ -159,33 +159,7 @@ public:
         StepGuard guard(o_.skip_loss_z, o_.skip_grad_z, o_.max_bad_steps);
         int start_step = 0;
         CheckpointMeta resumed;
-        // What this run checks in a checkpoint's metadata beyond its own consistency (checkpoint.h): the flags and
-        // data it was written with, that its data position is where its step leaves the data, a step guard state
-        // that fits, and (rank 0) that metrics.jsonl still holds its steps' lines up to metrics_bytes.
-        auto validate = [&](const CheckpointMeta& m) -> std::string {
-            const std::string dir = checkpoint_dir(o_.output_dir, m.step), meta_path = dir + "/meta.json";
-            check_resume_compatible(m, run_id, dir);
-            const std::string bad_position = train.check_position(m.data);
-            if (!bad_position.empty()) return meta_path + ": " + bad_position;
-            const LoaderPosition want = train.position_after(run_id.overfit ? 1 : (uint64_t)m.step);
-            if (!(m.data == want)) {
-                char buf[320];
-                std::snprintf(buf, sizeof buf, "%s: field \"data\" (epoch %llu, shard %llu, sequence %llu) is not "
-                              "where %d steps leave the data (epoch %llu, shard %llu, sequence %llu)",
-                              meta_path.c_str(), (unsigned long long)m.data.epoch, (unsigned long long)m.data.shard,
-                              (unsigned long long)m.data.sequence, m.step, (unsigned long long)want.epoch,
-                              (unsigned long long)want.shard, (unsigned long long)want.sequence);
-                return buf;
-            }
-            try {
-                StepGuard g(o_.skip_loss_z, o_.skip_grad_z, o_.max_bad_steps);
-                g.set_state(m.guard);
-            } catch (const std::exception& e) {
-                return meta_path + ": field \"guard\": " + e.what();
-            }
-            if (rank == 0) return check_metrics_prefix(o_.output_dir + "/metrics.jsonl", m.metrics_bytes, m.step);
-            return "";
-        };
+        auto validate = [&](const CheckpointMeta& m) { return validate_checkpoint(m, run_id, train); };
         const bool resuming = o_.resume && ckpt && (start_step = ckpt->find_latest_valid(&resumed, validate)) >= 0;
         if (resuming) {
             const std::string dir = checkpoint_dir(o_.output_dir, start_step);
@@ -361,6 +335,35 @@ private:
             fail("%s: %s%s", flag, e.what(),
                  std::string(flag) == "-j" ? " (-v 0 turns validation off)" : "");
         }
+    }
+
+    // What this run checks in a checkpoint's metadata beyond its own consistency (checkpoint.h): the flags and data
+    // it was written with (ResumeMismatch), that its data position is where its step leaves the data, a step guard
+    // state that fits, and (rank 0) that metrics.jsonl still holds its steps' lines up to metrics_bytes. "" or the
+    // problem, naming the file and the field.
+    std::string validate_checkpoint(const CheckpointMeta& m, const CheckpointMeta& run_id, const DataLoader& train) {
+        const std::string dir = checkpoint_dir(o_.output_dir, m.step), meta_path = dir + "/meta.json";
+        check_resume_compatible(m, run_id, dir);
+        const std::string bad_position = train.check_position(m.data);
+        if (!bad_position.empty()) return meta_path + ": " + bad_position;
+        const LoaderPosition want = train.position_after(run_id.overfit ? 1 : (uint64_t)m.step);
+        if (!(m.data == want)) {
+            char buf[320];
+            std::snprintf(buf, sizeof buf, "%s: field \"data\" (epoch %llu, shard %llu, sequence %llu) is not where %d "
+                          "steps leave the data (epoch %llu, shard %llu, sequence %llu)",
+                          meta_path.c_str(), (unsigned long long)m.data.epoch, (unsigned long long)m.data.shard,
+                          (unsigned long long)m.data.sequence, m.step, (unsigned long long)want.epoch,
+                          (unsigned long long)want.shard, (unsigned long long)want.sequence);
+            return buf;
+        }
+        try {
+            StepGuard g(o_.skip_loss_z, o_.skip_grad_z, o_.max_bad_steps);
+            g.set_state(m.guard);
+        } catch (const std::exception& e) {
+            return meta_path + ": field \"guard\": " + e.what();
+        }
+        if (comm_.rank() == 0) return check_metrics_prefix(o_.output_dir + "/metrics.jsonl", m.metrics_bytes, m.step);
+        return "";
     }
 
     // Before step 1, on every rank: all ranks read the same shards (a rank with other or missing files would compute
