@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
         Backend backend(bo);
         llmc::CommOptions co;
         co.init = llmc::parse_comm_init(opt.init_method), co.rendezvous_dir = opt.rendezvous_dir;
+        co.watchdog_s = opt.comm_timeout;
         std::unique_ptr<llmc::Comm> comm = llmc::create_comm(backend, info, co);
         int rc = llmc::Trainer<Backend>(opt, backend, *comm).run();
         comm.reset();

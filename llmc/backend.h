@@ -37,4 +37,20 @@ struct BackendOptions {
     uint64_t seed = 1337;    // base seed of anything random inside the backend
 };
 
+// A backend allocation freed when it goes out of scope, also when an exception unwinds (the trainer's and the
+// checkpointer's small buffers: loss accumulators, flags).
+template <class Backend, class T>
+class DeviceArray {
+public:
+    DeviceArray(Backend& be, size_t n) : be_(be), p_(static_cast<T*>(be.alloc(n * sizeof(T)))) {}
+    ~DeviceArray() { be_.free(p_); }
+    DeviceArray(const DeviceArray&) = delete;
+    DeviceArray& operator=(const DeviceArray&) = delete;
+    T* get() const { return p_; }
+
+private:
+    Backend& be_;
+    T* p_;
+};
+
 }  // namespace llmc

@@ -15,46 +15,7 @@
 
 namespace llmc {
 
-// ---- CRC-32C ---------------------------------------------------------------------------------------------------
-// Reflected polynomial 0x82F63B78. The table path handles a byte at a time from a 256-entry table; the SSE4.2 path
-// uses the crc32 instruction on 8 bytes at a time (about 20x faster: checkpoints of the large models are tens of GB).
-
 namespace {
-
-struct Crc32cTable {
-    uint32_t t[256];
-    Crc32cTable() {
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-            t[i] = c;
-        }
-    }
-};
-
-uint32_t crc32c_table(uint32_t c, const unsigned char* p, size_t n) {
-    static const Crc32cTable table;
-    for (size_t i = 0; i < n; i++) c = table.t[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-    return c;
-}
-
-#if defined(__x86_64__)
-__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(uint32_t c, const unsigned char* p, size_t n) {
-    uint64_t c64 = c;
-    for (; n >= 8; n -= 8, p += 8) {
-        uint64_t w;
-        std::memcpy(&w, p, 8);
-        c64 = __builtin_ia32_crc32di(c64, w);
-    }
-    c = (uint32_t)c64;
-    for (; n > 0; n--, p++) c = __builtin_ia32_crc32qi(c, *p);
-    return c;
-}
-bool have_sse42() {
-    static const bool yes = __builtin_cpu_supports("sse4.2");
-    return yes;
-}
-#endif
 
 const char* META_NAME = "meta.json";
 
@@ -65,32 +26,6 @@ std::string hex32(uint32_t x) {
 }
 
 }  // namespace
-
-uint32_t crc32c(uint32_t crc, const void* data, size_t n) {
-    uint32_t c = ~crc;
-    const unsigned char* p = static_cast<const unsigned char*>(data);
-#if defined(__x86_64__)
-    if (have_sse42()) return ~crc32c_sse42(c, p, n);
-#endif
-    return ~crc32c_table(c, p, n);
-}
-
-uint32_t crc32c_file(const std::string& path, uint64_t* bytes) {
-    FILE* f = open_or_fail(path, "rb");
-    std::vector<unsigned char> buf(1 << 22);
-    uint32_t crc = 0;
-    uint64_t total = 0;
-    size_t got;
-    while ((got = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
-        crc = crc32c(crc, buf.data(), got);
-        total += got;
-    }
-    bool err = std::ferror(f);
-    std::fclose(f);
-    if (err) fail("%s: read error (%s)", path.c_str(), std::strerror(errno));
-    if (bytes) *bytes = total;
-    return crc;
-}
 
 // ---- paths -----------------------------------------------------------------------------------------------------
 
@@ -147,6 +82,68 @@ void make_checkpoint_directory(const std::string& dir) {
 }
 
 // ---- metadata --------------------------------------------------------------------------------------------------
+// meta.json carries its own checksum: "meta_crc32c" is the CRC-32C of the file's bytes with that value written as
+// "00000000". The reader checks the bytes as they are on disk (no re-serialisation), then every field's JSON type
+// and range; the checks against the run (data position, metrics.jsonl, ...) are the trainer's (trainer.h).
+
+namespace {
+
+constexpr const char* CRC_KEY = "meta_crc32c";
+constexpr const char* CRC_PLACEHOLDER = "00000000";
+constexpr size_t OPTIM_HEADER_BYTES = 256 * 4;
+
+// A JSON value for a message: its text, shortened.
+std::string shown(const nlohmann::json& v) {
+    std::string s = v.dump();
+    return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+}
+
+// Strict field readers: `obj[key]` must exist and have the right JSON type and range; `name` is the field's full
+// name in messages ("data.sequence"). Integers are compared as 128-bit values, so -4 is never read as 2^64 - 4.
+const nlohmann::json& field(const nlohmann::json& obj, const char* key, const std::string& name,
+                            const std::string& path) {
+    if (!obj.is_object() || !obj.contains(key)) fail("%s: field \"%s\" is missing", path.c_str(), name.c_str());
+    return obj.at(key);
+}
+__int128 int_field(const nlohmann::json& obj, const char* key, const std::string& name, __int128 lo, __int128 hi,
+                   const std::string& path) {
+    const nlohmann::json& v = field(obj, key, name, path);
+    if (!v.is_number_integer())
+        fail("%s: field \"%s\" is %s, expected an integer", path.c_str(), name.c_str(), shown(v).c_str());
+    const __int128 x = v.is_number_unsigned() ? (__int128)v.get<uint64_t>() : (__int128)v.get<int64_t>();
+    if (x < lo || x > hi)
+        fail("%s: field \"%s\" is %s, expected %lld .. %llu", path.c_str(), name.c_str(), shown(v).c_str(),
+             (long long)lo, (unsigned long long)hi);
+    return x;
+}
+bool bool_field(const nlohmann::json& obj, const char* key, const std::string& name, const std::string& path) {
+    const nlohmann::json& v = field(obj, key, name, path);
+    if (!v.is_boolean()) fail("%s: field \"%s\" is %s, expected true or false", path.c_str(), name.c_str(), shown(v).c_str());
+    return v.get<bool>();
+}
+std::string string_field(const nlohmann::json& obj, const char* key, const std::string& name, const std::string& path) {
+    const nlohmann::json& v = field(obj, key, name, path);
+    if (!v.is_string()) fail("%s: field \"%s\" is %s, expected a string", path.c_str(), name.c_str(), shown(v).c_str());
+    return v.get<std::string>();
+}
+uint32_t hex_field(const nlohmann::json& obj, const char* key, const std::string& name, const std::string& path) {
+    const std::string s = string_field(obj, key, name, path);
+    if (s.size() != 8 || s.find_first_not_of("0123456789abcdef") != std::string::npos)
+        fail("%s: field \"%s\" is \"%s\", expected 8 lowercase hex digits", path.c_str(), name.c_str(), s.c_str());
+    return (uint32_t)std::strtoul(s.c_str(), nullptr, 16);
+}
+
+constexpr __int128 U64_MAX = (__int128)UINT64_MAX, I32_MAX = INT32_MAX, LIMIT = (__int128)1 << 62;
+
+// The offset of the checksum's 8 hex digits in `text` (the value of the "meta_crc32c" key), or npos.
+size_t crc_value_offset(const std::string& text, const std::string& value) {
+    const size_t key = text.find(std::string("\"") + CRC_KEY + "\"");
+    if (key == std::string::npos) return std::string::npos;
+    const size_t v = text.find("\"" + value + "\"", key + std::strlen(CRC_KEY) + 2);
+    return v == std::string::npos ? v : v + 1;
+}
+
+}  // namespace
 
 nlohmann::json meta_to_json(const CheckpointMeta& m) {
     nlohmann::json files = nlohmann::json::array();
@@ -159,6 +156,7 @@ nlohmann::json meta_to_json(const CheckpointMeta& m) {
     return {
         {"format", "llmc checkpoint"},
         {"version", CHECKPOINT_META_VERSION},
+        {CRC_KEY, CRC_PLACEHOLDER},
         {"step", m.step},
         {"model", {{"max_seq_len", c.max_seq_len}, {"vocab_size", c.vocab_size},
                    {"padded_vocab_size", c.padded_vocab_size}, {"num_layers", c.num_layers},
@@ -168,6 +166,8 @@ nlohmann::json meta_to_json(const CheckpointMeta& m) {
         {"zero_stage", m.zero_stage},
         {"must_match", {{"batch_size", m.batch_size}, {"seq_len", m.seq_len}, {"total_batch", m.total_batch},
                         {"seed", m.seed}, {"shuffle", m.shuffle}, {"overfit", m.overfit}}},
+        {"train_data", {{"shards", m.train_data.shards}, {"tokens", m.train_data.tokens},
+                        {"digest", hex32(m.train_data.digest)}, {"content", hex32(m.train_data.content)}}},
         {"max_steps", m.max_steps},
         {"data", {{"epoch", m.data.epoch}, {"shard", m.data.shard}, {"sequence", m.data.sequence},
                   {"micro_step", m.data.micro_step}}},
@@ -180,94 +180,134 @@ nlohmann::json meta_to_json(const CheckpointMeta& m) {
 CheckpointMeta meta_from_json(const nlohmann::json& j, const std::string& path) {
     CheckpointMeta m;
     try {
-        if (j.at("format").get<std::string>() != "llmc checkpoint")
-            fail("%s: not a checkpoint metadata file (format '%s')", path.c_str(),
-                 j.at("format").get<std::string>().c_str());
-        int version = j.at("version").get<int>();
+        if (!j.is_object()) fail("%s: not a JSON object", path.c_str());
+        const std::string format = string_field(j, "format", "format", path);
+        if (format != "llmc checkpoint")
+            fail("%s: not a checkpoint metadata file (format \"%s\")", path.c_str(), format.c_str());
+        const int version = (int)int_field(j, "version", "version", 0, I32_MAX, path);
         if (version != CHECKPOINT_META_VERSION)
-            fail("%s: metadata version %d, this program reads version %d", path.c_str(), version,
-                 CHECKPOINT_META_VERSION);
-        m.step = j.at("step").get<int>();
-        const nlohmann::json& c = j.at("model");
-        m.config.max_seq_len = c.at("max_seq_len").get<size_t>();
-        m.config.vocab_size = c.at("vocab_size").get<size_t>();
-        m.config.padded_vocab_size = c.at("padded_vocab_size").get<size_t>();
-        m.config.num_layers = c.at("num_layers").get<size_t>();
-        m.config.num_heads = c.at("num_heads").get<size_t>();
-        m.config.channels = c.at("channels").get<size_t>();
-        m.num_params = j.at("num_params").get<uint64_t>();
-        m.world_size = j.at("world_size").get<int>();
-        m.zero_stage = j.at("zero_stage").get<int>();
-        const nlohmann::json& mm = j.at("must_match");
-        m.batch_size = mm.at("batch_size").get<long long>();
-        m.seq_len = mm.at("seq_len").get<long long>();
-        m.total_batch = mm.at("total_batch").get<long long>();
-        m.seed = mm.at("seed").get<uint64_t>();
-        m.shuffle = mm.at("shuffle").get<bool>();
-        m.overfit = mm.at("overfit").get<bool>();
-        m.max_steps = j.at("max_steps").get<int>();
-        const nlohmann::json& d = j.at("data");
-        m.data.epoch = d.at("epoch").get<uint64_t>();
-        m.data.shard = d.at("shard").get<uint64_t>();
-        m.data.sequence = d.at("sequence").get<uint64_t>();
-        m.data.micro_step = d.at("micro_step").get<uint64_t>();
-        m.guard = j.at("guard");
-        m.metrics_bytes = j.at("metrics_bytes").get<int64_t>();
-        for (const nlohmann::json& jf : j.at("files")) {
+            fail("%s: metadata version %d, this program reads version %d%s", path.c_str(), version,
+                 CHECKPOINT_META_VERSION, version == 1 ? " (version 1 has no checksum of its own)" : "");
+        m.step = (int)int_field(j, "step", "step", 1, I32_MAX, path);
+        const nlohmann::json& c = field(j, "model", "model", path);
+        const __int128 dim = (__int128)1 << 24;
+        m.config.max_seq_len = (size_t)int_field(c, "max_seq_len", "model.max_seq_len", 1, dim, path);
+        m.config.vocab_size = (size_t)int_field(c, "vocab_size", "model.vocab_size", 1, dim, path);
+        m.config.padded_vocab_size = (size_t)int_field(c, "padded_vocab_size", "model.padded_vocab_size", 1, dim, path);
+        m.config.num_layers = (size_t)int_field(c, "num_layers", "model.num_layers", 1, 4096, path);
+        m.config.num_heads = (size_t)int_field(c, "num_heads", "model.num_heads", 1, dim, path);
+        m.config.channels = (size_t)int_field(c, "channels", "model.channels", 1, dim, path);
+        try {
+            validate_config(m.config);
+        } catch (const Error& e) {
+            fail("%s: field \"model\": %s", path.c_str(), e.what());
+        }
+        m.num_params = (uint64_t)int_field(j, "num_params", "num_params", 1, LIMIT, path);
+        if (m.num_params != ParamLayout(m.config).total)
+            fail("%s: field \"num_params\" is %llu, but the model %s has %zu parameters", path.c_str(),
+                 (unsigned long long)m.num_params, m.config.describe().c_str(), ParamLayout(m.config).total);
+        m.world_size = (int)int_field(j, "world_size", "world_size", 1, 1 << 20, path);
+        m.zero_stage = (int)int_field(j, "zero_stage", "zero_stage", 0, 2, path);
+        const nlohmann::json& mm = field(j, "must_match", "must_match", path);
+        m.batch_size = (long long)int_field(mm, "batch_size", "must_match.batch_size", 1, I32_MAX, path);
+        m.seq_len = (long long)int_field(mm, "seq_len", "must_match.seq_len", 1, I32_MAX, path);
+        m.total_batch = (long long)int_field(mm, "total_batch", "must_match.total_batch", 1, LIMIT, path);
+        m.seed = (uint64_t)int_field(mm, "seed", "must_match.seed", 0, U64_MAX, path);
+        m.shuffle = bool_field(mm, "shuffle", "must_match.shuffle", path);
+        m.overfit = bool_field(mm, "overfit", "must_match.overfit", path);
+        const nlohmann::json& td = field(j, "train_data", "train_data", path);
+        m.train_data.shards = (uint64_t)int_field(td, "shards", "train_data.shards", 1, LIMIT, path);
+        m.train_data.tokens = (uint64_t)int_field(td, "tokens", "train_data.tokens", 1, LIMIT, path);
+        m.train_data.digest = hex_field(td, "digest", "train_data.digest", path);
+        m.train_data.content = hex_field(td, "content", "train_data.content", path);
+        m.max_steps = (int)int_field(j, "max_steps", "max_steps", 1, I32_MAX, path);
+        const nlohmann::json& d = field(j, "data", "data", path);
+        m.data.epoch = (uint64_t)int_field(d, "epoch", "data.epoch", 0, U64_MAX, path);
+        m.data.shard = (uint64_t)int_field(d, "shard", "data.shard", 0, U64_MAX, path);
+        m.data.sequence = (uint64_t)int_field(d, "sequence", "data.sequence", 0, U64_MAX, path);
+        // Checkpoints are written between steps.
+        m.data.micro_step = (uint64_t)int_field(d, "micro_step", "data.micro_step", 0, 0, path);
+        m.guard = field(j, "guard", "guard", path);
+        if (!m.guard.is_object()) fail("%s: field \"guard\" is %s, expected an object", path.c_str(), shown(m.guard).c_str());
+        m.metrics_bytes = (int64_t)int_field(j, "metrics_bytes", "metrics_bytes", -1, LIMIT, path);
+        const nlohmann::json& files = field(j, "files", "files", path);
+        if (!files.is_array() || files.size() != (size_t)m.world_size + 1)
+            fail("%s: field \"files\" must list model.bin and one optimizer file per writing rank (%d)", path.c_str(),
+                 m.world_size);
+        for (size_t i = 0; i < files.size(); i++) {
+            const std::string at = "files[" + std::to_string(i) + "]";
             CheckpointFileInfo f;
-            f.name = jf.at("name").get<std::string>();
-            if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.')
-                fail("%s: bad file name '%s'", path.c_str(), f.name.c_str());
-            f.bytes = jf.at("bytes").get<uint64_t>();
-            std::string crc = jf.at("crc32c").get<std::string>();
-            char* end = nullptr;
-            unsigned long v = std::strtoul(crc.c_str(), &end, 16);
-            if (crc.size() != 8 || *end != 0) fail("%s: bad crc32c '%s' for %s", path.c_str(), crc.c_str(), f.name.c_str());
-            f.crc32c = (uint32_t)v;
-            if (jf.contains("begin")) f.begin = jf.at("begin").get<uint64_t>(), f.end = jf.at("end").get<uint64_t>();
+            char want[32];
+            if (i == 0) std::snprintf(want, sizeof want, "model.bin");
+            else std::snprintf(want, sizeof want, "optim_%05zu.bin", i - 1);
+            f.name = string_field(files[i], "name", at + ".name", path);
+            if (f.name != want) fail("%s: field \"%s.name\" is \"%s\", expected \"%s\"", path.c_str(), at.c_str(),
+                                     f.name.c_str(), want);
+            f.bytes = (uint64_t)int_field(files[i], "bytes", at + ".bytes", 0, LIMIT, path);
+            f.crc32c = hex_field(files[i], "crc32c", at + ".crc32c", path);
+            uint64_t expected_bytes = 256 * 4 + 4 * m.num_params;  // model.bin, fp32
+            if (i > 0) {
+                f.begin = (uint64_t)int_field(files[i], "begin", at + ".begin", 0, LIMIT, path);
+                f.end = (uint64_t)int_field(files[i], "end", at + ".end", 0, LIMIT, path);
+                // The optimizer files tile [0, num_params) in order (so no range below wraps around).
+                const uint64_t next = i == 1 ? 0 : m.files.back().end;
+                if (f.begin != next || f.end < f.begin || f.end > m.num_params)
+                    fail("%s: %s covers [%llu, %llu), expected a range starting at %llu within %llu parameters",
+                         path.c_str(), f.name.c_str(), (unsigned long long)f.begin, (unsigned long long)f.end,
+                         (unsigned long long)next, (unsigned long long)m.num_params);
+                expected_bytes = OPTIM_HEADER_BYTES + 3 * 4 * (f.end - f.begin);
+            }
+            if (f.bytes != expected_bytes)
+                fail("%s: field \"%s.bytes\" is %llu, expected %llu for %s", path.c_str(), at.c_str(),
+                     (unsigned long long)f.bytes, (unsigned long long)expected_bytes, f.name.c_str());
             m.files.push_back(f);
         }
+        if (m.files.back().end != m.num_params)
+            fail("%s: the optimizer files cover %llu of %llu parameters", path.c_str(),
+                 (unsigned long long)m.files.back().end, (unsigned long long)m.num_params);
     } catch (const nlohmann::json::exception& e) {
         fail("%s: malformed checkpoint metadata (%s)", path.c_str(), e.what());
     }
-    if (m.files.size() < 2 || m.files[0].name != "model.bin")
-        fail("%s: expected model.bin and at least one optimizer file in \"files\"", path.c_str());
-    // The optimizer files must tile [0, num_params) in order.
-    uint64_t next = 0;
-    for (size_t i = 1; i < m.files.size(); i++) {
-        const CheckpointFileInfo& f = m.files[i];
-        if (f.begin != next || f.end < f.begin || f.end > m.num_params)
-            fail("%s: optimizer file %s covers [%llu, %llu), expected to start at %llu (of %llu)", path.c_str(),
-                 f.name.c_str(), (unsigned long long)f.begin, (unsigned long long)f.end, (unsigned long long)next,
-                 (unsigned long long)m.num_params);
-        next = f.end;
-    }
-    if (next != m.num_params)
-        fail("%s: the optimizer files cover %llu of %llu parameters", path.c_str(), (unsigned long long)next,
-             (unsigned long long)m.num_params);
     return m;
 }
 
 CheckpointMeta read_checkpoint_meta(const std::string& dir) {
     const std::string path = dir + "/" + META_NAME;
+    const size_t size = file_size_or_fail(path);
+    if (size > ((size_t)1 << 26)) fail("%s: %zu bytes, too large for checkpoint metadata", path.c_str(), size);
+    std::string text(size, '\0');
     FILE* f = open_or_fail(path, "rb");
-    std::string text;
-    char buf[4096];
-    size_t got;
-    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, got);
+    try {
+        read_exact(f, &text[0], size, path);
+    } catch (...) {
+        std::fclose(f);
+        throw;
+    }
     std::fclose(f);
     nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded()) fail("%s: not valid JSON (truncated or corrupted)", path.c_str());
+    const uint32_t recorded = hex_field(j, CRC_KEY, CRC_KEY, path);
+    const size_t at = crc_value_offset(text, hex32(recorded));
+    if (at == std::string::npos) fail("%s: field \"%s\" not found in the file's text", path.c_str(), CRC_KEY);
+    text.replace(at, 8, CRC_PLACEHOLDER);
+    const uint32_t computed = crc32c(0, text.data(), text.size());
+    if (computed != recorded)
+        fail("%s: checksum mismatch: crc32c %s computed, %s recorded in its field \"%s\" (the file was edited or "
+             "is corrupted)", path.c_str(), hex32(computed).c_str(), hex32(recorded).c_str(), CRC_KEY);
     return meta_from_json(j, path);
 }
 
 void write_checkpoint_meta(const std::string& dir, const CheckpointMeta& m) {
-    const std::string text = meta_to_json(m).dump(2) + "\n";
+    std::string text = meta_to_json(m).dump(2) + "\n";
+    const size_t at = crc_value_offset(text, CRC_PLACEHOLDER);
+    if (at == std::string::npos) fail("write_checkpoint_meta: no checksum field in the text");
+    text.replace(at, 8, hex32(crc32c(0, text.data(), text.size())));
     const std::string path = dir + "/" + META_NAME;
     write_atomically(path, [&](FILE* f) { write_exact(f, text.data(), text.size(), path); });
 }
 
-std::string verify_checkpoint_file(const std::string& dir, const CheckpointFileInfo& f) {
+std::string verify_checkpoint_file(const std::string& dir, const CheckpointMeta& meta, size_t index) {
+    const CheckpointFileInfo& f = meta.files.at(index);
     const std::string path = dir + "/" + f.name;
     struct stat st;
     if (stat(path.c_str(), &st) != 0) return path + ": missing (" + std::strerror(errno) + ")";
@@ -279,17 +319,38 @@ std::string verify_checkpoint_file(const std::string& dir, const CheckpointFileI
     if (crc != f.crc32c)
         return path + ": checksum mismatch: crc32c " + hex32(crc) + " computed, " + hex32(f.crc32c) +
                " recorded in meta.json (the file is corrupted)";
+    // The header must say what meta.json says (a file with a valid checksum may still be the wrong one).
+    try {
+        if (index == 0) {
+            const GPT2Config c = read_model_config(path);
+            if (!(c == meta.config))
+                return path + ": model " + c.describe() + ", meta.json says " + meta.config.describe();
+        } else {
+            FILE* fp = open_or_fail(path, "rb");
+            int32_t h[256];
+            try {
+                read_exact(fp, h, sizeof h, path);
+            } catch (...) {
+                std::fclose(fp);
+                throw;
+            }
+            std::fclose(fp);
+            check_optim_header(path, h, meta, f);
+        }
+    } catch (const Error& e) {
+        return e.what();
+    }
     return "";
 }
 
 void check_resume_compatible(const CheckpointMeta& s, const CheckpointMeta& n, const std::string& dir) {
     if (!(s.config == n.config))
-        fail("%s: written for model %s, this run has %s (-e)", dir.c_str(), s.config.describe().c_str(),
-             n.config.describe().c_str());
+        throw ResumeMismatch(dir + ": written for model " + s.config.describe() + ", this run has " +
+                             n.config.describe() + " (-e)");
     auto same = [&](const char* flag, long long a, long long b) {
         if (a != b)
-            fail("%s: written with %s %lld, this run has %s %lld; resume with the same value", dir.c_str(), flag, a,
-                 flag, b);
+            throw ResumeMismatch(dir + ": written with " + flag + " " + std::to_string(a) + ", this run has " + flag +
+                                 " " + std::to_string(b) + "; resume with the same value");
     };
     same("-b", s.batch_size, n.batch_size);
     same("-t", s.seq_len, n.seq_len);
@@ -297,6 +358,45 @@ void check_resume_compatible(const CheckpointMeta& s, const CheckpointMeta& n, c
     same("--seed", (long long)s.seed, (long long)n.seed);
     same("--shuffle", s.shuffle, n.shuffle);
     same("-a", s.overfit, n.overfit);
+    if (!(s.train_data == n.train_data))
+        throw ResumeMismatch(dir + ": written for training data of " + describe(s.train_data) + ", this run's -i has " +
+                             describe(n.train_data) + "; resume with the same files");
+}
+
+std::string check_metrics_prefix(const std::string& path, int64_t bytes, int step) {
+    char buf[512];
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) {
+        std::snprintf(buf, sizeof buf, "%s: missing, but the checkpoint of step %d recorded %lld bytes of it "
+                      "(metrics_bytes)", path.c_str(), step, (long long)bytes);
+        return buf;
+    }
+    if (bytes < 1 || bytes > (int64_t)st.st_size) {
+        std::snprintf(buf, sizeof buf, "%s: %lld bytes, but the checkpoint of step %d recorded metrics_bytes = %lld "
+                      "(lines were removed, or the field was edited)", path.c_str(), (long long)st.st_size, step,
+                      (long long)bytes);
+        return buf;
+    }
+    // The line that ends at `bytes` must be step `step`'s train line.
+    const int64_t from = std::max<int64_t>(0, bytes - 65536);
+    std::string tail((size_t)(bytes - from), '\0');
+    FILE* f = std::fopen(path.c_str(), "rb");
+    const bool ok = f && fseeko(f, (off_t)from, SEEK_SET) == 0 && std::fread(&tail[0], 1, tail.size(), f) == tail.size();
+    if (f) std::fclose(f);
+    if (!ok) return path + ": read error";
+    nlohmann::json line;
+    if (tail.back() == '\n') {
+        const size_t start = tail.find_last_of('\n', tail.size() - 2);
+        line = nlohmann::json::parse(tail.substr(start == std::string::npos ? 0 : start + 1), nullptr, false);
+    }
+    const bool is_step = line.is_object() && line.contains("train_loss") && line.contains("step") &&
+                         line["step"].is_number_integer() && line["step"].get<long long>() == step;
+    if (!is_step) {
+        std::snprintf(buf, sizeof buf, "%s: the checkpoint of step %d recorded metrics_bytes = %lld, which is not "
+                      "the end of step %d's line", path.c_str(), step, (long long)bytes, step);
+        return buf;
+    }
+    return "";
 }
 
 // ---- optimizer-state files -------------------------------------------------------------------------------------
@@ -316,6 +416,20 @@ uint64_t get_u64(const int32_t* h) {
 }
 
 }  // namespace
+
+void check_optim_header(const std::string& path, const int32_t* h, const CheckpointMeta& meta,
+                        const CheckpointFileInfo& fi) {
+    if (h[0] != OPTIM_STATE_MAGIC)
+        fail("%s: bad magic %d (expected %d: an optimizer-state file)", path.c_str(), h[0], OPTIM_STATE_MAGIC);
+    if (h[1] != OPTIM_STATE_VERSION) fail("%s: version %d, expected %d", path.c_str(), h[1], OPTIM_STATE_VERSION);
+    if (h[2] != meta.step || get_u64(h + 4) != meta.num_params || get_u64(h + 6) != fi.begin ||
+        get_u64(h + 8) != fi.end)
+        fail("%s: header says step %d, %llu parameters, range [%llu, %llu); meta.json says step %d, %llu, "
+             "[%llu, %llu)",
+             path.c_str(), h[2], (unsigned long long)get_u64(h + 4), (unsigned long long)get_u64(h + 6),
+             (unsigned long long)get_u64(h + 8), meta.step, (unsigned long long)meta.num_params,
+             (unsigned long long)fi.begin, (unsigned long long)fi.end);
+}
 
 void checkpoint_test_hook(int step) {
     const char* s = std::getenv("LLMC_TEST_CRASH_IN_CHECKPOINT");
@@ -365,17 +479,7 @@ void read_optim_state(const std::string& dir, const CheckpointMeta& meta, int wh
         int32_t h[HEADER_INTS];
         try {
             read_exact(f, h, HEADER_BYTES, path);
-            if (h[0] != OPTIM_STATE_MAGIC)
-                fail("%s: bad magic %d (expected %d: an optimizer-state file)", path.c_str(), h[0], OPTIM_STATE_MAGIC);
-            if (h[1] != OPTIM_STATE_VERSION)
-                fail("%s: version %d, expected %d", path.c_str(), h[1], OPTIM_STATE_VERSION);
-            if (h[2] != meta.step || get_u64(h + 4) != meta.num_params || get_u64(h + 6) != fi.begin ||
-                get_u64(h + 8) != fi.end)
-                fail("%s: header says step %d, %llu parameters, range [%llu, %llu); meta.json says step %d, %llu, "
-                     "[%llu, %llu)",
-                     path.c_str(), h[2], (unsigned long long)get_u64(h + 4), (unsigned long long)get_u64(h + 6),
-                     (unsigned long long)get_u64(h + 8), meta.step, (unsigned long long)meta.num_params,
-                     (unsigned long long)fi.begin, (unsigned long long)fi.end);
+            check_optim_header(path, h, meta, fi);
             const uint64_t n = fi.end - fi.begin;
             const uint64_t offset = HEADER_BYTES + ((uint64_t)which * n + (a - fi.begin)) * sizeof(float);
             if (fseeko(f, (off_t)offset, SEEK_SET) != 0) fail("%s: cannot seek (%s)", path.c_str(), std::strerror(errno));

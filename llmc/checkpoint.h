@@ -37,6 +37,8 @@
 
 #include "comm.h"
 #include "config.h"
+#include "crc32c.h"
+#include "data_check.h"
 #include "dataloader.h"
 #include "error.h"
 #include "file_util.h"
@@ -48,13 +50,7 @@ namespace llmc {
 
 constexpr int OPTIM_STATE_MAGIC = 20241106;
 constexpr int OPTIM_STATE_VERSION = 1;
-constexpr int CHECKPOINT_META_VERSION = 1;
-
-// CRC-32C (Castagnoli), continuing from `crc` (0 to start): crc32c(crc32c(0, a), b) == crc32c(0, a + b).
-// SSE4.2's crc32 instruction when the CPU has it, else a table. crc32c(0, "123456789", 9) == 0xE3069283.
-uint32_t crc32c(uint32_t crc, const void* data, size_t n);
-// CRC-32C of a whole file (and its size in *bytes); fails naming the file.
-uint32_t crc32c_file(const std::string& path, uint64_t* bytes);
+constexpr int CHECKPOINT_META_VERSION = 2;  // 2: meta.json carries its own checksum; train_data
 
 struct CheckpointFileInfo {
     std::string name;          // inside the checkpoint directory
@@ -73,6 +69,7 @@ struct CheckpointMeta {
     uint64_t seed = 0;
     bool shuffle = true;
     bool overfit = false;
+    DataSummary train_data;       // must match too: the training shards' names and sizes (llmc/data_check.h)
     int max_steps = 0;            // informational: a resumed run may change -x (the lr schedule then changes too)
     LoaderPosition data;          // the training loader at the start of step + 1
     nlohmann::json guard;         // StepGuard::state()
@@ -87,15 +84,31 @@ std::vector<int> list_checkpoint_steps(const std::string& out_dir);
 bool checkpoint_complete(const std::string& dir);  // meta.json exists
 
 nlohmann::json meta_to_json(const CheckpointMeta& m);
-// Fails naming the file on anything missing or malformed.
+// Fails naming the file and the field on anything missing, of the wrong JSON type or out of range (integers are
+// never wrapped: -4 is not 2^64 - 4), and on anything inconsistent within the file (the model's parameter count,
+// one optimizer file per writing rank tiling [0, num_params), the files' sizes).
 CheckpointMeta meta_from_json(const nlohmann::json& j, const std::string& path);
+// Reads dir/meta.json and checks its own checksum (field "meta_crc32c": the CRC-32C of the file's bytes with that
+// value written as "00000000") before meta_from_json.
 CheckpointMeta read_checkpoint_meta(const std::string& dir);
 void write_checkpoint_meta(const std::string& dir, const CheckpointMeta& m);
-// "" when the file has the recorded size and CRC-32C, else a message naming the file and both checksums.
-std::string verify_checkpoint_file(const std::string& dir, const CheckpointFileInfo& f);
-// Fails with a message naming the flag when `saved` (the checkpoint) and `now` (this run) differ in anything that
-// must match: model shape, -b, -t, -d, --seed, --shuffle, -a.
+// "" when file `index` of `meta` has the recorded size and CRC-32C and its header agrees with meta.json (model.bin:
+// the model shape; optimizer files: magic, version, step, range), else a message naming the file.
+std::string verify_checkpoint_file(const std::string& dir, const CheckpointMeta& meta, size_t index);
+// Fails naming the file when an optimizer file's header `h` (256 int32) disagrees with meta.json.
+void check_optim_header(const std::string& path, const int32_t* h, const CheckpointMeta& meta,
+                        const CheckpointFileInfo& fi);
+// A checkpoint that is intact but written by a run with other flags or data: resuming it is refused outright
+// (every checkpoint of that run would be the same), not skipped for an older one.
+struct ResumeMismatch : Error {
+    using Error::Error;
+};
+// Throws ResumeMismatch with a message naming the flag when `saved` (the checkpoint) and `now` (this run) differ
+// in anything that must match: model shape, -b, -t, -d, --seed, --shuffle, -a, the training data (-i).
 void check_resume_compatible(const CheckpointMeta& saved, const CheckpointMeta& now, const std::string& dir);
+// "" when the first `bytes` of metrics.jsonl at `path` end with the train line of step `step` (the checkpoint's
+// metrics_bytes), else what is wrong.
+std::string check_metrics_prefix(const std::string& path, int64_t bytes, int step);
 
 // Writes one optimizer-state file atomically: `fetch(which, offset, count, dst)` copies `count` floats of array
 // `which` (0 = m, 1 = v, 2 = master) starting at logical element begin + offset into dst. Returns name, size, CRC.
@@ -150,15 +163,8 @@ public:
             [&](int which, uint64_t off, size_t count, float* dst) {
                 be_.copy_to_host(dst, arrays[which] + base + off, count * sizeof(float));
             });
-        // Gather every rank's (size, CRC) as 16-bit pieces in floats (exact; no NaN bit patterns in transit).
-        std::vector<float> host((size_t)world * 6, 0.0f);
-        for (int k = 0; k < 4; k++) host[(size_t)rank * 6 + k] = (float)((mine.bytes >> (16 * k)) & 0xFFFF);
-        for (int k = 0; k < 2; k++) host[(size_t)rank * 6 + 4 + k] = (float)((mine.crc32c >> (16 * k)) & 0xFFFF);
-        float* dev = (float*)be_.alloc(host.size() * sizeof(float));
-        be_.copy_to_device(dev, host.data(), host.size() * sizeof(float));
-        comm_.all_gather(dev + (size_t)rank * 6, dev, 6, DType::F32, be_.main_stream());
-        be_.copy_to_host(host.data(), dev, host.size() * sizeof(float));
-        be_.free(dev);
+        // Every rank's (size, CRC) for meta.json.
+        const std::vector<uint64_t> sizes_crcs = all_gather_u64(be_, comm_, {mine.bytes, mine.crc32c});
         if (rank == 0) {
             CheckpointFileInfo model_file;
             model_file.name = "model.bin";
@@ -170,8 +176,7 @@ public:
                 char n[32];
                 std::snprintf(n, sizeof n, "optim_%05d.bin", r);
                 f.name = n, f.begin = plan.logical_begin(r), f.end = plan.logical_end(r);
-                for (int k = 0; k < 4; k++) f.bytes |= (uint64_t)host[(size_t)r * 6 + k] << (16 * k);
-                for (int k = 0; k < 2; k++) f.crc32c |= (uint32_t)host[(size_t)r * 6 + 4 + k] << (16 * k);
+                f.bytes = sizes_crcs[2 * (size_t)r], f.crc32c = (uint32_t)sizes_crcs[2 * (size_t)r + 1];
                 meta.files.push_back(f);
             }
             meta.world_size = world, meta.zero_stage = opt_.zero_stage(), meta.num_params = plan.num_params;
@@ -181,12 +186,16 @@ public:
         comm_.barrier();  // nobody races ahead into a later checkpoint while rank 0 finishes this one
     }
 
-    // -y 1: the newest checkpoint that is complete and verifies; -1 when out_dir has no checkpoint at all. Fails
-    // when there are checkpoints but none is usable (starting afresh would silently drop the run's progress).
-    int find_latest_valid(CheckpointMeta* out) {
+    // -y 1: the newest checkpoint that is complete, intact and valid; -1 when out_dir has no checkpoint at all.
+    // `check(meta)` is the run's own validation of a metadata file that read correctly (data position, metrics,
+    // step guard: "" or the problem, naming the file and the field); it runs on every rank, and it may throw
+    // ResumeMismatch (another run's checkpoint), which stops the search. A checkpoint that fails anything else is
+    // reported on stderr and the previous one is tried. Fails when there are checkpoints but none is usable
+    // (starting afresh would silently drop the run's progress).
+    int find_latest_valid(CheckpointMeta* out, const std::function<std::string(const CheckpointMeta&)>& check) {
         const int rank = comm_.rank(), world = comm_.world_size();
         std::vector<int> steps = list_checkpoint_steps(out_);
-        float* flag = (float*)be_.alloc(sizeof(float));
+        DeviceArray<Backend, float> flag(be_, 1);
         int found = -1;
         for (size_t i = steps.size(); i-- > 0 && found < 0;) {
             const std::string dir = checkpoint_dir(out_, steps[i]);
@@ -198,18 +207,24 @@ public:
             } else {
                 try {
                     meta = read_checkpoint_meta(dir);
-                    shared = false;
+                    if (meta.step != steps[i])
+                        problem = dir + "/meta.json: field \"step\" is " + std::to_string(meta.step) +
+                                  ", the directory is for step " + std::to_string(steps[i]);
+                    if (problem.empty() && check) problem = check(meta);
+                    shared = problem.empty() ? false : shared;
                     for (size_t f = (size_t)rank; f < meta.files.size() && problem.empty(); f += (size_t)world)
-                        problem = verify_checkpoint_file(dir, meta.files[f]);
+                        problem = verify_checkpoint_file(dir, meta, f);
+                } catch (const ResumeMismatch&) {
+                    throw;
                 } catch (const Error& e) {
                     problem = e.what();
                 }
             }
             if (!problem.empty() && (rank == 0 || !shared)) std::fprintf(stderr, "checkpoint: %s\n", problem.c_str());
             float bad = problem.empty() ? 0.0f : 1.0f;
-            be_.copy_to_device(flag, &bad, sizeof(float));
-            comm_.all_reduce(flag, 1, DType::F32, ReduceOp::Max, be_.main_stream());
-            be_.copy_to_host(&bad, flag, sizeof(float));
+            be_.copy_to_device(flag.get(), &bad, sizeof(float));
+            comm_.all_reduce(flag.get(), 1, DType::F32, ReduceOp::Max, be_.main_stream());
+            be_.copy_to_host(&bad, flag.get(), sizeof(float));
             if (bad == 0.0f) {
                 found = steps[i], *out = meta;
             } else if (rank == 0) {
@@ -217,10 +232,9 @@ public:
                              dir.c_str());
             }
         }
-        be_.free(flag);
         if (found < 0 && !steps.empty())
-            fail("-y 1: none of the %zu checkpoint(s) in %s is complete and intact (see the messages above); "
-                 "nothing was changed. Remove them or point -o elsewhere to start afresh",
+            fail("-y 1: none of the %zu checkpoint(s) in %s is complete, intact and valid (see the messages above); "
+                 "nothing was changed. Move them away or point -o elsewhere to start afresh",
                  steps.size(), out_.c_str());
         return found;
     }

@@ -99,6 +99,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("keep-last", "-nk: keep the last N checkpoints (0: all)", v(o.keep_last))
         ("keep-every", "-nm: also keep every checkpoint whose step is a multiple of M", v(o.keep_every))
         ("y,resume", "1: resume from the latest checkpoint in -o", v(o.resume))
+        ("start-over", "start afresh in an -o that holds an earlier run: its files are moved into -o/previous_<time>/",
+         cxxopts::value(o.start_over))
         ("z,zero-stage", "ZeRO stage 0, 1 or 2 (-1: 1 with several ranks)", v(o.zero_stage))
         ("r,recompute", "1: recompute GELU in backward; 2: GELU and the layernorms", v(o.recompute))
         ("w,master-weights", "fp32 master weights: always kept here (accepted for llm.c's scripts)", v(o.master_weights))
@@ -113,6 +115,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("gpus-per-node", "-pg: GPUs per node override", v(o.gpus_per_node))
         ("rendezvous-dir", "-pf: shared directory for -pi fs", s(o.rendezvous_dir))
         ("server-ip", "-ps: accepted for llm.c compatibility (unused)", s(o.server_ip))
+        ("comm-timeout", "seconds a collective may wait for a peer before every rank stops, naming the stuck rank "
+                         "(0: off; default $LLMC_COMM_TIMEOUT, else 300)", cxxopts::value<std::string>())
         ("threads", "CPU threads (0: OpenMP default)", v(o.threads))
         ("h,help", "print this help");
 
@@ -141,6 +145,17 @@ TrainOptions parse_train_options(int argc, char** argv) {
         std::exit(0);
     }
     o.shuffle = r["shuffle"].as<int>() != 0;
+    // --comm-timeout, else $LLMC_COMM_TIMEOUT, else the default; the message names where a bad value came from.
+    const char* env_timeout = std::getenv("LLMC_COMM_TIMEOUT");
+    if (r.count("comm-timeout") || env_timeout) {
+        const std::string text = r.count("comm-timeout") ? r["comm-timeout"].as<std::string>() : env_timeout;
+        char* end = nullptr;
+        const double t = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end || !(t >= 0.0 && t <= 1e9))
+            fail("%s '%s': expected seconds >= 0 (0 turns the watchdog off)",
+                 r.count("comm-timeout") ? "--comm-timeout" : "LLMC_COMM_TIMEOUT", text.c_str());
+        o.comm_timeout = t;
+    }
 
     if (o.batch_size < 1) fail("-b %d: the batch size must be >= 1", o.batch_size);
     if (o.seq_len < 1) fail("-t %d: the sequence length must be >= 1", o.seq_len);
@@ -159,6 +174,9 @@ TrainOptions parse_train_options(int argc, char** argv) {
     if (!(o.skip_loss_z >= 0.0f) || !(o.skip_grad_z >= 0.0f))
         fail("-sl/-sg %g/%g: z-score thresholds must be >= 0 (0: off)", o.skip_loss_z, o.skip_grad_z);
     if (o.resume && o.output_dir.empty()) fail("-y 1 needs -o (the directory holding the checkpoints)");
+    if (o.start_over && o.resume)
+        fail("--start-over and -y 1 exclude each other: -y 1 continues the run in -o, --start-over starts a new one");
+    if (o.start_over && o.output_dir.empty()) fail("--start-over needs -o (the directory to start over in)");
     if (o.recompute < 0 || o.recompute > 2) fail("-r %d: must be 0, 1 or 2", o.recompute);
     if (o.master_weights != 0 && o.master_weights != 1) fail("-w %d: must be 0 or 1", o.master_weights);
     if (o.overfit_single_batch != 0 && o.overfit_single_batch != 1) fail("-a %d: must be 0 or 1", o.overfit_single_batch);

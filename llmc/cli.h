@@ -43,6 +43,7 @@ struct TrainOptions {
     int keep_last = 0;          // -nk
     int keep_every = 0;         // -nm
     int resume = 0;             // -y
+    bool start_over = false;    // --start-over: move an earlier run's files in -o aside (llmc/output_dir.h)
     int zero_stage = -1;        // -z (-1: 1 with several ranks, 0 with one)
     int recompute = 0;          // -r
     int master_weights = 1;     // -w
@@ -55,6 +56,9 @@ struct TrainOptions {
     std::string rendezvous_dir;        // -pf
     std::string server_ip;             // -ps
     std::string hellaswag;             // --hellaswag
+    // --comm-timeout: a collective that makes no progress for this long stops every rank (llmc/watchdog.h); 0: off.
+    // Default: $LLMC_COMM_TIMEOUT, else 300.
+    double comm_timeout = 300;
     int threads = 0;
 };
 

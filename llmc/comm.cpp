@@ -30,7 +30,7 @@ std::unique_ptr<Comm> create_host_comm(const DistInfo& info, const CommOptions& 
         fail("%d processes (from the %s environment) but no MPI launcher: the CPU backend's collectives need MPI, "
              "launch with mpirun -np %d or srun --mpi=pmix",
              info.world_size, info.launcher.c_str(), info.world_size);
-    return make_mpi_comm(info);
+    return make_mpi_comm(info, opt);
 }
 
 }  // namespace llmc

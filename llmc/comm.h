@@ -7,13 +7,15 @@
 //   MpiComm     host buffers, MPI (llmc/comm_mpi.cpp)
 //   NcclComm    device buffers, NCCL (llmc/cuda/comm_nccl.cu); served by MPI under the CUDA simulator
 // Every implementation counts the collectives it issues, so tests can check "exactly one reduction per bucket per
-// optimizer step".
+// optimizer step". MpiComm and NcclComm register every collective with a watchdog when CommOptions::watchdog_s > 0
+// (llmc/watchdog.h): a peer that makes no progress stops every rank with a message naming it, never a hang.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend.h"
 #include "dist_info.h"
@@ -76,6 +78,7 @@ struct CommOptions {
     CommInit init = CommInit::Auto;
     std::string rendezvous_dir;  // -pf: shared directory for CommInit::File
     double timeout_s = 300;      // how long ranks wait for each other at the rendezvous
+    double watchdog_s = 0;       // a collective waiting longer than this stops every rank (llmc/watchdog.h); 0: off
 };
 
 // SingleComm copies with `copy` when send and receive buffers differ (nullptr: host memcpy; the CUDA backend passes
@@ -84,11 +87,30 @@ using CommCopyFn = void (*)(void* dst, const void* src, size_t bytes, void* stre
 std::unique_ptr<Comm> make_single_comm(CommCopyFn copy = nullptr);
 
 // MpiComm over host buffers (llmc/comm_mpi.h). Initialises MPI if needed (mpi_env.h) and refines the layout.
-std::unique_ptr<Comm> make_mpi_comm(const DistInfo& info);
+std::unique_ptr<Comm> make_mpi_comm(const DistInfo& info, const CommOptions& opt = CommOptions());
 
 // The Comm for host buffers (the CPU backend): SingleComm for one process, MpiComm otherwise. Fails with a clear
 // message when several processes were launched without MPI. Backends wrap this: llmc/cpu/cpu_comm.h,
 // llmc/cuda/cuda_comm.h (device buffers, NCCL).
 std::unique_ptr<Comm> create_host_comm(const DistInfo& info, const CommOptions& opt = CommOptions());
+
+// Every rank's `mine` (the same length on every rank), concatenated in rank order, through the comm's float
+// all-gather on backend buffers: each value travels as four 16-bit pieces in floats (exact; no NaN bit patterns).
+// Collective.
+template <class Backend>
+std::vector<uint64_t> all_gather_u64(Backend& be, Comm& comm, const std::vector<uint64_t>& mine) {
+    const size_t n = mine.size() * 4, world = (size_t)comm.world_size(), rank = (size_t)comm.rank();
+    std::vector<float> host(n * world, 0.0f);
+    for (size_t i = 0; i < mine.size(); i++)
+        for (size_t k = 0; k < 4; k++) host[rank * n + 4 * i + k] = (float)((mine[i] >> (16 * k)) & 0xFFFF);
+    DeviceArray<Backend, float> dev(be, host.size());
+    be.copy_to_device(dev.get(), host.data(), host.size() * sizeof(float));
+    comm.all_gather(dev.get() + rank * n, dev.get(), n, DType::F32, be.main_stream());
+    be.copy_to_host(host.data(), dev.get(), host.size() * sizeof(float));
+    std::vector<uint64_t> all(mine.size() * world, 0);
+    for (size_t i = 0; i < all.size(); i++)
+        for (size_t k = 0; k < 4; k++) all[i] |= (uint64_t)host[4 * i + k] << (16 * k);
+    return all;
+}
 
 }  // namespace llmc

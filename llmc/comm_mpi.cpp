@@ -41,7 +41,7 @@ void narrow(uint16_t* dst, const float* src, size_t n) {
 
 }  // namespace
 
-MpiComm::MpiComm(const DistInfo& info, size_t max_chunk) : max_chunk_(max_chunk) {
+MpiComm::MpiComm(const DistInfo& info, size_t max_chunk, double watchdog_s) : max_chunk_(max_chunk) {
     if (!mpi_is_initialized()) fail("MpiComm: MPI is not initialised (create it with make_mpi_comm)");
     if (max_chunk == 0 || max_chunk > (size_t)INT32_MAX)
         fail("MpiComm: max_chunk %zu, expected 1 .. %d elements per MPI call", max_chunk, INT32_MAX);
@@ -55,9 +55,13 @@ MpiComm::MpiComm(const DistInfo& info, size_t max_chunk) : max_chunk_(max_chunk)
     // A communicator of our own, so our collectives never match messages of other code using MPI_COMM_WORLD.
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    if (watchdog_s > 0 && info.world_size > 1)
+        watchdog_ = std::make_unique<CommWatchdog>(info.rank, info.world_size, watchdog_s, make_mpi_census(),
+                                                   WatchdogHooks());
 }
 
 MpiComm::~MpiComm() {
+    watchdog_.reset();
     if (comm_ != MPI_COMM_NULL && mpi_is_initialized()) MPI_Comm_free(&comm_);
 }
 
@@ -105,6 +109,7 @@ void MpiComm::reduce_scatter_f32(const float* send, float* recv, size_t recv_cou
 }
 
 void MpiComm::all_reduce(void* buf, size_t count, DType t, ReduceOp op, void*) {
+    WatchedCall watched(watchdog_.get(), CollectiveKind::AllReduce);
     counters.all_reduce++;
     counters.bytes += count * dtype_size(t);
     if (t == DType::F32) {
@@ -119,6 +124,7 @@ void MpiComm::all_reduce(void* buf, size_t count, DType t, ReduceOp op, void*) {
 }
 
 void MpiComm::reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root, void*) {
+    WatchedCall watched(watchdog_.get(), CollectiveKind::Reduce);
     if (root < 0 || root >= info_.world_size)
         fail("reduce: root %d, expected 0 <= root < world size %d", root, info_.world_size);
     counters.reduce++;
@@ -138,6 +144,7 @@ void MpiComm::reduce(const void* send, void* recv, size_t count, DType t, Reduce
 }
 
 void MpiComm::reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op, void*) {
+    WatchedCall watched(watchdog_.get(), CollectiveKind::ReduceScatter);
     const size_t W = (size_t)info_.world_size;
     counters.reduce_scatter++;
     counters.bytes += W * recv_count * dtype_size(t);
@@ -162,6 +169,7 @@ void MpiComm::reduce_scatter(const void* send, void* recv, size_t recv_count, DT
 }
 
 void MpiComm::all_gather(const void* send, void* recv, size_t send_count, DType t, void*) {
+    WatchedCall watched(watchdog_.get(), CollectiveKind::AllGather);
     const size_t W = (size_t)info_.world_size, es = dtype_size(t);
     counters.all_gather++;
     counters.bytes += send_count * es;
@@ -189,6 +197,7 @@ void MpiComm::all_gather(const void* send, void* recv, size_t send_count, DType 
 }
 
 void MpiComm::broadcast(void* buf, size_t count, DType t, int root, void*) {
+    WatchedCall watched(watchdog_.get(), CollectiveKind::Broadcast);
     if (root < 0 || root >= info_.world_size)
         fail("broadcast: root %d, expected 0 <= root < world size %d", root, info_.world_size);
     counters.broadcast++;
@@ -201,13 +210,15 @@ void MpiComm::broadcast(void* buf, size_t count, DType t, int root, void*) {
 }
 
 void MpiComm::barrier() {
+    WatchedCall watched(watchdog_.get(), CollectiveKind::Barrier);
     counters.barrier++;
     check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
 }
 
-std::unique_ptr<Comm> make_mpi_comm(const DistInfo& info) {
+std::unique_ptr<Comm> make_mpi_comm(const DistInfo& info, const CommOptions& opt) {
     mpi_init_once(info);
-    return std::make_unique<MpiComm>(mpi_refine_dist_info(info, current_environment()));
+    return std::make_unique<MpiComm>(mpi_refine_dist_info(info, current_environment()), (size_t)1 << 30,
+                                     opt.watchdog_s);
 }
 
 }  // namespace llmc

@@ -5,20 +5,24 @@
 // ranks contribute. Avg is Sum followed by a division by the world size (a division, not a multiplication by
 // 1/world, so Avg of identical values returns them exactly for any world size).
 // MPI counts are int: buffers longer than `max_chunk` elements (default 2^30) go in several calls.
+// With a watchdog timeout (CommOptions::watchdog_s) every collective is watched (llmc/watchdog.h): a peer that does
+// not arrive in time stops the job with a message naming it, instead of a hang.
 #pragma once
 
 #include <mpi.h>
 
+#include <memory>
 #include <vector>
 
 #include "comm.h"
+#include "watchdog.h"
 
 namespace llmc {
 
 class MpiComm final : public Comm {
 public:
     // `info` must match MPI_COMM_WORLD's rank and size; MPI must be initialised (make_mpi_comm does both).
-    explicit MpiComm(const DistInfo& info, size_t max_chunk = (size_t)1 << 30);
+    explicit MpiComm(const DistInfo& info, size_t max_chunk = (size_t)1 << 30, double watchdog_s = 0);
     ~MpiComm() override;
     const char* name() const override { return "mpi"; }
 
@@ -37,6 +41,7 @@ private:
 
     MPI_Comm comm_ = MPI_COMM_NULL;
     size_t max_chunk_;
+    std::unique_ptr<CommWatchdog> watchdog_;  // null: off
     std::vector<float> scratch_send_, scratch_recv_;  // fp32 copies of bf16 buffers; packed chunks
 };
 

@@ -29,6 +29,15 @@ void validate_config(const GPT2Config& c) {
         c.num_heads > c.channels)
         fail("model config %s: sizes out of range (at most L=4096, C, maxT, Vp <= %zu, NH <= C)", c.describe().c_str(),
              max_dim);
+    // The parameter count (and the model file's byte count, 4 per parameter) must not wrap size_t: with the limits
+    // above, 12 L C^2 alone reaches 2^66, and a crafted header whose wrapped byte count matched its file size
+    // passed the size check. Counted in 128 bits (the layout of llmc/layout.h) and capped at 2^40 parameters.
+    const unsigned __int128 L = c.num_layers, C = c.channels;
+    const unsigned __int128 params = (unsigned __int128)c.padded_vocab_size * C + (unsigned __int128)c.max_seq_len * C +
+                                     L * (12 * C * C + 13 * C) + 2 * C;
+    if (params > ((unsigned __int128)1 << 40))
+        fail("model config %s: %.3g parameters, more than the 2^40 this program handles", c.describe().c_str(),
+             (double)params);
     if (c.padded_vocab_size < c.vocab_size)
         fail("model config %s: padded vocab %zu is smaller than the vocab %zu", c.describe().c_str(),
              c.padded_vocab_size, c.vocab_size);

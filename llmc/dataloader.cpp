@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "error.h"
@@ -109,14 +110,17 @@ size_t DataLoader::steps_per_epoch() const {
     return n;
 }
 
-void DataLoader::start_epoch(uint64_t epoch) {
-    shard_order_.resize(shards_.size());
-    for (size_t i = 0; i < shards_.size(); i++) shard_order_[i] = i;
+std::vector<size_t> DataLoader::shard_order(uint64_t epoch) const {
+    std::vector<size_t> order(shards_.size());
+    for (size_t i = 0; i < shards_.size(); i++) order[i] = i;
     if (shuffle_) {
         Rng rng(seed_ ^ (epoch * 0x9E3779B97F4A7C15ull), SHUFFLE_STREAM);
-        shuffle_with(shard_order_, rng);
+        shuffle_with(order, rng);
     }
+    return order;
 }
+
+void DataLoader::start_epoch(uint64_t epoch) { shard_order_ = shard_order(epoch); }
 
 void DataLoader::open_current_shard() {
     size_t index = shard_order_[pos_.shard];
@@ -135,16 +139,51 @@ void DataLoader::open_current_shard() {
     }
 }
 
+std::string DataLoader::check_position(const LoaderPosition& p) const {
+    char buf[256];
+    if (p.shard >= shards_.size()) {
+        std::snprintf(buf, sizeof buf, "data.shard %llu is out of range (the data has %zu shard(s))",
+                      (unsigned long long)p.shard, shards_.size());
+        return buf;
+    }
+    if (p.micro_step >= micro_steps_) {
+        std::snprintf(buf, sizeof buf, "data.micro_step %llu is out of range (%zu micro-step(s) per step)",
+                      (unsigned long long)p.micro_step, micro_steps_);
+        return buf;
+    }
+    // Compared as "sequence <= n - per_step" (n >= per_step for every shard, checked when the loader opened it):
+    // "sequence + per_step <= n" would wrap around for a sequence near 2^64 and accept it.
+    const size_t shard = shard_order(p.epoch)[p.shard];
+    const uint64_t n = sequences_in(shard);
+    if (n < seqs_per_step_ || p.sequence > n - seqs_per_step_) {
+        std::snprintf(buf, sizeof buf, "data.sequence %llu is out of range (shard %s holds %llu sequences, a step "
+                      "takes %zu)", (unsigned long long)p.sequence, shards_[shard].path.c_str(), (unsigned long long)n,
+                      seqs_per_step_);
+        return buf;
+    }
+    return "";
+}
+
 void DataLoader::set_position(const LoaderPosition& p) {
+    const std::string problem = check_position(p);
+    if (!problem.empty()) fail("data loader position: %s", problem.c_str());
     start_epoch(p.epoch);
-    if (p.shard >= shards_.size() || p.micro_step >= micro_steps_ ||
-        p.sequence + seqs_per_step_ > sequences_in(shard_order_[p.shard]))
-        fail("data loader position (epoch %llu, shard %llu, sequence %llu, micro-step %llu) does not fit the data "
-             "'%s'...: was it written for other data or another batch size?",
-             (unsigned long long)p.epoch, (unsigned long long)p.shard, (unsigned long long)p.sequence,
-             (unsigned long long)p.micro_step, shards_[0].path.c_str());
     pos_ = p;
     open_current_shard();
+}
+
+LoaderPosition DataLoader::position_after(uint64_t steps) const {
+    // Each shard holds floor(sequences / per-step) steps (advance_step moves on when another whole step does not
+    // fit); an epoch is the sum over its shards, whatever their order.
+    LoaderPosition p;
+    if (steps_per_epoch() == 0) return p;
+    p.epoch = steps / steps_per_epoch();
+    uint64_t left = steps % steps_per_epoch();
+    const std::vector<size_t> order = shard_order(p.epoch);
+    for (p.shard = 0; left >= sequences_in(order[p.shard]) / seqs_per_step_; p.shard++)
+        left -= sequences_in(order[p.shard]) / seqs_per_step_;
+    p.sequence = left * seqs_per_step_;
+    return p;
 }
 
 void DataLoader::advance_step() {

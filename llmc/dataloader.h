@@ -38,6 +38,9 @@ struct LoaderPosition {
     uint64_t sequence = 0;   // index into this shard's sequence order where the current step starts
     uint64_t micro_step = 0; // micro-steps of the current step already taken
 };
+inline bool operator==(const LoaderPosition& a, const LoaderPosition& b) {
+    return a.epoch == b.epoch && a.shard == b.shard && a.sequence == b.sequence && a.micro_step == b.micro_step;
+}
 
 class DataLoader {
 public:
@@ -55,12 +58,21 @@ public:
     size_t steps_per_epoch() const;
     void reset() { set_position(LoaderPosition()); }
     LoaderPosition position() const { return pos_; }
+    // Fails with check_position's message when `p` does not fit the data.
     void set_position(const LoaderPosition& p);
+    // "" when `p` is a position this data and batch can be at (shard and sequence in range, a step's worth of
+    // sequences left in the shard, micro-step in range), else what is wrong, naming the field. Safe for any values
+    // (no wrap-around: a position read from a file may hold anything).
+    std::string check_position(const LoaderPosition& p) const;
+    // Where `steps` whole steps from the start leave the loader (the position is a function of the step count).
+    LoaderPosition position_after(uint64_t steps) const;
+    const std::vector<ShardInfo>& shards() const { return shards_; }
     size_t total_tokens() const;
     size_t num_shards() const { return shards_.size(); }
 
 private:
     void start_epoch(uint64_t epoch);
+    std::vector<size_t> shard_order(uint64_t epoch) const;  // the epoch's order of shards
     void open_current_shard();
     void advance_step();
     void read_sequence(uint64_t seq, int* inputs, int* targets);

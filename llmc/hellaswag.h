@@ -82,12 +82,11 @@ double evaluate_hellaswag(GPT2<Backend>& model, Comm& comm, const std::vector<Mc
         const size_t best = (size_t)(std::min_element(score.begin(), score.end()) - score.begin());
         if ((int)best == ex.label) correct += 1;
     }
-    float* acc = (float*)be.alloc(sizeof(float));
+    DeviceArray<Backend, float> acc(be, 1);
     float host = (float)correct;  // exact: counts below 2^24
-    be.copy_to_device(acc, &host, sizeof(float));
-    comm.all_reduce(acc, 1, DType::F32, ReduceOp::Sum, be.main_stream());
-    be.copy_to_host(&host, acc, sizeof(float));
-    be.free(acc);
+    be.copy_to_device(acc.get(), &host, sizeof(float));
+    comm.all_reduce(acc.get(), 1, DType::F32, ReduceOp::Sum, be.main_stream());
+    be.copy_to_host(&host, acc.get(), sizeof(float));
     return examples.empty() ? 0.0 : (double)host / (double)examples.size();
 }
 

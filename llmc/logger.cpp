@@ -10,7 +10,9 @@
 namespace llmc {
 
 MetricsLogger::MetricsLogger(const std::string& path, bool append) : path_(path) {
-    f_ = std::fopen(path.c_str(), append ? "a" : "w");
+    // A new file is created exclusively ("x"): an existing one (an earlier run's) is never truncated.
+    f_ = std::fopen(path.c_str(), append ? "a" : "wx");
+    if (!f_ && errno == EEXIST) fail("%s: exists; an earlier run's metrics are never overwritten", path.c_str());
     if (!f_) fail("%s: cannot open for writing (%s)", path.c_str(), std::strerror(errno));
 }
 

@@ -13,7 +13,7 @@ namespace llmc {
 class MetricsLogger {
 public:
     MetricsLogger() = default;  // disabled: log() does nothing
-    // Opens `path` for appending (append = true, resume) or truncates it. Fails naming the path.
+    // Opens `path` for appending (append = true, resume) or creates it (it must not exist). Fails naming the path.
     MetricsLogger(const std::string& path, bool append);
     ~MetricsLogger();
     MetricsLogger(const MetricsLogger&) = delete;

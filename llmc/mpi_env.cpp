@@ -35,7 +35,7 @@ void mpi_init_once(const DistInfo& info) {
     MPI_Initialized(&init);
     if (!init) {
         int provided = 0;
-        check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+        check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
         // Errors come back as return codes (turned into llmc::Error with a message) instead of aborting silently.
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     }
@@ -47,6 +47,13 @@ void mpi_init_once(const DistInfo& info) {
              "with srun without an MPI plugin (use srun --mpi=pmix) or with a different mpirun than the MPI the "
              "program was built with?",
              rank, size, info.launcher.c_str(), info.rank, info.world_size);
+}
+
+bool mpi_thread_multiple() {
+    if (!mpi_is_initialized()) return false;
+    int level = 0;
+    MPI_Query_thread(&level);
+    return level == MPI_THREAD_MULTIPLE;
 }
 
 DistInfo mpi_refine_dist_info(const DistInfo& info, const EnvMap& env) {

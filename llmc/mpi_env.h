@@ -18,10 +18,13 @@ namespace llmc {
 
 bool mpi_is_initialized();
 
-// Initialises MPI once (thread level "serialized"); idempotent, and accepts an MPI that someone else initialised.
+// Initialises MPI once, asking for MPI_THREAD_MULTIPLE (the comm watchdog's thread talks to its peers while the main
+// thread waits in a collective: llmc/watchdog.h); idempotent, and accepts an MPI that someone else initialised.
 // `info` is what the environment said: MPI's own rank and size must agree with it, otherwise this fails with a
 // message on how the job was probably launched wrongly (e.g. srun without a PMI plugin gives N singletons).
 void mpi_init_once(const DistInfo& info);
+// MPI is initialised with MPI_THREAD_MULTIPLE (by mpi_init_once or whoever initialised it).
+bool mpi_thread_multiple();
 
 // The environment's layout corrected by MPI: the real local rank/size (ranks sharing a node's memory) and node
 // index/count (nodes numbered by their lowest rank). `env` gives CUDA_VISIBLE_DEVICES for the device. MPI must be

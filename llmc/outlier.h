@@ -56,10 +56,21 @@ public:
     }
 
     nlohmann::json state() const { return {{"window", window_}, {"next", next_}, {"values", values_}}; }
+    // Fails (llmc::Error) on a state that this detector could not have written: another window, a ring position
+    // that does not fit the number of values, a value that is not a finite number.
     void set_state(const nlohmann::json& j) {
-        size_t w = j.at("window").get<size_t>(), next = j.at("next").get<size_t>();
-        std::vector<double> values = j.at("values").get<std::vector<double>>();
-        if (w != window_ || values.size() > w || next >= w)
+        if (!j.is_object() || !j.contains("window") || !j.contains("next") || !j.contains("values") ||
+            !j["window"].is_number_unsigned() || !j["next"].is_number_unsigned() || !j["values"].is_array())
+            fail("outlier detector state: expected {\"window\": n, \"next\": i, \"values\": [...]}");
+        const size_t w = j["window"].get<size_t>(), next = j["next"].get<size_t>();
+        std::vector<double> values;
+        for (const nlohmann::json& v : j["values"]) {
+            if (!v.is_number() || !std::isfinite(v.get<double>()))
+                fail("outlier detector state: value %s is not a finite number", v.dump().c_str());
+            values.push_back(v.get<double>());
+        }
+        const bool ring_ok = values.size() < w ? next == values.size() : next < w;
+        if (w != window_ || values.size() > w || !ring_ok)
             fail("outlier detector state (window %zu, %zu values, next %zu) does not fit a window of %zu", w,
                  values.size(), next, window_);
         values_ = values, next_ = next;
@@ -111,10 +122,17 @@ public:
     nlohmann::json state() const {
         return {{"loss", loss_.state()}, {"grad_norm", norm_.state()}, {"bad_in_a_row", bad_in_a_row_}};
     }
+    // Fails (llmc::Error) on anything malformed; a bad-step count at or above --max-bad-steps is kept (the limit
+    // may have been lowered on resume: the next non-finite step then stops the run).
     void set_state(const nlohmann::json& j) {
-        loss_.set_state(j.at("loss"));
-        norm_.set_state(j.at("grad_norm"));
-        bad_in_a_row_ = j.at("bad_in_a_row").get<int>();
+        if (!j.is_object() || !j.contains("loss") || !j.contains("grad_norm") || !j.contains("bad_in_a_row"))
+            fail("step guard state: expected {\"loss\": ..., \"grad_norm\": ..., \"bad_in_a_row\": n}");
+        const nlohmann::json& bad = j["bad_in_a_row"];
+        if (!bad.is_number_unsigned() || bad.get<uint64_t>() > (uint64_t)INT32_MAX)
+            fail("step guard state: bad_in_a_row is %s, expected a count >= 0", bad.dump().c_str());
+        loss_.set_state(j["loss"]);
+        norm_.set_state(j["grad_norm"]);
+        bad_in_a_row_ = bad.get<int>();
     }
 
 private:

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "crc32c.h"
 #include "error.h"
 #include "file_util.h"
 
@@ -147,6 +148,37 @@ static void compile_regex(TokenizerData& d) {
     d.jit = pcre2_jit_compile(d.regex, PCRE2_JIT_COMPLETE) == 0;
 }
 
+// Well-formed files can still be the wrong ones: a vocab.bpe cut at a line boundary parses and silently tokenizes
+// differently (the missing merges never apply). So the vocabulary must be GPT-2's exactly: 50257 tokens (256
+// bytes, 50000 merges, <|endoftext|> = 50256), and digests of its content (not of the files' bytes, so any
+// formatting of the same JSON passes) equal to those of GPT-2's files: CRC-32C over every token's length (uint16)
+// and bytes in id order, and over the (left id, right id) uint32 pairs of the merges in rank order.
+static void check_gpt2_vocabulary(const TokenizerData& d, size_t merges, uint32_t merges_digest,
+                                  const std::string& encoder_json, const std::string& vocab_bpe) {
+    constexpr size_t GPT2_TOKENS = 50257, GPT2_MERGES = 50000;
+    constexpr uint32_t GPT2_TOKENS_DIGEST = 0x6c92178cu, GPT2_MERGES_DIGEST = 0x98647115u;
+    const char* refetch = "fetch GPT-2's files again with dev/data/fetch_tokenizer.sh";
+    if (d.tokens.size() != GPT2_TOKENS)
+        fail("%s: %zu tokens, GPT-2's vocabulary has %zu (not GPT-2's file; %s)", encoder_json.c_str(),
+             d.tokens.size(), GPT2_TOKENS, refetch);
+    if (merges != GPT2_MERGES)
+        fail("%s: %zu merges, GPT-2's vocabulary has %zu (the file is cut short or not GPT-2's; %s)", vocab_bpe.c_str(),
+             merges, GPT2_MERGES, refetch);
+    if (d.eot != GPT2_EOT)
+        fail("%s: <|endoftext|> is id %d, GPT-2's is %d (%s)", encoder_json.c_str(), d.eot, GPT2_EOT, refetch);
+    uint32_t tokens_digest = 0;
+    for (const std::string& t : d.tokens) {
+        const uint16_t len = (uint16_t)t.size();
+        tokens_digest = crc32c(crc32c(tokens_digest, &len, sizeof len), t.data(), t.size());
+    }
+    if (tokens_digest != GPT2_TOKENS_DIGEST)
+        fail("%s: the tokens differ from GPT-2's (content digest %08x, GPT-2's is %08x; %s)", encoder_json.c_str(),
+             tokens_digest, GPT2_TOKENS_DIGEST, refetch);
+    if (merges_digest != GPT2_MERGES_DIGEST)
+        fail("%s: the merges differ from GPT-2's (content digest %08x, GPT-2's is %08x; %s)", vocab_bpe.c_str(),
+             merges_digest, GPT2_MERGES_DIGEST, refetch);
+}
+
 Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std::string& vocab_bpe) {
     auto d = std::make_shared<TokenizerData>();
     uint32_t byte_to_cp[256];
@@ -219,6 +251,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
     for (int b = 0; b < 256; b++) creation_rank[d->byte_token[b]] = -1;
     d->ranks_ordered = true;
     std::string left, right;
+    uint32_t merges_digest = 0;  // over the (left id, right id) pairs in rank order: GPT-2's check below
     for (size_t r = 0; r < lines.size(); r++) {
         const auto& [ls, rs] = lines[r];
         if (!alphabet_to_bytes(ls, cp_to_byte, &left) || !alphabet_to_bytes(rs, cp_to_byte, &right))
@@ -231,9 +264,12 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
                  encoder_json.c_str());
         if (!d->merges.insert(a->second, b->second, (uint32_t)r, m->second))
             fail("%s: merge %zu \"%s %s\" appears twice", vocab_bpe.c_str(), r, ls.c_str(), rs.c_str());
+        const uint32_t pair[2] = {(uint32_t)a->second, (uint32_t)b->second};
+        merges_digest = crc32c(merges_digest, pair, sizeof pair);
         if (creation_rank[a->second] >= (long long)r || creation_rank[b->second] >= (long long)r) d->ranks_ordered = false;
         creation_rank[m->second] = std::min(creation_rank[m->second], (long long)r);
     }
+    check_gpt2_vocabulary(*d, lines.size(), merges_digest, encoder_json, vocab_bpe);
     compile_regex(*d);
     d->can_encode = true;
     Tokenizer t;

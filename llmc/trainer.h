@@ -11,6 +11,7 @@
 //   (stream and event order: llmc/optimizer.h)
 #pragma once
 
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -24,6 +25,7 @@
 #include "cli.h"
 #include "comm.h"
 #include "config.h"
+#include "data_check.h"
 #include "dataloader.h"
 #include "dist_info.h"
 #include "error.h"
@@ -33,6 +35,7 @@
 #include "model_file.h"
 #include "optimizer.h"
 #include "outlier.h"
+#include "output_dir.h"
 #include "sampler.h"
 #include "schedule.h"
 #include "tokenizer.h"
@@ -69,6 +72,18 @@ inline void make_dirs(const std::string& dir) {
     }
 }
 
+// Test hook: LLMC_TEST_STOP_RANK=<rank>:<step> makes that rank stop itself (SIGSTOP) just before it computes step
+// <step> (1-based), as a suspended or hung peer would: the other ranks must not wait for it forever (llmc/watchdog.h).
+inline void test_stop_hook(int rank, int step) {
+    const char* s = std::getenv("LLMC_TEST_STOP_RANK");
+    int r = -1, k = -1;
+    if (s && std::sscanf(s, "%d:%d", &r, &k) == 2 && r == rank && k == step) {
+        std::fprintf(stderr, "LLMC_TEST_STOP_RANK: rank %d stops itself before step %d\n", rank, step);
+        std::fflush(stderr);
+        raise(SIGSTOP);
+    }
+}
+
 template <class Backend>
 class Trainer {
 public:
@@ -89,6 +104,15 @@ public:
         const size_t grad_accum = total_batch / tokens_per_micro;
         const int zero_stage = o_.zero_stage >= 0 ? o_.zero_stage : (world > 1 ? 1 : 0);
 
+        // The output directory is never destroyed (llmc/output_dir.h): a fresh run into an -o that holds an earlier
+        // run is refused here, before anything is loaded; with --start-over the earlier files are moved aside below.
+        std::vector<std::string> earlier;
+        if (!o_.output_dir.empty()) earlier = earlier_run_files(o_.output_dir);
+        if (!earlier.empty() && !o_.resume && !o_.start_over)
+            fail("-o %s holds an earlier run (%s): resume it with -y 1, or choose another -o; --start-over moves its "
+                 "files into %s/previous_<time>/ and starts afresh",
+                 o_.output_dir.c_str(), describe_earlier_run(earlier).c_str(), o_.output_dir.c_str());
+
         // The data first: it is cheap to check, and a batch larger than the data (a mistyped -b, -t or -d) is
         // refused here with a message instead of after allocating activations for it (which may not fit).
         const size_t seqs_per_step = total_batch / T;
@@ -97,6 +121,9 @@ public:
         DataLoader& train = *train_ptr;
         std::unique_ptr<DataLoader> val;
         if (o_.val_every > 0) val = open_loader("-j", o_.val_data, seqs_per_step, false);
+        // Before step 1 every rank agrees on the data, and no token is outside the vocabulary (llmc/data_check.h).
+        const DataSummary train_summary = check_data("-i", train, cfg.vocab_size);
+        if (val) check_data("-j", *val, cfg.vocab_size);
 
         ModelOptions mo;
         mo.pad_to = zero_pad_multiple(world);
@@ -126,15 +153,16 @@ public:
         run_id.config = cfg, run_id.batch_size = o_.batch_size, run_id.seq_len = o_.seq_len;
         run_id.total_batch = (long long)total_batch, run_id.seed = o_.seed, run_id.shuffle = o_.shuffle;
         run_id.overfit = o_.overfit_single_batch != 0, run_id.max_steps = max_steps;
+        run_id.train_data = train_summary;
         std::unique_ptr<Checkpointer<Backend>> ckpt;
         if (!o_.output_dir.empty()) ckpt = std::make_unique<Checkpointer<Backend>>(o_.output_dir, be_, comm_, model, opt);
         StepGuard guard(o_.skip_loss_z, o_.skip_grad_z, o_.max_bad_steps);
         int start_step = 0;
         CheckpointMeta resumed;
-        const bool resuming = o_.resume && ckpt && (start_step = ckpt->find_latest_valid(&resumed)) >= 0;
+        auto validate = [&](const CheckpointMeta& m) { return validate_checkpoint(m, run_id, train); };
+        const bool resuming = o_.resume && ckpt && (start_step = ckpt->find_latest_valid(&resumed, validate)) >= 0;
         if (resuming) {
             const std::string dir = checkpoint_dir(o_.output_dir, start_step);
-            check_resume_compatible(resumed, run_id, dir);
             if (start_step > max_steps)
                 fail("%s: the checkpoint is at step %d, past -x %d", dir.c_str(), start_step, max_steps);
             ckpt->load(resumed);
@@ -150,19 +178,29 @@ public:
         } else {
             start_step = 0;
             if (o_.resume && rank == 0) std::printf("resume     no checkpoint in %s: starting afresh\n", o_.output_dir.c_str());
-            // A fresh run writing checkpoints among an earlier run's would leave a mix that a later -y 1 resumes
-            // from (the newest is the earlier run's) with the metrics of both runs.
-            const std::vector<int> old_steps = list_checkpoint_steps(o_.output_dir);
-            if (ckpt && o_.checkpoint_every > 0 && !old_steps.empty())
-                fail("-o %s holds checkpoints of an earlier run (the newest is %s): resume it with -y 1, or remove "
-                     "them or choose another -o to start afresh",
-                     o_.output_dir.c_str(), checkpoint_dir(o_.output_dir, old_steps.back()).c_str());
+            // --start-over, or -y 1 with nothing to resume: the earlier run's files are moved aside, never
+            // overwritten. Rank 0 moves them; the others do not touch -o before the first checkpoint, which comes
+            // after collectives that rank 0 reaches only after this.
+            if (!earlier.empty() && rank == 0) {
+                const std::string aside = move_earlier_run_aside(o_.output_dir, earlier);
+                std::printf("note       the earlier run's %s moved into %s\n", describe_earlier_run(earlier).c_str(),
+                            aside.c_str());
+            }
         }
 
         std::vector<McExample> hellaswag;
         if (!o_.hellaswag.empty()) {
             if (!val) fail("--hellaswag %s: evaluated at each -v, but -v is 0", o_.hellaswag.c_str());
             hellaswag = read_hellaswag(o_.hellaswag);
+            // Its tokens feed the model: an id outside the vocabulary would stop the run at the first evaluation.
+            for (const McExample& ex : hellaswag) {
+                std::vector<int> ids = ex.context;
+                for (const std::vector<int>& c : ex.completions) ids.insert(ids.end(), c.begin(), c.end());
+                for (int id : ids)
+                    if (id < 0 || (size_t)id >= cfg.vocab_size)
+                        fail("--hellaswag %s: example %d has token %d, outside the model's vocabulary [0, %zu)",
+                             o_.hellaswag.c_str(), ex.index, id, cfg.vocab_size);
+            }
         }
         std::unique_ptr<Tokenizer> tokenizer;
         if (o_.sample_every > 0 && rank == 0) tokenizer = load_tokenizer(cfg);
@@ -190,7 +228,8 @@ public:
             std::fflush(stdout);
         }
 
-        float* loss_acc = (float*)be_.alloc(sizeof(float));
+        DeviceArray<Backend, float> loss_acc_buf(be_, 1);
+        float* loss_acc = loss_acc_buf.get();
         std::vector<int> inputs(B * T), targets(B * T);
         double total_ms = 0;
         int timed_steps = 0;
@@ -214,6 +253,7 @@ public:
                 sample(model, *tokenizer, step);
             if (last) break;
 
+            test_stop_hook(rank, step + 1);
             auto t0 = std::chrono::steady_clock::now();
             if (o_.overfit_single_batch) train.reset();
             be_.memset_zero(loss_acc, sizeof(float));
@@ -272,7 +312,6 @@ public:
                 if (rank == 0) std::printf("checkpoint %s\n", checkpoint_dir(o_.output_dir, step + 1).c_str());
             }
         }
-        be_.free(loss_acc);
         if (rank == 0 && !o_.output_dir.empty()) {
             std::string path = o_.output_dir + "/model.bin";
             write_model_file(path, cfg, model.get_params().data(), false);
@@ -296,6 +335,78 @@ private:
             fail("%s: %s%s", flag, e.what(),
                  std::string(flag) == "-j" ? " (-v 0 turns validation off)" : "");
         }
+    }
+
+    // What this run checks in a checkpoint's metadata beyond its own consistency (checkpoint.h): the flags and data
+    // it was written with (ResumeMismatch), that its data position is where its step leaves the data, a step guard
+    // state that fits, and (rank 0) that metrics.jsonl still holds its steps' lines up to metrics_bytes. "" or the
+    // problem, naming the file and the field.
+    std::string validate_checkpoint(const CheckpointMeta& m, const CheckpointMeta& run_id, const DataLoader& train) {
+        const std::string dir = checkpoint_dir(o_.output_dir, m.step), meta_path = dir + "/meta.json";
+        check_resume_compatible(m, run_id, dir);
+        const std::string bad_position = train.check_position(m.data);
+        if (!bad_position.empty()) return meta_path + ": " + bad_position;
+        const LoaderPosition want = train.position_after(run_id.overfit ? 1 : (uint64_t)m.step);
+        if (!(m.data == want)) {
+            char buf[320];
+            std::snprintf(buf, sizeof buf, "%s: field \"data\" (epoch %llu, shard %llu, sequence %llu) is not where %d "
+                          "steps leave the data (epoch %llu, shard %llu, sequence %llu)",
+                          meta_path.c_str(), (unsigned long long)m.data.epoch, (unsigned long long)m.data.shard,
+                          (unsigned long long)m.data.sequence, m.step, (unsigned long long)want.epoch,
+                          (unsigned long long)want.shard, (unsigned long long)want.sequence);
+            return buf;
+        }
+        try {
+            StepGuard g(o_.skip_loss_z, o_.skip_grad_z, o_.max_bad_steps);
+            g.set_state(m.guard);
+        } catch (const std::exception& e) {
+            return meta_path + ": field \"guard\": " + e.what();
+        }
+        if (comm_.rank() == 0) return check_metrics_prefix(o_.output_dir + "/metrics.jsonl", m.metrics_bytes, m.step);
+        return "";
+    }
+
+    // Before step 1, on every rank: all ranks read the same shards (a rank with other or missing files would compute
+    // another number of steps, or other batches, and leave the others waiting in a collective), and no token is
+    // outside the model's vocabulary. Rank r scans shards r, r + world, ... (each with all its threads); every rank
+    // gets every result, so every rank stops with the same message. Returns the data's summary, with the content
+    // digest of every shard (checkpoints record it).
+    DataSummary check_data(const char* flag, const DataLoader& loader, size_t vocab) {
+        const int rank = comm_.rank(), world = comm_.world_size();
+        DataSummary mine = summarize_shards(loader.shards());
+        const std::vector<uint64_t> all = all_gather_u64(be_, comm_, {mine.shards, mine.tokens, mine.digest});
+        const DataSummary first{all[0], all[1], (uint32_t)all[2], 0};
+        for (int r = 1; r < world; r++) {
+            const DataSummary theirs{all[3 * (size_t)r], all[3 * (size_t)r + 1], (uint32_t)all[3 * (size_t)r + 2], 0};
+            if (!(theirs == first))
+                fail("%s: the ranks see different data: rank 0 has %s, rank %d has %s; every rank must read the "
+                     "same files (is the data complete on every node?)",
+                     flag, describe(first).c_str(), r, describe(theirs).c_str());
+        }
+        // Per rank: [shard index + 1 of its first bad token (0: none), token index, value, then one content digest
+        // per shard (0 for the shards of other ranks)].
+        const std::vector<ShardInfo>& shards = loader.shards();
+        const size_t n = shards.size(), row = 3 + n;
+        std::vector<uint64_t> scans(row, 0);
+        for (size_t i = (size_t)rank; i < n && scans[0] == 0; i += (size_t)world) {
+            const ShardScan sc = scan_shard(shards[i], vocab);
+            if (sc.bad.found) scans[0] = i + 1, scans[1] = sc.bad.index, scans[2] = sc.bad.value;
+            scans[3 + i] = sc.content;
+        }
+        const std::vector<uint64_t> got = all_gather_u64(be_, comm_, scans);
+        size_t worst = 0;  // the rank whose bad token is in the lowest-numbered shard
+        for (size_t r = 0; r < (size_t)world; r++)
+            if (got[r * row] != 0 && (got[worst * row] == 0 || got[r * row] < got[worst * row])) worst = r;
+        const uint64_t* bad = &got[worst * row];
+        if (bad[0] != 0)
+            fail("%s: %s: token %llu at token offset %llu (byte %llu) is outside the model's vocabulary [0, %zu)", flag,
+                 shards[bad[0] - 1].path.c_str(), (unsigned long long)bad[2], (unsigned long long)bad[1],
+                 (unsigned long long)(1024 + 2 * bad[1]), vocab);
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t c = (uint32_t)got[(i % (size_t)world) * row + 3 + i];  // scanned by rank i % world
+            mine.content = crc32c(mine.content, &c, sizeof c);
+        }
+        return mine;
     }
 
     std::unique_ptr<Tokenizer> load_tokenizer(const GPT2Config& cfg) {

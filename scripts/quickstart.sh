@@ -20,15 +20,18 @@ bash dev/data/fetch_tokenizer.sh --no-reference
 bash dev/data/prepare_brown.sh
 OUT=runs/quickstart
 mkdir -p "$OUT"
+# A second quickstart starts over: the trainer moves the earlier run into $OUT/previous_<time>/ (never deletes it).
+again=()
+if [ -f "$OUT/metrics.jsonl" ] || [ -f "$OUT/model.bin" ] || compgen -G "$OUT/ckpt_*" >/dev/null; then again=(--start-over); fi
 echo "== train"
 if [ "$gpu" = 1 ]; then
     # GPT-2 small's width at 6 layers, T=256: a few minutes on one GPU.
     ./train_gpt2 -i "data/brown/brown_train_*.bin" -j "data/brown/brown_val_*.bin" -o "$OUT" \
-        -e d6 -b 32 -t 256 -x 600 -l 1e-3 -u 50 -q 0.1 -c 0.1 -v 50 -m 8 -s 200 -g 96 "$@"
+        -e d6 -b 32 -t 256 -x 600 -l 1e-3 -u 50 -q 0.1 -c 0.1 -v 50 -m 8 -s 200 -g 96 "${again[@]}" "$@"
 else
     # 4 layers of width 256, T=64: about a second a step on 2 cores.
     ./train_gpt2_cpu -i "data/brown/brown_train_*.bin" -j "data/brown/brown_val_*.bin" -o "$OUT" \
-        -e "L=4,NH=4,C=256,T=64" -b 8 -t 64 -x 200 -l 2e-3 -u 20 -q 0.1 -c 0.1 -v 25 -m 4 -s 100 -g 64 "$@"
+        -e "L=4,NH=4,C=256,T=64" -b 8 -t 64 -x 200 -l 2e-3 -u 20 -q 0.1 -c 0.1 -v 25 -m 4 -s 100 -g 64 "${again[@]}" "$@"
 fi
 echo "== plot"
 /usr/bin/python3 scripts/plot_metrics.py "$OUT/metrics.jsonl" "$OUT/loss.png"

@@ -56,18 +56,19 @@ static CheckpointMeta sample_meta() {
     m.step = 42;
     m.config.max_seq_len = 32, m.config.vocab_size = 64, m.config.padded_vocab_size = 128;
     m.config.num_layers = 2, m.config.num_heads = 2, m.config.channels = 32;
-    m.num_params = 1000, m.world_size = 3, m.zero_stage = 1;
+    m.num_params = ParamLayout(m.config).total, m.world_size = 3, m.zero_stage = 1;
     m.batch_size = 4, m.seq_len = 32, m.total_batch = 384, m.seed = 1337, m.shuffle = true, m.overfit = false;
     m.max_steps = 100;
+    m.train_data.shards = 3, m.train_data.tokens = 60000, m.train_data.digest = 0x1234abcd;
     m.data.epoch = 1, m.data.shard = 2, m.data.sequence = 36, m.data.micro_step = 0;
     StepGuard g(2.0f, 3.0f, 5, 4);
     for (int i = 0; i < 6; i++) g.judge(i + 1, 1.0f + 0.1f * (float)i, 0.5f + 0.01f * (float)(i * i));
     m.guard = g.state();
     m.metrics_bytes = 12345;
     CheckpointFileInfo model;
-    model.name = "model.bin", model.bytes = 99, model.crc32c = 0xDEADBEEF;
+    model.name = "model.bin", model.bytes = 1024 + 4 * m.num_params, model.crc32c = 0xDEADBEEF;
     m.files = {model};
-    const uint64_t cuts[4] = {0, 384, 768, 1000};
+    const uint64_t cuts[4] = {0, 384, 768, m.num_params};
     for (int r = 0; r < 3; r++) {
         CheckpointFileInfo f;
         f.name = "optim_0000" + std::to_string(r) + ".bin", f.begin = cuts[r], f.end = cuts[r + 1];
@@ -98,13 +99,67 @@ static void test_meta() {
             testing::check(name, std::string(e.what()).find(want) != std::string::npos, "message: %s", e.what());
         }
     };
-    rejects("metadata: missing field", [](nlohmann::json& j) { j.erase("data"); }, "dir/meta.json: malformed");
+    rejects("metadata: missing field", [](nlohmann::json& j) { j.erase("data"); },
+            "dir/meta.json: field \"data\" is missing");
     rejects("metadata: gap between optimizer ranges", [](nlohmann::json& j) { j["files"][2]["begin"] = 390; },
-            "expected to start at 384");
-    rejects("metadata: ranges do not cover every parameter", [](nlohmann::json& j) { j["num_params"] = 1200; },
-            "cover");
+            "expected a range starting at 384");
+    rejects("metadata: num_params is not the model's", [](nlohmann::json& j) { j["num_params"] = 1200; },
+            "field \"num_params\" is 1200, but the model");
     rejects("metadata: path in a file name", [](nlohmann::json& j) { j["files"][1]["name"] = "../x"; },
-            "bad file name");
+            "field \"files[1].name\" is \"../x\", expected \"optim_00000.bin\"");
+    // Integers are never wrapped: -4 is not 2^64 - 4 (it read before the order vector, ASan found it).
+    rejects("metadata: a negative data.sequence", [](nlohmann::json& j) { j["data"]["sequence"] = -4; },
+            "field \"data.sequence\" is -4, expected 0 ..");
+    rejects("metadata: a negative metrics_bytes below -1", [](nlohmann::json& j) { j["metrics_bytes"] = -5; },
+            "field \"metrics_bytes\" is -5");
+    rejects("metadata: a string where a number belongs names the field, not a json exception",
+            [](nlohmann::json& j) { j["step"] = "42"; }, "dir/meta.json: field \"step\" is \"42\", expected an integer");
+    rejects("metadata: a fraction where an integer belongs", [](nlohmann::json& j) { j["data"]["epoch"] = 1.5; },
+            "field \"data.epoch\" is 1.5, expected an integer");
+    rejects("metadata: a step past int", [](nlohmann::json& j) { j["step"] = 1ll << 40; }, "field \"step\" is 1099511627776");
+    rejects("metadata: mid-step position", [](nlohmann::json& j) { j["data"]["micro_step"] = 1; },
+            "field \"data.micro_step\" is 1, expected 0 .. 0");
+    rejects("metadata: files do not match world_size", [](nlohmann::json& j) { j["world_size"] = 2; },
+            "one optimizer file per writing rank (2)");
+    rejects("metadata: a file size that is not the range's", [](nlohmann::json& j) { j["files"][1]["bytes"] = 7; },
+            "field \"files[1].bytes\" is 7, expected 5632");
+    rejects("metadata: bool as a number", [](nlohmann::json& j) { j["must_match"]["shuffle"] = 1; },
+            "field \"must_match.shuffle\" is 1, expected true or false");
+    rejects("metadata: bad digest", [](nlohmann::json& j) { j["train_data"]["digest"] = "xyz"; },
+            "field \"train_data.digest\" is \"xyz\"");
+    rejects("metadata: version 1 (no checksum)", [](nlohmann::json& j) { j["version"] = 1; },
+            "metadata version 1, this program reads version 2");
+
+    // meta.json's own checksum: written, read back, and any changed byte is caught.
+    const std::string dir = "build/test-tmp/test_checkpoint/meta";
+    make_checkpoint_directory(dir);
+    write_checkpoint_meta(dir, m);
+    testing::check("meta.json with its checksum reads back", read_checkpoint_meta(dir).data.sequence == 36);
+    std::string text;
+    {
+        FILE* f = std::fopen((dir + "/meta.json").c_str(), "rb");
+        char buf[4096];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+        std::fclose(f);
+    }
+    auto rewrite = [&](const std::string& t) {
+        FILE* f = std::fopen((dir + "/meta.json").c_str(), "wb");
+        std::fwrite(t.data(), 1, t.size(), f);
+        std::fclose(f);
+    };
+    const size_t at = text.find("\"sequence\": 36");
+    std::string edited = text;
+    edited.replace(at, 14, "\"sequence\": 32");
+    rewrite(edited);
+    try {
+        read_checkpoint_meta(dir);
+        testing::check("an edited meta.json fails its checksum", false, "accepted");
+    } catch (const Error& e) {
+        testing::check("an edited meta.json fails its checksum",
+                       std::string(e.what()).find("meta.json: checksum mismatch: crc32c") != std::string::npos, "%s",
+                       e.what());
+    }
 
     CheckpointMeta other = m;
     other.seq_len = 64;
@@ -138,7 +193,8 @@ static void test_optim_files(const std::string& tmp) {
         f.bytes = got.bytes, f.crc32c = got.crc32c;
     }
     bool ok = true;
-    const uint64_t ranges[][2] = {{0, 1000}, {0, 1}, {383, 385}, {500, 501}, {700, 1000}, {999, 1000}, {10, 990}};
+    const uint64_t N = m.num_params;
+    const uint64_t ranges[][2] = {{0, N}, {0, 1}, {383, 385}, {500, 501}, {700, N}, {N - 1, N}, {10, N - 10}};
     for (auto& r : ranges)
         for (int w = 0; w < 3; w++) {
             std::vector<float> out(r[1] - r[0], -1.0f);
@@ -148,7 +204,7 @@ static void test_optim_files(const std::string& tmp) {
     testing::check("optimizer state written by 3 ranks reads back as any range", ok);
 
     // Verification: intact, then a flipped byte, then a truncation.
-    testing::check("an intact file verifies", verify_checkpoint_file(dir, m.files[2]).empty());
+    testing::check("an intact file verifies", verify_checkpoint_file(dir, m, 2).empty());
     const std::string p = dir + "/" + m.files[2].name;
     FILE* f = std::fopen(p.c_str(), "r+b");
     std::fseek(f, 2000, SEEK_SET);
@@ -156,11 +212,11 @@ static void test_optim_files(const std::string& tmp) {
     std::fseek(f, 2000, SEEK_SET);
     std::fputc(c ^ 1, f);
     std::fclose(f);
-    std::string msg = verify_checkpoint_file(dir, m.files[2]);
+    std::string msg = verify_checkpoint_file(dir, m, 2);
     testing::check("a flipped bit is caught, naming the file and the checksums",
                    msg.find(p + ": checksum mismatch: crc32c ") != std::string::npos, "%s", msg.c_str());
     if (truncate(p.c_str(), 1500) != 0) testing::fail("truncate", "failed");
-    msg = verify_checkpoint_file(dir, m.files[2]);
+    msg = verify_checkpoint_file(dir, m, 2);
     testing::check("a truncated file is caught", msg.find("1500 bytes, meta.json records") != std::string::npos, "%s",
                    msg.c_str());
 }

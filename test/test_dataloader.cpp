@@ -19,7 +19,7 @@ static void write_shard(const std::string& path, const std::vector<uint16_t>& to
     header[2] = (int32_t)(header_count < 0 ? (long)tokens.size() : header_count);
     FILE* f = std::fopen(path.c_str(), "wb");
     std::fwrite(header, sizeof header, 1, f);
-    std::fwrite(tokens.data(), 2, tokens.size(), f);
+    if (!tokens.empty()) std::fwrite(tokens.data(), 2, tokens.size(), f);  // fwrite(nullptr, ...) is undefined
     std::fclose(f);
 }
 
@@ -94,6 +94,24 @@ int main() {
         ok &= ia == ib;
     }
     testing::check("set_position resumes the same batches", ok);
+
+    // position_after(k) is where k steps leave the loader (checkpoints are validated with it), across shards of
+    // different sizes and three shuffled epochs; check_position refuses positions outside the data, also ones that
+    // wrap around 2^64 (a position read from a file may hold anything).
+    DataLoader c(pattern, 2, T, 0, 1, 6, true, 3);
+    ok = true;
+    for (uint64_t k = 0; k <= 3 * c.steps_per_epoch(); k++) {
+        ok &= c.position() == c.position_after(k);
+        for (size_t m = 0; m < c.micro_steps_per_step(); m++) c.next_batch(in.data(), tg.data());
+    }
+    testing::check("position_after(k) is where k steps leave the loader (3 shuffled epochs, 2 shard sizes)", ok);
+    LoaderPosition bad = c.position_after(1);
+    bad.sequence = UINT64_MAX - 3;
+    testing::check("a sequence near 2^64 is refused (no wrap-around)",
+                   c.check_position(bad).find("data.sequence 18446744073709551612 is out of range") == 0, "%s",
+                   c.check_position(bad).c_str());
+    bad = c.position_after(1), bad.shard = 2;
+    testing::check("a shard index past the data is refused", c.check_position(bad).find("data.shard 2") == 0);
 
     // Bad shards: each refused with a message naming the problem.
     write_shard(dir + "/bad_magic.bin", s1, 12345);

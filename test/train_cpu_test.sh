@@ -8,7 +8,7 @@ rm -rf "$TMP" && mkdir -p "$TMP"
 /usr/bin/python3 test/make_synthetic_shards.py "$TMP/data" --vocab 64 >/dev/null || { fail "make shards"; finish; }
 TR="$TMP/data/syn_train_*.bin"; VA="$TMP/data/syn_val_*.bin"
 MODEL="L=2,NH=2,C=32,T=32,V=64"
-BIN=./train_gpt2_cpu
+BIN=${TOOL_DIR:-.}/train_gpt2_cpu  # TOOL_DIR: where the binaries are (make asan: build-asan/bin)
 common=(-i "$TR" -j "$VA" -e "$MODEL" -t 32 -s 0 --threads 2)
 
 # 1. Training: 40 steps, loss falls, metrics written.
@@ -131,7 +131,7 @@ out=$($BIN "${common[@]}" -b 4 -x 2 -v 0 -s 1 -g 4 --tokenizer "$TMP/tok_gpt2.bi
 #    resume the earlier run's newest checkpoint with both runs' metrics); -y 1 continues it.
 rm -rf "$TMP/again"
 $BIN "${common[@]}" -b 4 -x 4 -v 0 -n 2 -o "$TMP/again" >/dev/null 2>&1 || fail "checkpointed run"
-expect_error "a fresh run into an -o with checkpoints is refused" "holds checkpoints of an earlier run" \
+expect_error "a fresh run into an -o with checkpoints is refused" "holds an earlier run" \
     $BIN "${common[@]}" -b 4 -x 6 -v 0 -n 2 -o "$TMP/again"
 $BIN "${common[@]}" -b 4 -x 6 -v 0 -n 2 -o "$TMP/again" -y 1 >"$TMP/again.log" 2>&1 \
     && [ "$(grep -c train_loss "$TMP/again/metrics.jsonl")" -eq 6 ] && pass "... and -y 1 continues it to step 6" \

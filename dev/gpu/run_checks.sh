@@ -11,6 +11,7 @@
 #      the encoder backward must handle as fast)
 #   5. the same model in PyTorch (torch.compile, bf16 autocast, flash attention) in the same run
 #   6. the per-kernel benchmarks (dev/cuda), and the SASS check (test/sass_check.py) with the toolkit's cuobjdump
+#   7. with 2 or more GPUs: the NCCL collectives' watchdog (a stopped rank ends the job, named; no false alarm)
 set -u
 cd "$(dirname "$0")/../.."
 B=.gpu_bundle
@@ -57,6 +58,32 @@ PY
 TR="$WORK/data/syn_train_*.bin"; VA="$WORK/data/syn_val_*.bin"
 step nccl_one_rank_train "$B/bin/train_gpt2" -i "$TR" -j "$VA" -e d6 -b 8 -t 512 -x 20 -v 10 -m 2 -s 0 -n 10 -o "$WORK/run_d6"
 step nccl_one_rank_resume "$B/bin/train_gpt2" -i "$TR" -j "$VA" -e d6 -b 8 -t 512 -x 30 -v 10 -m 2 -s 0 -n 10 -y 1 -o "$WORK/run_d6"
+# The NCCL watchdog on real GPUs (issue 13; needs 2 GPUs, NCCL refuses two ranks on one): two processes started by
+# hand (torchrun-style variables, -pi fs: this machine has no MPI), rank 1 stops itself before step 3; rank 0 must
+# exit non-zero within seconds naming rank 1 (its watchdog polls the CUDA events of the enqueued collectives and
+# aborts the communicator). A second pair without the stop must run to the end (no false alarm at 5 s).
+if [ "$(nvidia-smi -L 2>/dev/null | grep -c GPU)" -ge 2 ]; then
+    nccl_pair() {  # NAME EXTRA_ENV_FOR_RANK_1...
+        local name="$1"; shift
+        local rv="$WORK/rv_$name"; mkdir -p "$rv"
+        local args=(-i "$TR" -j "$VA" -e d6 -b 4 -t 256 -d 2048 -x 10 -v 0 -s 0 --comm-timeout 5 -pi fs -pf "$rv")
+        env RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 LLMC_RUN_ID="$name" "$@" \
+            "$B/bin/train_gpt2" "${args[@]}" -o "$WORK/$name" >"$LOGS/${name}_rank1.log" 2>&1 &
+        local p1=$!
+        env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 LLMC_RUN_ID="$name" \
+            timeout 120 "$B/bin/train_gpt2" "${args[@]}" -o "$WORK/$name" >"$LOGS/${name}_rank0.log" 2>&1
+        local rc=$?
+        kill -KILL $p1 2>/dev/null; wait $p1 2>/dev/null
+        return $rc
+    }
+    nccl_pair nccl_two_ranks_no_alarm
+    echo "nccl_two_ranks_no_alarm: rank 0 status $? (expected 0)" | tee -a "$summary"
+    nccl_pair nccl_watchdog_stopped_rank LLMC_TEST_STOP_RANK=1:3
+    echo "nccl_watchdog_stopped_rank: rank 0 status $? (expected 1); $(grep -m1 'comm watchdog' "$LOGS/nccl_watchdog_stopped_rank_rank0.log")" \
+        | tee -a "$summary"
+else
+    echo "nccl watchdog on 2 GPUs: skipped (needs 2 GPUs)" | tee -a "$summary"
+fi
 for b in 16 32 64; do
     # Peak device memory of the run: nvidia-smi sampled every 200 ms while it trains.
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$LOGS/mem_124M_B$b.txt" 2>/dev/null &

@@ -6,7 +6,9 @@
 // <|endoftext|>, as the training documents are. Each new token costs one forward pass over the last maxT tokens (no
 // KV cache: simple, and fast enough for the small models this runs on the CPU).
 #include <cxxopts.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,13 @@
 #include "llmc/model_file.h"
 #include "llmc/sampler.h"
 #include "llmc/tokenizer.h"
+
+// Writes to stdout and flushes; fails on a short write or a failed flush (a full disk, a closed pipe), so the
+// program never exits 0 after losing its output.
+static void emit(const std::string& bytes) {
+    if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout) != 0)
+        llmc::fail("stdout: write failed (%s)", std::strerror(errno));
+}
 
 int main(int argc, char** argv) {
     try {
@@ -49,9 +58,12 @@ int main(int argc, char** argv) {
 
         llmc::ModelFile mf = llmc::read_model_file(model_path);
         llmc::Tokenizer tok = llmc::Tokenizer::from_gpt2_dir(vocab);
-        if (mf.config.vocab_size > tok.vocab_size())
-            llmc::fail("%s: the model's vocabulary (%zu) is larger than the tokenizer's (%zu)", model_path.c_str(),
-                       mf.config.vocab_size, tok.vocab_size());
+        // Checked before anything is printed: the prompt starts with <|endoftext|> (id 50256) and every id the
+        // model samples is decoded, so the model's vocabulary must be GPT-2's.
+        if (mf.config.vocab_size != tok.vocab_size())
+            llmc::fail("%s: the model's vocabulary has %zu tokens, GPT-2's tokenizer %zu (its <|endoftext|> is id %d): "
+                       "generate needs a model trained with GPT-2's vocabulary (V=%zu)",
+                       model_path.c_str(), mf.config.vocab_size, tok.vocab_size(), tok.eot(), tok.vocab_size());
         std::vector<int> ids = {tok.eot()};
         for (int id : tok.encode(prompt)) ids.push_back(id);
 
@@ -60,8 +72,7 @@ int main(int argc, char** argv) {
         llmc::GPT2<llmc::CpuBackend> model(be, mf.config, 1, T);
         model.set_params(mf.params);
         llmc::SplitMix64 rng(seed);
-        std::printf("%s", prompt.c_str());
-        std::fflush(stdout);
+        emit(prompt);
         for (int i = 0; i < tokens; i++) {
             size_t start = ids.size() > T ? ids.size() - T : 0, len = ids.size() - start;
             model.forward(ids.data() + start, nullptr, 1, len, 0.0f);
@@ -69,11 +80,10 @@ int main(int argc, char** argv) {
             int next = llmc::sample_token(row.data(), mf.config.vocab_size, temperature, top_k, rng);
             if (next == tok.eot()) break;
             ids.push_back(next);
-            std::string piece = tok.decode(&next, 1);
-            std::fwrite(piece.data(), 1, piece.size(), stdout);
-            std::fflush(stdout);
+            emit(tok.decode(&next, 1));
         }
-        std::printf("\n");
+        emit("\n");
+        if (std::fclose(stdout) != 0) llmc::fail("stdout: close failed (%s)", std::strerror(errno));
         return 0;
     } catch (const std::exception& e) {
         std::fflush(stdout);

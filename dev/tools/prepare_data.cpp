@@ -147,9 +147,37 @@ bool ends_with(const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-void collect(const std::string& path, std::vector<InputFile>& out, bool top) {
+// Inputs are text: a binary file of ours (a token shard, above all one of this tool's own earlier outputs) would be
+// tokenized as if it were text, silently. Refused by its magic number (the first int32 of a 1024-byte header).
+const char* our_binary_kind(const std::string& path, size_t size) {
+    if (size < 1024) return nullptr;
+    int32_t magic = 0;
+    FILE* f = std::fopen(path.c_str(), "rb");
+    const bool got = f && std::fread(&magic, sizeof magic, 1, f) == 1;
+    if (f) std::fclose(f);
+    if (!got) return nullptr;
+    switch (magic) {
+        case 20240520: return "token shard";
+        case 20240326: return "model file";
+        case 20240328: return "tokenizer decode table";
+        case 20240522: return "HellaSwag eval file";
+        case 20241106: return "checkpoint optimizer file";
+        default: return nullptr;
+    }
+}
+
+// Collects the input files below `path`. The output directory (`out_dir`, identified by device and inode; null
+// when it does not exist yet) is never read: inside an input directory it is skipped, as an input it is refused.
+void collect(const std::string& path, std::vector<InputFile>& out, bool top, const struct stat* out_dir) {
     struct stat st;
     if (stat(path.c_str(), &st) != 0) fail("%s: cannot open (%s)", path.c_str(), std::strerror(errno));
+    if (S_ISDIR(st.st_mode) && out_dir && st.st_dev == out_dir->st_dev && st.st_ino == out_dir->st_ino) {
+        if (top)
+            fail("%s: this input is the output directory (-o); its shards would be read back as text: give the "
+                 "directory of the text files", path.c_str());
+        std::fprintf(stderr, "skipping %s: it is the output directory (-o)\n", path.c_str());
+        return;
+    }
     if (S_ISDIR(st.st_mode)) {
         DIR* d = opendir(path.c_str());
         if (!d) fail("%s: cannot read directory (%s)", path.c_str(), std::strerror(errno));
@@ -158,12 +186,15 @@ void collect(const std::string& path, std::vector<InputFile>& out, bool top) {
             if (e->d_name[0] != '.') names.push_back(e->d_name);
         closedir(d);
         std::sort(names.begin(), names.end());
-        for (const std::string& n : names) collect(path + "/" + n, out, false);
+        for (const std::string& n : names) collect(path + "/" + n, out, false, out_dir);
         if (top && names.empty()) fail("%s: empty directory (no input files)", path.c_str());
     } else if (S_ISREG(st.st_mode)) {
         FILE* f = std::fopen(path.c_str(), "rb");  // fail now, before any output, if it is unreadable
         if (!f) fail("%s: cannot open (%s)", path.c_str(), std::strerror(errno));
         std::fclose(f);
+        if (const char* kind = our_binary_kind(path, (size_t)st.st_size))
+            fail("%s: a %s, not text (prepare_data reads text and .jsonl files; remove it from the inputs)",
+                 path.c_str(), kind);
         out.push_back({path, (size_t)st.st_size, ends_with(path, ".jsonl")});
     } else if (top) {
         fail("%s: not a regular file or directory", path.c_str());
@@ -323,7 +354,9 @@ struct Staging {
 int run(const Options& o) {
     auto t0 = Clock::now();
     std::vector<InputFile> files;
-    for (const std::string& in : o.inputs) collect(in, files, true);
+    struct stat out_st;
+    const bool out_exists = stat(o.out_dir.c_str(), &out_st) == 0 && S_ISDIR(out_st.st_mode);
+    for (const std::string& in : o.inputs) collect(in, files, true, out_exists ? &out_st : nullptr);
     size_t total_bytes = 0;
     for (const InputFile& f : files) total_bytes += f.size;
     if (files.empty()) fail("no input files found in %s", o.inputs[0].c_str());
@@ -403,6 +436,8 @@ int run(const Options& o) {
     std::printf("time:      %.2f s (vocabulary load %.2f s); %.0f tokens/s after loading, on %zu threads\n", secs, load,
                 work > 0 ? tokens / work : 0.0, o.threads);
     for (const std::string& p : written) std::printf("wrote %s\n", p.c_str());
+    // The shards are in place; a summary that could not be written is still an error (a full disk, a closed pipe).
+    if (std::fflush(stdout) != 0) fail("stdout: write failed (%s)", std::strerror(errno));
     return 0;
 }
 

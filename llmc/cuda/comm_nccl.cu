@@ -1,4 +1,10 @@
 // NcclComm: collectives over device buffers with NCCL, enqueued on the caller's stream (see cuda_comm.h).
+//
+// Watchdog (CommOptions::watchdog_s, llmc/watchdog.h): after each collective (or NCCL group) a CUDA event from a
+// pool is recorded on its stream; the watchdog thread polls the oldest one with cudaEventQuery and
+// ncclCommGetAsyncError, so a peer that never arrives (its kernel spins on the GPU while the host waits in a
+// synchronisation) stops every rank with a message naming it. The census goes over MPI (-pi mpi) or through files
+// in the -pf directory (-pi fs); without MPI the communicator is aborted (ncclCommAbort) before the exit.
 #include <nccl.h>
 #include <unistd.h>
 
@@ -6,10 +12,14 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "../file_util.h"
 #include "../mpi_env.h"
+#include "../watchdog.h"
 #include "cuda_check.h"
 #include "cuda_comm.h"
 
@@ -38,20 +48,30 @@ std::string id_file_path(const CommOptions& opt) {
     return opt.rendezvous_dir + "/nccl_id_" + launch_tag(current_environment()) + ".bin";
 }
 
+// What rank 0 publishes at the rendezvous: NCCL's id, and a nonce of this launch that names the watchdog's census
+// files (the simulator's id is the same in every launch).
+struct Rendezvous {
+    ncclUniqueId id;
+    uint64_t nonce;
+};
+
 // Rank 0 writes the id atomically (temp + rename), so a reader never sees half a file; the others poll for it.
-ncclUniqueId exchange_id_by_file(const DistInfo& info, const CommOptions& opt, ncclUniqueId id) {
+Rendezvous exchange_id_by_file(const DistInfo& info, const CommOptions& opt, const ncclUniqueId& id) {
     if (opt.rendezvous_dir.empty()) fail("-pi fs needs -pf DIR: a directory every rank can read");
     const std::string path = id_file_path(opt);
+    Rendezvous rv;
+    rv.id = id;
     if (info.rank == 0) {
-        write_atomically(path, [&](FILE* f) { write_exact(f, &id, sizeof id, path); });
-        return id;
+        rv.nonce = (uint64_t)std::chrono::system_clock::now().time_since_epoch().count() ^ ((uint64_t)getpid() << 32);
+        write_atomically(path, [&](FILE* f) { write_exact(f, &rv, sizeof rv, path); });
+        return rv;
     }
     auto start = std::chrono::steady_clock::now();
     for (;;) {
         if (FILE* f = std::fopen(path.c_str(), "rb")) {
-            read_exact(f, &id, sizeof id, path);
+            read_exact(f, &rv, sizeof rv, path);
             std::fclose(f);
-            return id;
+            return rv;
         }
         double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (waited > opt.timeout_s)
@@ -74,8 +94,10 @@ public:
         ncclUniqueId id;
         std::memset(&id, 0, sizeof id);
         if (info.rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+        CommInit how = CommInit::Auto;
+        uint64_t nonce = 0;
         if (info.world_size > 1) {
-            CommInit how = opt.init;
+            how = opt.init;
             if (how == CommInit::Auto)
                 how = launched_with_mpi(current_environment()) ? CommInit::Mpi
                       : !opt.rendezvous_dir.empty()            ? CommInit::File
@@ -88,7 +110,8 @@ public:
                 mpi_init_once(info);
                 mpi_broadcast_bytes(&id, sizeof id, 0);
             } else {
-                id = exchange_id_by_file(info, opt, id);
+                const Rendezvous rv = exchange_id_by_file(info, opt, id);
+                id = rv.id, nonce = rv.nonce;
                 id_file_ = id_file_path(opt);
             }
         }
@@ -98,8 +121,11 @@ public:
         if (info.rank == 0 && !id_file_.empty()) std::remove(id_file_.c_str());
         CUDA_CHECK(cudaMalloc(&barrier_buf_, sizeof(float)));
         CUDA_CHECK(cudaMemset(barrier_buf_, 0, sizeof(float)));
+        if (opt.watchdog_s > 0 && info.world_size > 1) start_watchdog(info, opt, how, nonce);
     }
     ~NcclComm() override {
+        watchdog_.reset();  // joins its thread before the communicator and the events go
+        for (cudaEvent_t e : all_events_) cudaEventDestroy(e);
         // While an exception unwinds (this rank failed; main() will abort the job), collectives may be in flight
         // whose peers never arrive: ncclCommDestroy could wait for them and cudaFree synchronises the device, so
         // either could hang this rank before it reports the error. Abort the communicator and leak the buffer.
@@ -115,30 +141,40 @@ public:
     void all_reduce(void* buf, size_t count, DType t, ReduceOp op, void* stream) override {
         counters.all_reduce++;
         counters.bytes += count * dtype_size(t);
+        const uint64_t id = watch(CollectiveKind::AllReduce);
         NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(t), nccl_op(op), comm_, (cudaStream_t)stream));
+        enqueued(id, stream);
     }
     void reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root, void* stream) override {
         if (root < 0 || root >= info_.world_size)
             fail("reduce: root %d, expected 0 <= root < world size %d", root, info_.world_size);
         counters.reduce++;
         counters.bytes += count * dtype_size(t);
+        const uint64_t id = watch(CollectiveKind::Reduce);
         NCCL_CHECK(ncclReduce(send, recv, count, nccl_type(t), nccl_op(op), root, comm_, (cudaStream_t)stream));
+        enqueued(id, stream);
     }
     void reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op,
                         void* stream) override {
         counters.reduce_scatter++;
         counters.bytes += recv_count * (size_t)info_.world_size * dtype_size(t);
+        const uint64_t id = watch(CollectiveKind::ReduceScatter);
         NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, nccl_type(t), nccl_op(op), comm_, (cudaStream_t)stream));
+        enqueued(id, stream);
     }
     void all_gather(const void* send, void* recv, size_t send_count, DType t, void* stream) override {
         counters.all_gather++;
         counters.bytes += send_count * dtype_size(t);
+        const uint64_t id = watch(CollectiveKind::AllGather);
         NCCL_CHECK(ncclAllGather(send, recv, send_count, nccl_type(t), comm_, (cudaStream_t)stream));
+        enqueued(id, stream);
     }
     void broadcast(void* buf, size_t count, DType t, int root, void* stream) override {
         counters.broadcast++;
         counters.bytes += count * dtype_size(t);
+        const uint64_t id = watch(CollectiveKind::Broadcast);
         NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(t), root, comm_, (cudaStream_t)stream));
+        enqueued(id, stream);
     }
     // A 1-element all-reduce, waited for: every rank has reached this point. The backend's streams are non-blocking,
     // so the legacy default stream used here is NOT ordered after them: without the device synchronisation, this
@@ -146,14 +182,91 @@ public:
     // two unordered NCCL kernels of one communicator can deadlock. Barriers are rare (checkpoints), so this is cheap.
     void barrier() override {
         counters.barrier++;
+        WatchedCall watched(watchdog_.get(), CollectiveKind::Barrier);  // the host waits for it to complete
         CUDA_CHECK(cudaDeviceSynchronize());
         NCCL_CHECK(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, (cudaStream_t)0));
         CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)0));
     }
-    void group_start() override { NCCL_CHECK(ncclGroupStart()); }
-    void group_end() override { NCCL_CHECK(ncclGroupEnd()); }
+    void group_start() override {
+        NCCL_CHECK(ncclGroupStart());
+        group_depth_++;
+    }
+    void group_end() override {
+        NCCL_CHECK(ncclGroupEnd());
+        // The group's collectives are launched here: one event after them stands for all of them.
+        if (--group_depth_ == 0 && group_id_ != 0) {
+            const uint64_t id = group_id_;
+            group_id_ = 0;
+            enqueued(id, group_stream_);
+        }
+    }
 
 private:
+    // The watchdog sees one unit per ungrouped collective or per group (its first collective's kind).
+    uint64_t watch(CollectiveKind kind) {
+        if (!watchdog_) return 0;
+        if (group_depth_ == 0) return watchdog_->enter(kind);
+        if (group_id_ == 0) group_id_ = watchdog_->enter(kind);
+        return 0;
+    }
+    // The call of unit `id` returned (a no-op inside a group: the group's end stands for it). An event recorded
+    // on its stream tells the watchdog when the GPU has run it. Events come from a pool: the watchdog hands each
+    // back once it has seen it complete (hooks.retired); the pool grows to the number of collectives in flight,
+    // which the host's per-step synchronisation bounds.
+    void enqueued(uint64_t id, void* stream) {
+        if (!watchdog_) return;
+        if (group_depth_ > 0) {
+            group_stream_ = stream;
+            return;
+        }
+        cudaEvent_t ev = nullptr;
+        {
+            std::lock_guard<std::mutex> lock(events_mu_);
+            if (free_events_.empty()) {
+                CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+                all_events_.push_back(ev);
+            } else {
+                ev = free_events_.back();
+                free_events_.pop_back();
+            }
+        }
+        CUDA_CHECK(cudaEventRecord(ev, (cudaStream_t)stream));
+        watchdog_->leave(id, ev);
+    }
+    void start_watchdog(const DistInfo& info, const CommOptions& opt, CommInit how, uint64_t nonce) {
+        std::unique_ptr<Census> census;
+        if (how == CommInit::Mpi) {
+            census = make_mpi_census();  // collective: every rank creates it here
+        } else {
+            char hex[24];
+            std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)nonce);
+            census = make_file_census(opt.rendezvous_dir, hex, info.rank, info.world_size);
+        }
+        WatchdogHooks hooks;
+        const int device = info.device;
+        hooks.thread_start = [device] { cudaSetDevice(device); };
+        hooks.completed = [](void* ev) { return cudaEventQuery((cudaEvent_t)ev) != cudaErrorNotReady; };
+        hooks.retired = [this](void* ev) {
+            std::lock_guard<std::mutex> lock(events_mu_);
+            free_events_.push_back((cudaEvent_t)ev);
+        };
+        ncclComm_t comm = comm_;
+        hooks.async_error = [comm]() -> std::string {
+            ncclResult_t r = ncclSuccess;
+            if (ncclCommGetAsyncError(comm, &r) != ncclSuccess || r == ncclSuccess || r == ncclInProgress) return "";
+            return std::string("NCCL reports an asynchronous error: ") + ncclGetErrorString(r);
+        };
+        hooks.abort = [comm] { ncclCommAbort(comm); };
+        watchdog_ = std::make_unique<CommWatchdog>(info.rank, info.world_size, opt.watchdog_s, std::move(census),
+                                                   std::move(hooks));
+    }
+
+    std::unique_ptr<CommWatchdog> watchdog_;  // null: off (one rank, or no timeout)
+    std::mutex events_mu_;                     // the pool is shared with the watchdog's thread
+    std::vector<cudaEvent_t> all_events_, free_events_;
+    int group_depth_ = 0;
+    uint64_t group_id_ = 0;    // the watchdog unit of the open group (0: none yet)
+    void* group_stream_ = nullptr;
     ncclComm_t comm_ = nullptr;
     float* barrier_buf_ = nullptr;
     std::string id_file_;  // -pi fs: the rendezvous file rank 0 wrote (removed once every rank joined)
