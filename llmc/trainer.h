@@ -3,8 +3,9 @@
 //
 // One optimizer step:
 //   for each of grad_accum micro-steps: next batch -> forward (dlogits scaled by 1/grad_accum) -> backward, which
-//       hands each completed gradient bucket to optimizer.bucket_ready (its reduction starts on the comm stream
-//       while backward goes on; ZeRO 0/1 reduce only at the last micro-step) -> optimizer.reduce_gradients(last?)
+//       hands each completed gradient bucket to the optimizer (optimizer.backward_hooks: its reduction starts on
+//       the comm stream while backward goes on; ZeRO 0/1 reduce only at the last micro-step; ZeRO 2 also hands
+//       backward its bucket buffers) -> optimizer.reduce_gradients(last?)
 //       (the rest, and the main stream waits for the reductions); no host synchronisation per micro-step
 //   train loss = mean over micro-steps, all-reduced (mean over ranks) before it is logged
 //   optimizer grad_norm, then apply(lr(step), step + 1) or skip(): clipping, AdamW on the rank's shard, all-gather
@@ -102,6 +103,7 @@ public:
         mo.pad_to = zero_pad_multiple(world);
         mo.recompute_gelu = o_.recompute >= 1;
         mo.recompute_layernorm = o_.recompute >= 2;
+        mo.gradient_buffer = zero_stage != 2;  // ZeRO 2: the optimizer's bucket buffers instead (llmc/optimizer.h)
         GPT2<Backend> model(be_, cfg, B, T, mo);
         if (from_file) model.set_params(read_model_file(o_.model).params);
         else model.init_gpt2(o_.seed);
@@ -222,7 +224,7 @@ public:
                 model.forward(inputs.data(), targets.data(), B, T, 1.0f / (float)grad_accum);
                 model.accumulate_loss(loss_acc, 1.0f / (float)(B * T * grad_accum));
                 const bool last_micro = micro + 1 == grad_accum;
-                model.backward([&](size_t bucket) { opt.bucket_ready(bucket, last_micro); });
+                model.backward(opt.backward_hooks(last_micro));
                 opt.reduce_gradients(last_micro);
             }
             comm_.all_reduce(loss_acc, 1, DType::F32, ReduceOp::Avg, be_.main_stream());

@@ -44,6 +44,12 @@ public:
     void* comm_stream() { return nullptr; }
     void comm_waits_main() {}   // work enqueued on comm_stream after this call sees everything before it on main
     void main_waits_comm() {}   // and the reverse
+    // Events order one buffer's reuse between the streams without waiting for a whole stream (the optimizer's ZeRO-2
+    // bucket buffers: the main stream rewrites a buffer only once the comm stream's reduction of it is done).
+    void* event_create() { return nullptr; }               // a reusable event (nothing to order on the CPU)
+    void event_destroy(void* event) {}
+    void event_record(void* event, void* stream) {}         // completes once `stream`'s work so far is done
+    void stream_wait_event(void* stream, void* event) {}    // `stream`'s later work waits for the last record
 
     // ---- forward ops -----------------------------------------------------------------------------------------
     // out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]                                  out (B,T,C)
