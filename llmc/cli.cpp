@@ -114,6 +114,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("rendezvous-dir", "-pf: shared directory for -pi fs", s(o.rendezvous_dir))
         ("server-ip", "-ps: accepted for llm.c compatibility (unused)", s(o.server_ip))
         ("threads", "CPU threads (0: OpenMP default)", v(o.threads))
+        ("show-placement", "every rank prints its node, local rank, GPU, data slice and ZeRO shard",
+         cxxopts::value(o.show_placement))
         ("h,help", "print this help");
 
     // llm.c's `-h 1` turns HellaSwag on; here -h is --help, so such a script would print the help and stop.

@@ -56,6 +56,7 @@ struct TrainOptions {
     std::string server_ip;             // -ps
     std::string hellaswag;             // --hellaswag
     int threads = 0;
+    bool show_placement = false;       // --show-placement: every rank prints where it sits and what it owns
 };
 
 // Rewrites llm.c's two-letter short flags to long options; everything else is passed through.

@@ -51,6 +51,8 @@ public:
     // moves on to the next step (and to the next shard / epoch when the shard cannot hold another whole step).
     void next_batch(int* inputs, int* targets);
     size_t micro_steps_per_step() const { return micro_steps_; }
+    // This rank's slice of each micro-step's window of B x world sequences: [slice_begin(), slice_begin() + B).
+    size_t slice_begin() const { return (size_t)rank_ * B_; }
     // Sequences (whole steps) available in one pass over the data.
     size_t steps_per_epoch() const;
     void reset() { set_position(LoaderPosition()); }

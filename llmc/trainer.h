@@ -191,6 +191,15 @@ public:
             std::printf("%s\n", zero_summary(opt.plan(), model.layout(), zero_stage, sizeof(typename Backend::act_t), (int)grad_accum).c_str());
             std::fflush(stdout);
         }
+        if (o_.show_placement) {  // every rank, one line (test/multinode_test.sh): only the GPU follows the local rank
+            const DistInfo& d = comm_.info();
+            std::printf("placement: rank %d of %d | node %d of %d, local rank %d of %d, gpu %d (%s) | data: sequences "
+                        "[%zu, %zu) of each micro-step's %zu | ZeRO-%d shard [%zu, %zu)\n",
+                        d.rank, d.world_size, d.node, d.num_nodes, d.local_rank, d.local_size, be_.device(),
+                        d.launcher.c_str(), train.slice_begin(), train.slice_begin() + B, B * (size_t)world,
+                        zero_stage, opt.plan().begin(), opt.plan().end());
+            std::fflush(stdout);
+        }
 
         float* loss_acc = (float*)be_.alloc(sizeof(float));
         std::vector<int> inputs(B * T), targets(B * T);

@@ -38,6 +38,9 @@ public:
     void synchronize();
     // Peak dense bf16 FLOP/s of the device, for MFU; 0 when not meaningful (the CPU), then MFU is not reported.
     double peak_flops() const { return 0.0; }
+    // The GPU index the program chose (BackendOptions::device, from the local rank): the CPU computes on the host and
+    // ignores it, but reports it like the CUDA backend, so the choice is visible and tested on any machine.
+    int device() const { return device_; }
 
     // ---- streams (the CUDA backend overlaps collectives with backward; on the CPU these are no-ops) ----------
     void* main_stream() { return nullptr; }
@@ -119,6 +122,7 @@ public:
                       int t, uint32_t seed, size_t seed_offset = 0);
 
 private:
+    int device_ = 0;
     int num_threads_ = 0;
     // Scratch owned by the backend (attention_backward's per-thread rows); grows on demand, freed in the destructor.
     float* scratch_ = nullptr;
