@@ -89,7 +89,7 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("shuffle", "shuffle the training data each epoch (0/1)", cxxopts::value<int>()->default_value("1"));
     opts.add_options("evaluation and output")
         ("v,val-every", "validate every N steps (0: off)", v(o.val_every))
-        ("m,val-batches", "validation batches of -d tokens (-1: all)", v(o.val_batches))
+        ("m,val-batches", "validation batches of -d tokens (-1: every sequence, a partial last batch included)", v(o.val_batches))
         ("s,sample-every", "print a sample every N steps (0: off)", v(o.sample_every))
         ("g,gen-tokens", "tokens per sample", v(o.gen_tokens))
         ("log-every", "print a step line every N steps", v(o.log_every))

@@ -113,9 +113,10 @@ public:
         oc.grad_clip = o_.grad_clip;
         Optimizer<Backend> opt(be_, model, comm_, oc, zero_stage, o_.seed);
         const int max_steps = o_.max_steps > 0 ? o_.max_steps : (int)train.steps_per_epoch();
-        const int val_steps = !val ? 0
-                              : o_.val_batches < 0 ? (int)val->steps_per_epoch()
-                                                   : std::min(o_.val_batches, (int)val->steps_per_epoch());
+        // -m N: the first N windows of -d tokens of the validation data; -m -1: all of them, every sequence.
+        const size_t val_steps = !val ? 0
+                                 : o_.val_batches < 0 ? val->eval_windows()
+                                                      : std::min((size_t)o_.val_batches, val->eval_windows());
 
         ScheduleConfig sc;
         sc.kind = parse_schedule(o_.lr_schedule);
@@ -330,20 +331,23 @@ private:
         return tok;
     }
 
-    // Mean loss over `steps` global batches of the validation data, the same batches for any world size.
-    float evaluate(GPT2<Backend>& model, DataLoader& val, int steps, size_t grad_accum, float* acc,
+    // Mean loss per token over the first `windows` windows of -d tokens of the validation data (DataLoader's
+    // evaluation pass: the same sequences for any world size). A shard's last window may be partial, so ranks may
+    // score fewer than B sequences, or none: each adds its losses scaled by 1 / (tokens scored by all ranks), and
+    // the sum over ranks is the mean over every scored token.
+    float evaluate(GPT2<Backend>& model, DataLoader& val, size_t windows, size_t grad_accum, float* acc,
                    std::vector<int>& inputs, std::vector<int>& targets) {
-        const size_t B = (size_t)o_.batch_size, T = (size_t)o_.seq_len;
-        val.reset();
+        const size_t T = (size_t)o_.seq_len;
         be_.memset_zero(acc, sizeof(float));
-        const float scale = 1.0f / (float)(B * T * grad_accum * (size_t)steps);
-        for (int s = 0; s < steps; s++)
+        const float scale = 1.0f / (float)(val.eval_sequences(windows) * T);
+        for (size_t w = 0; w < windows; w++)
             for (size_t micro = 0; micro < grad_accum; micro++) {
-                val.next_batch(inputs.data(), targets.data());
-                model.forward(inputs.data(), targets.data(), B, T, 0.0f);
+                const size_t rows = val.read_eval_batch(w, micro, inputs.data(), targets.data());
+                if (rows == 0) continue;
+                model.forward(inputs.data(), targets.data(), rows, T, 0.0f);
                 model.accumulate_loss(acc, scale);
             }
-        comm_.all_reduce(acc, 1, DType::F32, ReduceOp::Avg, be_.main_stream());
+        comm_.all_reduce(acc, 1, DType::F32, ReduceOp::Sum, be_.main_stream());
         float loss = 0;
         be_.copy_to_host(&loss, acc, sizeof(float));
         return loss;
