@@ -14,7 +14,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -48,6 +50,27 @@ namespace llmc {
 inline double flops_per_token(const GPT2Config& c, size_t num_params, size_t T) {
     const double matmul_params = (double)num_params - (double)c.max_seq_len * (double)c.channels;
     return 6.0 * matmul_params + 12.0 * (double)c.num_layers * (double)c.channels * (double)T;
+}
+
+// Why -d does not split into whole micro-steps of -b x -t on `world` ranks, and which -b values would: the divisors of
+// each rank's share of the step's sequences, largest first ("-b values that work: 64, 32, ...", at most 12), or how
+// to change -d when the ranks cannot share its sequences at all. (scripts/gpt2_recipes.sh does the same for the run
+// scripts.)
+inline std::string batch_size_advice(size_t total_batch, size_t T, int world) {
+    const size_t per_rank = T * (size_t)world;
+    if (total_batch % per_rank != 0)
+        return "no -b works: -d must be a multiple of -t x ranks = " + std::to_string(T) + " x " +
+               std::to_string(world) + " = " + std::to_string(per_rank);
+    const size_t share = total_batch / per_rank;  // sequences per rank per step
+    std::vector<size_t> divisors;                  // of share, largest first
+    for (size_t d = 1; d * d <= share; d++)
+        if (share % d == 0) divisors.push_back(d), divisors.push_back(share / d);
+    std::sort(divisors.begin(), divisors.end(), std::greater<size_t>());
+    divisors.erase(std::unique(divisors.begin(), divisors.end()), divisors.end());
+    std::string list;
+    for (size_t i = 0; i < divisors.size() && i < 12; i++) list += (i ? ", " : "") + std::to_string(divisors[i]);
+    return "-b values that work with -t " + std::to_string(T) + " on " + std::to_string(world) + " rank(s): " + list +
+           (divisors.size() > 12 ? ", ..." : "");
 }
 
 // The model's shape: a descriptor builds a fresh, GPT-2-initialised model; anything else is a model file.
@@ -85,8 +108,8 @@ public:
         const size_t tokens_per_micro = B * T * (size_t)world;
         const size_t total_batch = o_.total_batch < 0 ? tokens_per_micro : (size_t)o_.total_batch;
         if (total_batch % tokens_per_micro != 0)
-            fail("-d %zu is not divisible by B*T*ranks = %zu*%zu*%d = %zu", total_batch, B, T, world,
-                 tokens_per_micro);
+            fail("-d %zu is not divisible by B*T*ranks = %zu*%zu*%d = %zu (%s)", total_batch, B, T, world,
+                 tokens_per_micro, batch_size_advice(total_batch, T, world).c_str());
         const size_t grad_accum = total_batch / tokens_per_micro;
         const int zero_stage = o_.zero_stage >= 0 ? o_.zero_stage : (world > 1 ? 1 : 0);
 
