@@ -147,4 +147,6 @@ test: deps
 clean:
 	rm -rf $(BUILD) $(CPU_BINS) $(CUDA_BINS)
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+# Header dependencies (-MMD): the objects' and test programs' under build/, the top-level binaries' (train_gpt2_cpu.d,
+# prepare_data.d, ...) next to them, so editing a header they include rebuilds them (test/makefile_deps_test.sh).
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null) $(wildcard *.d)

@@ -89,7 +89,7 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("shuffle", "shuffle the training data each epoch (0/1)", cxxopts::value<int>()->default_value("1"));
     opts.add_options("evaluation and output")
         ("v,val-every", "validate every N steps (0: off)", v(o.val_every))
-        ("m,val-batches", "validation batches of -d tokens (-1: all)", v(o.val_batches))
+        ("m,val-batches", "validation batches of -d tokens (-1: every sequence, a partial last batch included)", v(o.val_batches))
         ("s,sample-every", "print a sample every N steps (0: off)", v(o.sample_every))
         ("g,gen-tokens", "tokens per sample", v(o.gen_tokens))
         ("log-every", "print a step line every N steps", v(o.log_every))
@@ -118,6 +118,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("comm-timeout", "seconds a collective may wait for a peer before every rank stops, naming the stuck rank "
                          "(0: off; default $LLMC_COMM_TIMEOUT, else 300)", cxxopts::value<std::string>())
         ("threads", "CPU threads (0: OpenMP default)", v(o.threads))
+        ("show-placement", "every rank prints its node, local rank, GPU, data slice and ZeRO shard",
+         cxxopts::value(o.show_placement))
         ("h,help", "print this help");
 
     // llm.c's `-h 1` turns HellaSwag on; here -h is --help, so such a script would print the help and stop.

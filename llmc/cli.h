@@ -60,6 +60,7 @@ struct TrainOptions {
     // Default: $LLMC_COMM_TIMEOUT, else 300.
     double comm_timeout = 300;
     int threads = 0;
+    bool show_placement = false;       // --show-placement: every rank prints where it sits and what it owns
 };
 
 // Rewrites llm.c's two-letter short flags to long options; everything else is passed through.

@@ -32,6 +32,16 @@ void pread_exact(int fd, void* dst, size_t n, off_t offset, const std::string& p
     }
 }
 
+// Sequence j of a shard (tokens [j T, j T + T], T + 1 of them through `buf`) as inputs and targets.
+void read_window(int fd, const ShardInfo& s, uint64_t j, size_t T, std::vector<uint16_t>& buf, int* inputs,
+                 int* targets) {
+    pread_exact(fd, buf.data(), (T + 1) * sizeof(uint16_t), (off_t)(HEADER_BYTES + j * T * sizeof(uint16_t)), s.path);
+    for (size_t t = 0; t < T; t++) {
+        inputs[t] = buf[t];
+        targets[t] = buf[t + 1];
+    }
+}
+
 // Fisher-Yates with our own RNG, so every rank and machine gets the same permutation.
 template <class T>
 void shuffle_with(std::vector<T>& v, Rng& rng) {
@@ -96,6 +106,7 @@ DataLoader::DataLoader(const std::string& pattern, size_t B, size_t T, int rank,
 
 DataLoader::~DataLoader() {
     if (fd_ >= 0) close(fd_);
+    if (eval_fd_ >= 0) close(eval_fd_);
 }
 
 size_t DataLoader::total_tokens() const {
@@ -202,13 +213,49 @@ void DataLoader::advance_step() {
 
 void DataLoader::read_sequence(uint64_t seq, int* inputs, int* targets) {
     uint64_t j = seq_order_.empty() ? seq : seq_order_[seq];
-    const ShardInfo& s = shards_[open_shard_];
-    off_t offset = (off_t)(HEADER_BYTES + j * T_ * sizeof(uint16_t));
-    pread_exact(fd_, buf_.data(), (T_ + 1) * sizeof(uint16_t), offset, s.path);
-    for (size_t t = 0; t < T_; t++) {
-        inputs[t] = buf_[t];
-        targets[t] = buf_[t + 1];
+    read_window(fd_, shards_[open_shard_], j, T_, buf_, inputs, targets);
+}
+
+size_t DataLoader::eval_windows() const {
+    size_t n = 0;
+    for (size_t i = 0; i < shards_.size(); i++) n += (sequences_in(i) + seqs_per_step_ - 1) / seqs_per_step_;
+    return n;
+}
+
+DataLoader::EvalWindow DataLoader::eval_window(size_t w) const {
+    for (size_t i = 0; i < shards_.size(); i++) {
+        const size_t seqs = sequences_in(i), windows = (seqs + seqs_per_step_ - 1) / seqs_per_step_;
+        if (w < windows) {
+            const uint64_t first = (uint64_t)w * seqs_per_step_;
+            return EvalWindow{i, first, (size_t)std::min<uint64_t>(seqs_per_step_, seqs - first)};
+        }
+        w -= windows;
     }
+    fail("evaluation window past the %zu windows of the data '%s'...", eval_windows(), shards_[0].path.c_str());
+}
+
+size_t DataLoader::eval_sequences(size_t windows) const {
+    size_t n = 0;
+    for (size_t w = 0; w < windows; w++) n += eval_window(w).count;
+    return n;
+}
+
+size_t DataLoader::read_eval_batch(size_t window, size_t micro_step, int* inputs, int* targets) {
+    if (micro_step >= micro_steps_)
+        fail("evaluation micro-step %zu, expected < %zu per window", micro_step, micro_steps_);
+    const EvalWindow win = eval_window(window);
+    const size_t first = micro_step * B_ * (size_t)world_ + (size_t)rank_ * B_;
+    const size_t rows = first >= win.count ? 0 : std::min(B_, win.count - first);
+    if (rows > 0 && win.shard != eval_shard_) {
+        if (eval_fd_ >= 0) close(eval_fd_);
+        eval_shard_ = SIZE_MAX;
+        eval_fd_ = open(shards_[win.shard].path.c_str(), O_RDONLY);
+        if (eval_fd_ < 0) fail("%s: cannot open (%s)", shards_[win.shard].path.c_str(), std::strerror(errno));
+        eval_shard_ = win.shard;
+    }
+    for (size_t b = 0; b < rows; b++)
+        read_window(eval_fd_, shards_[win.shard], win.first + first + b, T_, buf_, inputs + b * T_, targets + b * T_);
+    return rows;
 }
 
 void DataLoader::next_batch(int* inputs, int* targets) {

@@ -54,6 +54,8 @@ public:
     // moves on to the next step (and to the next shard / epoch when the shard cannot hold another whole step).
     void next_batch(int* inputs, int* targets);
     size_t micro_steps_per_step() const { return micro_steps_; }
+    // This rank's slice of each micro-step's window of B x world sequences: [slice_begin(), slice_begin() + B).
+    size_t slice_begin() const { return (size_t)rank_ * B_; }
     // Sequences (whole steps) available in one pass over the data.
     size_t steps_per_epoch() const;
     void reset() { set_position(LoaderPosition()); }
@@ -70,12 +72,28 @@ public:
     size_t total_tokens() const;
     size_t num_shards() const { return shards_.size(); }
 
+    // Evaluation over every sequence (validation, -m -1): the shards in file order, never shuffled, each cut into
+    // windows of seqs_per_step sequences, a shard's last window holding the rest (possibly fewer). In window w,
+    // micro-step m, this rank reads the window's sequences [m B world + rank B, + B) that exist: B, fewer or none.
+    // So the windows and their sequences are the same for any world size, and the ranks' batches may be partial:
+    // average the losses by token count (the trainer's evaluate()). The training position is not touched.
+    size_t eval_windows() const;
+    size_t eval_sequences(size_t windows) const;  // the sequences of the first `windows` windows, all ranks together
+    size_t read_eval_batch(size_t window, size_t micro_step, int* inputs, int* targets);  // rows read: 0 .. B
+
 private:
     void start_epoch(uint64_t epoch);
     std::vector<size_t> shard_order(uint64_t epoch) const;  // the epoch's order of shards
     void open_current_shard();
     void advance_step();
     void read_sequence(uint64_t seq, int* inputs, int* targets);
+    // Window w of the evaluation pass: shard (file order), first sequence, number of sequences.
+    struct EvalWindow {
+        size_t shard;
+        uint64_t first;
+        size_t count;
+    };
+    EvalWindow eval_window(size_t w) const;
     size_t sequences_in(size_t shard_index) const { return (shards_[shard_index].num_tokens - 1) / T_; }
 
     std::vector<ShardInfo> shards_;
@@ -89,6 +107,8 @@ private:
     std::vector<uint64_t> seq_order_;  // the current shard's order of sequences (empty: identity)
     int fd_ = -1;
     size_t open_shard_ = SIZE_MAX;
+    int eval_fd_ = -1;                 // the evaluation pass's open shard (its own: the position's stays open)
+    size_t eval_shard_ = SIZE_MAX;
     std::vector<uint16_t> buf_;
 };
 

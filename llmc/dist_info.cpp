@@ -98,6 +98,7 @@ bool in_slurm_step(const EnvMap& env) {
 DistInfo from_slurm(const EnvMap& env) {
     DistInfo d;
     d.launcher = "slurm";
+    d.node_exact = true;
     d.rank = get_int(env, "SLURM_PROCID");
     d.world_size = get_first(env, {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"});
     if (d.world_size < 0) fail("Slurm step without SLURM_STEP_NUM_TASKS or SLURM_NTASKS: cannot tell the world size");
@@ -143,6 +144,7 @@ DistInfo from_torchrun(const EnvMap& env) {
         d.num_nodes = (d.world_size + d.local_size - 1) / d.local_size;
         if (has(env, "GROUP_RANK")) {
             d.node = get_int(env, "GROUP_RANK");
+            d.node_exact = true;
         } else {
             d.node = d.rank / d.local_size;
             d.node_assumed = d.num_nodes > 1;
@@ -240,6 +242,7 @@ DistInfo compute_dist_info(const EnvMap& env, const DistOverrides& ov) {
         d.local_rank = rank % d.local_size;
         d.node = rank / d.local_size;
         d.num_nodes = (d.world_size + d.local_size - 1) / d.local_size;
+        d.node_exact = true;
         source = "command line (-pn/-pr/-pg)";
     } else if (has(env, "OMPI_COMM_WORLD_RANK") || has(env, "OMPI_COMM_WORLD_SIZE")) {
         d = from_mpi_vars(env, "openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",

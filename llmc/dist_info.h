@@ -17,6 +17,8 @@
 //
 // The GPU a rank drives is its local rank, unless CUDA_VISIBLE_DEVICES lists fewer devices than there are local
 // ranks (e.g. Slurm's --gpus-per-task=1 shows each task exactly one GPU): then it is local_rank modulo that count.
+// The data loader and the ZeRO plan use the GLOBAL rank only; the local rank picks the GPU and nothing else
+// (test/multinode_test.sh runs ranks that believe they are on 2 or 3 nodes and checks this).
 #pragma once
 
 #include <map>
@@ -33,6 +35,9 @@ struct DistInfo {
     // True when the node index was derived by assuming ranks are placed node by node (rank / local_size); an MPI
     // launcher does not export the node index, so MpiComm replaces it with the real mapping (mpi_env.h).
     bool node_assumed = false;
+    // True when the launcher named this rank's node and local rank itself (Slurm's SLURM_NODEID / SLURM_LOCALID,
+    // torchrun's GROUP_RANK / LOCAL_RANK, the command line's -pn/-pr/-pg): MpiComm keeps that layout as it is.
+    bool node_exact = false;
 
     bool is_main() const { return rank == 0; }
     std::string describe() const;  // "rank 3/8 (local 3/8, node 0/1, gpu 3, openmpi)"

@@ -61,6 +61,15 @@ struct LayerParams {
     T *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
 };
 
+// Layer l's slices of the 12 per-layer tensors, each found by `at(flat offset of the slice's first element)`: the
+// one place that knows where a layer's slices are (a flat buffer, or a packed gradient bucket, llmc/zero.h).
+template <class T, class At>
+LayerParams<T> layer_slices(const ParamLayout& layout, size_t l, At at) {
+    auto slice = [&](int t) -> T* { return at(layout.offsets[t] + l * layout.per_layer(t)); };
+    return LayerParams<T>{slice(LN1W), slice(LN1B), slice(QKVW),  slice(QKVB),  slice(ATTPROJW), slice(ATTPROJB),
+                          slice(LN2W), slice(LN2B), slice(FCW),   slice(FCB),   slice(FCPROJW),  slice(FCPROJB)};
+}
+
 // Typed views into a flat buffer laid out by a ParamLayout. T is the element type (float gradients, bf16 or float
 // parameters).
 template <class T>
@@ -78,9 +87,7 @@ struct ParamViews {
     T* lnfb() const { return tensor(LNFB); }
 
     LayerParams<T> layer(size_t l) const {
-        auto at = [&](int t) { return tensor(t) + l * layout->per_layer(t); };
-        return LayerParams<T>{at(LN1W), at(LN1B), at(QKVW),  at(QKVB),  at(ATTPROJW), at(ATTPROJB),
-                              at(LN2W), at(LN2B), at(FCW),   at(FCB),   at(FCPROJW),  at(FCPROJB)};
+        return layer_slices<T>(*layout, l, [&](size_t flat) { return base + flat; });
     }
 };
 

@@ -2,7 +2,9 @@
 //
 // The model owns three kinds of device memory:
 //   params   act_t, flat, ParamLayout order (llmc/layout.h), padded to padded_params() elements (zeros past the end)
-//   grads    float, same layout and length; accumulated with += over micro-steps, zeroed by the optimizer
+//   grads    float, same layout and length; accumulated with += over micro-steps, zeroed by the optimizer. Not
+//            allocated with ModelOptions::gradient_buffer = false (ZeRO 2): backward then accumulates each gradient
+//            bucket into the buffer its hooks hand out (BackwardHooks, llmc/optimizer.h)
 //   acts     the activations of one forward pass at the (B, T) it was created for, kept for backward
 // Forward reads top to bottom, one op per line with its shapes. N = B*T rows throughout.
 //
@@ -22,6 +24,7 @@
 #include "error.h"
 #include "layout.h"
 #include "rng.h"
+#include "zero.h"
 
 namespace llmc {
 
@@ -31,6 +34,9 @@ struct ModelOptions {
     // -r 2: also keep only the layernorms' inputs and statistics, recompute ln1 and ln2 in backward (one (N, C)
     // buffer each instead of L). Recomputation repeats the forward's exact ops on the same inputs: bit-identical.
     bool recompute_layernorm = false;
+    // The full fp32 gradient buffer (grads()). ZeRO 2 turns it off: its optimizer hands backward one bucket buffer
+    // at a time (BackwardHooks::bucket_buffer), so no rank holds the whole gradient.
+    bool gradient_buffer = true;
 };
 
 template <class Backend>
@@ -47,13 +53,14 @@ public:
         if (opt.pad_to == 0) fail("ModelOptions::pad_to must be positive");
         padded_ = (layout_.total + opt.pad_to - 1) / opt.pad_to * opt.pad_to;
         params_ = (act_t*)be_.alloc(padded_ * sizeof(act_t));
-        grads_ = (float*)be_.alloc(padded_ * sizeof(float));
+        if (opt.gradient_buffer) grads_ = (float*)be_.alloc(padded_ * sizeof(float));
+        for (size_t b = 0; b < num_grad_buckets(layout_); b++) bucket_ranges_.push_back(bucket_ranges(layout_, b));
         allocate_activations();
     }
     ~GPT2() {
         for (void* p : owned_) be_.free(p);
         be_.free(params_);
-        be_.free(grads_);
+        if (grads_) be_.free(grads_);
     }
     GPT2(const GPT2&) = delete;
     GPT2& operator=(const GPT2&) = delete;
@@ -66,9 +73,9 @@ public:
     size_t max_batch() const { return B_; }
     size_t max_seq_len() const { return T_; }
     act_t* params() { return params_; }
-    float* grads() { return grads_; }
+    float* grads() { return grads_; }  // nullptr without a gradient buffer (ModelOptions::gradient_buffer)
+    bool has_gradient_buffer() const { return grads_ != nullptr; }
     ParamViews<act_t> param_views() { return ParamViews<act_t>(params_, layout_); }
-    ParamViews<float> grad_views() { return ParamViews<float>(grads_, layout_); }
 
     // Host fp32 values in ParamLayout order (num_params() of them) -> the device parameters.
     void set_params(const std::vector<float>& host) {
@@ -83,6 +90,7 @@ public:
         return host;
     }
     std::vector<float> get_grads() {
+        require_gradient_buffer("get_grads");
         std::vector<float> host(layout_.total);
         be_.copy_to_host(host.data(), grads_, host.size() * sizeof(float));
         return host;
@@ -109,7 +117,10 @@ public:
         set_params(host);
     }
 
-    void zero_grads() { be_.memset_zero(grads_, padded_ * sizeof(float)); }
+    void zero_grads() {
+        require_gradient_buffer("zero_grads");
+        be_.memset_zero(grads_, padded_ * sizeof(float));
+    }
 
     // Forward over inputs/targets (host, B*T token ids each; B <= max_batch(), T <= max_seq_len()).
     // targets == nullptr: logits only. With targets, per-position losses are computed and
@@ -202,28 +213,29 @@ public:
         return host;
     }
 
-    // grads += d(grad_scale * mean loss)/dparams for the last forward (which must have had targets and grad_scale > 0).
-    // on_bucket_ready(b), when given, is called on the host as soon as the ops that complete gradient bucket b
-    // (llmc/zero.h: b = l < L is layer l's slices, b = L is wte, wpe, lnfw, lnfb) have been ENQUEUED on the main
-    // stream, in the order L-1, ..., 0, L; nothing is synchronised, so the callee orders its work after them with
-    // an event (the optimizer's bucket_ready: comm_waits_main, then the reduction on the comm stream). No later op
-    // of this backward reads or writes a bucket's gradients once it has been announced.
-    void backward(const std::function<void(size_t bucket)>& on_bucket_ready = nullptr) {
+    // grads += d(grad_scale * mean loss)/dparams for the last forward (which must have had targets and grad_scale > 0),
+    // bucket by bucket into the model's buffer or the hooks' bucket buffers (BackwardHooks), announcing each bucket
+    // to hooks.bucket_ready once the ops that complete it are enqueued.
+    void backward(const BackwardHooks& hooks = BackwardHooks()) {
         if (!has_targets_ || !(grad_scale_ > 0.0f)) fail("backward: the last forward had no targets or grad_scale 0");
         const size_t B = cur_B_, T = cur_T_, N = B * T;
         const size_t C = cfg_.channels, NH = cfg_.num_heads, L = cfg_.num_layers, Vp = cfg_.padded_vocab_size;
-        ParamViews<act_t> p = param_views();
-        ParamViews<float> g = grad_views();
+        const ParamViews<act_t> p = param_views();
 
-        // The classifier left dlogits in a_.logits. lnf = layernorm(res3 of the last layer), logits = lnf @ wte^T.
-        be_.matmul_backward(d_.buf_c, g.wte(), nullptr, a_.logits, a_.lnf, p.wte(), N, C, Vp);
+        // Bucket L: the classifier adds wte's first part, the final layernorm lnfw and lnfb; the encoder, last, the
+        // rest of wte and wpe. The classifier left dlogits in a_.logits; lnf = layernorm(res3 of the last layer),
+        // logits = lnf @ wte^T.
+        const BucketGrads gL = bucket_grads(L, hooks);
+        float* dwte = gL.at(layout_.offsets[WTE]);
+        be_.matmul_backward(d_.buf_c, dwte, nullptr, a_.logits, a_.lnf, p.wte(), N, C, Vp);
         be_.memset_zero(d_.residual, N * C * sizeof(act_t));
-        be_.layernorm_backward(d_.residual, g.lnfw(), g.lnfb(), d_.buf_c, layer_acts(L - 1).res3, p.lnfw(),
-                               a_.lnf_mean, a_.lnf_rstd, N, C);
+        be_.layernorm_backward(d_.residual, gL.at(layout_.offsets[LNFW]), gL.at(layout_.offsets[LNFB]), d_.buf_c,
+                               layer_acts(L - 1).res3, p.lnfw(), a_.lnf_mean, a_.lnf_rstd, N, C);
         // d_.residual now holds dL/d(res3 of layer L-1); each layer turns it into dL/d(its res_in).
         for (size_t l = L; l-- > 0;) {
             LayerParams<act_t> w = p.layer(l);
-            LayerParams<float> gw = g.layer(l);
+            const BucketGrads gl = bucket_grads(l, hooks);
+            LayerParams<float> gw = layer_slices<float>(layout_, l, [&](size_t flat) { return gl.at(flat); });
             LayerActs a = layer_acts(l);
             const act_t* res_in = l == 0 ? a_.encoded : layer_acts(l - 1).res3;
             if (opt_.recompute_gelu) be_.gelu_forward(a.fch_gelu, a.fch, N * 4 * C);
@@ -242,16 +254,35 @@ public:
             be_.matmul_backward(d_.buf_c, gw.qkvw, gw.qkvb, d_.buf_3c, a.ln1, w.qkvw, N, C, 3 * C);
             be_.layernorm_backward(d_.residual, gw.ln1w, gw.ln1b, d_.buf_c, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd,
                                    N, C);
-            if (on_bucket_ready) on_bucket_ready(l);  // layer l's 12 gradient slices are complete
+            if (hooks.bucket_ready) hooks.bucket_ready(l);  // layer l's 12 gradient slices are complete
         }
-        be_.encoder_backward(g.wte(), g.wpe(), d_.residual, inputs_, B, T, C);
-        if (on_bucket_ready) on_bucket_ready(L);  // wte (classifier + encoder), wpe, lnfw, lnfb
+        be_.encoder_backward(dwte, gL.at(layout_.offsets[WPE]), d_.residual, inputs_, B, T, C);
+        if (hooks.bucket_ready) hooks.bucket_ready(L);  // wte (classifier + encoder), wpe, lnfw, lnfb
     }
 
     // Bytes of device memory held by the model (parameters, gradients, activations).
     size_t memory_bytes() const { return memory_bytes_; }
 
 private:
+    // Where backward accumulates one bucket: a packed bucket buffer (ranges != nullptr) or the flat buffer.
+    struct BucketGrads {
+        float* base;
+        const std::vector<FlatRange>* ranges;
+        float* at(size_t flat) const { return ranges ? base + packed_offset(*ranges, flat) : base + flat; }
+    };
+    BucketGrads bucket_grads(size_t bucket, const BackwardHooks& hooks) const {
+        if (float* packed = hooks.bucket_buffer ? hooks.bucket_buffer(bucket) : nullptr)
+            return BucketGrads{packed, &bucket_ranges_[bucket]};
+        if (!grads_)
+            fail("backward: the model has no gradient buffer (ModelOptions::gradient_buffer = false, ZeRO 2) and the "
+                 "hooks gave none for bucket %zu",
+                 bucket);
+        return BucketGrads{grads_, nullptr};
+    }
+    void require_gradient_buffer(const char* what) const {
+        if (!grads_) fail("%s: the model has no gradient buffer (ModelOptions::gradient_buffer = false, ZeRO 2)", what);
+    }
+
     // One layer's activations: views into the stacked (L, ...) buffers.
     struct LayerActs {
         act_t *ln1, *qkv, *atty, *att, *attproj, *res2, *ln2, *fch, *fch_gelu, *fcproj, *res3;
@@ -277,7 +308,7 @@ private:
 
     void allocate_activations() {
         const size_t B = B_, T = T_, N = B * T, C = cfg_.channels, L = cfg_.num_layers, NH = cfg_.num_heads;
-        memory_bytes_ = padded_ * (sizeof(act_t) + sizeof(float));
+        memory_bytes_ = padded_ * (sizeof(act_t) + (grads_ ? sizeof(float) : 0));
         inputs_ = take<int>(N);
         targets_ = take<int>(N);
         a_.encoded = take<act_t>(N * C);
@@ -345,6 +376,7 @@ private:
     size_t padded_ = 0, memory_bytes_ = 0;
     act_t* params_ = nullptr;
     float* grads_ = nullptr;
+    std::vector<std::vector<FlatRange>> bucket_ranges_;  // per gradient bucket, its flat ranges (llmc/zero.h)
     int *inputs_ = nullptr, *targets_ = nullptr;
     Acts a_{};
     GradActs d_{};

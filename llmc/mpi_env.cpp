@@ -57,6 +57,7 @@ bool mpi_thread_multiple() {
 }
 
 DistInfo mpi_refine_dist_info(const DistInfo& info, const EnvMap& env) {
+    if (info.node_exact) return info;  // every rank decides alike: the same launcher started them all
     DistInfo d = info;
     // Ranks that share memory form a node; ranks keep their world order inside it.
     MPI_Comm node_comm;

@@ -27,8 +27,9 @@ void mpi_init_once(const DistInfo& info);
 bool mpi_thread_multiple();
 
 // The environment's layout corrected by MPI: the real local rank/size (ranks sharing a node's memory) and node
-// index/count (nodes numbered by their lowest rank). `env` gives CUDA_VISIBLE_DEVICES for the device. MPI must be
-// initialised. Collective: every rank must call it.
+// index/count (nodes numbered by their lowest rank). `env` gives CUDA_VISIBLE_DEVICES for the device. A layout the
+// launcher stated itself (DistInfo::node_exact: Slurm, torchrun with GROUP_RANK, -pn/-pr/-pg) is kept as it is:
+// the launcher placed the ranks. MPI must be initialised. Collective: every rank must call it.
 DistInfo mpi_refine_dist_info(const DistInfo& info, const EnvMap& env);
 
 // Broadcast raw bytes from `root` over MPI_COMM_WORLD (NCCL's unique id exchange). MPI must be initialised.

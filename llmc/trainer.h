@@ -3,8 +3,9 @@
 //
 // One optimizer step:
 //   for each of grad_accum micro-steps: next batch -> forward (dlogits scaled by 1/grad_accum) -> backward, which
-//       hands each completed gradient bucket to optimizer.bucket_ready (its reduction starts on the comm stream
-//       while backward goes on; ZeRO 0/1 reduce only at the last micro-step) -> optimizer.reduce_gradients(last?)
+//       hands each completed gradient bucket to the optimizer (optimizer.backward_hooks: its reduction starts on
+//       the comm stream while backward goes on; ZeRO 0/1 reduce only at the last micro-step; ZeRO 2 also hands
+//       backward its bucket buffers) -> optimizer.reduce_gradients(last?)
 //       (the rest, and the main stream waits for the reductions); no host synchronisation per micro-step
 //   train loss = mean over micro-steps, all-reduced (mean over ranks) before it is logged
 //   optimizer grad_norm, then apply(lr(step), step + 1) or skip(): clipping, AdamW on the rank's shard, all-gather
@@ -14,7 +15,9 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -50,6 +53,27 @@ namespace llmc {
 inline double flops_per_token(const GPT2Config& c, size_t num_params, size_t T) {
     const double matmul_params = (double)num_params - (double)c.max_seq_len * (double)c.channels;
     return 6.0 * matmul_params + 12.0 * (double)c.num_layers * (double)c.channels * (double)T;
+}
+
+// Why -d does not split into whole micro-steps of -b x -t on `world` ranks, and which -b values would: the divisors of
+// each rank's share of the step's sequences, largest first ("-b values that work: 64, 32, ...", at most 12), or how
+// to change -d when the ranks cannot share its sequences at all. (scripts/gpt2_recipes.sh does the same for the run
+// scripts.)
+inline std::string batch_size_advice(size_t total_batch, size_t T, int world) {
+    const size_t per_rank = T * (size_t)world;
+    if (total_batch % per_rank != 0)
+        return "no -b works: -d must be a multiple of -t x ranks = " + std::to_string(T) + " x " +
+               std::to_string(world) + " = " + std::to_string(per_rank);
+    const size_t share = total_batch / per_rank;  // sequences per rank per step
+    std::vector<size_t> divisors;                  // of share, largest first
+    for (size_t d = 1; d * d <= share; d++)
+        if (share % d == 0) divisors.push_back(d), divisors.push_back(share / d);
+    std::sort(divisors.begin(), divisors.end(), std::greater<size_t>());
+    divisors.erase(std::unique(divisors.begin(), divisors.end()), divisors.end());
+    std::string list;
+    for (size_t i = 0; i < divisors.size() && i < 12; i++) list += (i ? ", " : "") + std::to_string(divisors[i]);
+    return "-b values that work with -t " + std::to_string(T) + " on " + std::to_string(world) + " rank(s): " + list +
+           (divisors.size() > 12 ? ", ..." : "");
 }
 
 // The model's shape: a descriptor builds a fresh, GPT-2-initialised model; anything else is a model file.
@@ -99,8 +123,8 @@ public:
         const size_t tokens_per_micro = B * T * (size_t)world;
         const size_t total_batch = o_.total_batch < 0 ? tokens_per_micro : (size_t)o_.total_batch;
         if (total_batch % tokens_per_micro != 0)
-            fail("-d %zu is not divisible by B*T*ranks = %zu*%zu*%d = %zu", total_batch, B, T, world,
-                 tokens_per_micro);
+            fail("-d %zu is not divisible by B*T*ranks = %zu*%zu*%d = %zu (%s)", total_batch, B, T, world,
+                 tokens_per_micro, batch_size_advice(total_batch, T, world).c_str());
         const size_t grad_accum = total_batch / tokens_per_micro;
         const int zero_stage = o_.zero_stage >= 0 ? o_.zero_stage : (world > 1 ? 1 : 0);
 
@@ -129,6 +153,7 @@ public:
         mo.pad_to = zero_pad_multiple(world);
         mo.recompute_gelu = o_.recompute >= 1;
         mo.recompute_layernorm = o_.recompute >= 2;
+        mo.gradient_buffer = zero_stage != 2;  // ZeRO 2: the optimizer's bucket buffers instead (llmc/optimizer.h)
         GPT2<Backend> model(be_, cfg, B, T, mo);
         if (from_file) model.set_params(read_model_file(o_.model).params);
         else model.init_gpt2(o_.seed);
@@ -138,9 +163,10 @@ public:
         oc.grad_clip = o_.grad_clip;
         Optimizer<Backend> opt(be_, model, comm_, oc, zero_stage, o_.seed);
         const int max_steps = o_.max_steps > 0 ? o_.max_steps : (int)train.steps_per_epoch();
-        const int val_steps = !val ? 0
-                              : o_.val_batches < 0 ? (int)val->steps_per_epoch()
-                                                   : std::min(o_.val_batches, (int)val->steps_per_epoch());
+        // -m N: the first N windows of -d tokens of the validation data; -m -1: all of them, every sequence.
+        const size_t val_steps = !val ? 0
+                                 : o_.val_batches < 0 ? val->eval_windows()
+                                                      : std::min((size_t)o_.val_batches, val->eval_windows());
 
         ScheduleConfig sc;
         sc.kind = parse_schedule(o_.lr_schedule);
@@ -227,6 +253,15 @@ public:
             std::printf("%s\n", zero_summary(opt.plan(), model.layout(), zero_stage, sizeof(typename Backend::act_t), (int)grad_accum).c_str());
             std::fflush(stdout);
         }
+        if (o_.show_placement) {  // every rank, one line (test/multinode_test.sh): only the GPU follows the local rank
+            const DistInfo& d = comm_.info();
+            std::printf("placement: rank %d of %d | node %d of %d, local rank %d of %d, gpu %d (%s) | data: sequences "
+                        "[%zu, %zu) of each micro-step's %zu | ZeRO-%d shard [%zu, %zu)\n",
+                        d.rank, d.world_size, d.node, d.num_nodes, d.local_rank, d.local_size, be_.device(),
+                        d.launcher.c_str(), train.slice_begin(), train.slice_begin() + B, B * (size_t)world,
+                        zero_stage, opt.plan().begin(), opt.plan().end());
+            std::fflush(stdout);
+        }
 
         DeviceArray<Backend, float> loss_acc_buf(be_, 1);
         float* loss_acc = loss_acc_buf.get();
@@ -262,7 +297,7 @@ public:
                 model.forward(inputs.data(), targets.data(), B, T, 1.0f / (float)grad_accum);
                 model.accumulate_loss(loss_acc, 1.0f / (float)(B * T * grad_accum));
                 const bool last_micro = micro + 1 == grad_accum;
-                model.backward([&](size_t bucket) { opt.bucket_ready(bucket, last_micro); });
+                model.backward(opt.backward_hooks(last_micro));
                 opt.reduce_gradients(last_micro);
             }
             comm_.all_reduce(loss_acc, 1, DType::F32, ReduceOp::Avg, be_.main_stream());
@@ -430,20 +465,23 @@ private:
         return tok;
     }
 
-    // Mean loss over `steps` global batches of the validation data, the same batches for any world size.
-    float evaluate(GPT2<Backend>& model, DataLoader& val, int steps, size_t grad_accum, float* acc,
+    // Mean loss per token over the first `windows` windows of -d tokens of the validation data (DataLoader's
+    // evaluation pass: the same sequences for any world size). A shard's last window may be partial, so ranks may
+    // score fewer than B sequences, or none: each adds its losses scaled by 1 / (tokens scored by all ranks), and
+    // the sum over ranks is the mean over every scored token.
+    float evaluate(GPT2<Backend>& model, DataLoader& val, size_t windows, size_t grad_accum, float* acc,
                    std::vector<int>& inputs, std::vector<int>& targets) {
-        const size_t B = (size_t)o_.batch_size, T = (size_t)o_.seq_len;
-        val.reset();
+        const size_t T = (size_t)o_.seq_len;
         be_.memset_zero(acc, sizeof(float));
-        const float scale = 1.0f / (float)(B * T * grad_accum * (size_t)steps);
-        for (int s = 0; s < steps; s++)
+        const float scale = 1.0f / (float)(val.eval_sequences(windows) * T);
+        for (size_t w = 0; w < windows; w++)
             for (size_t micro = 0; micro < grad_accum; micro++) {
-                val.next_batch(inputs.data(), targets.data());
-                model.forward(inputs.data(), targets.data(), B, T, 0.0f);
+                const size_t rows = val.read_eval_batch(w, micro, inputs.data(), targets.data());
+                if (rows == 0) continue;
+                model.forward(inputs.data(), targets.data(), rows, T, 0.0f);
                 model.accumulate_loss(acc, scale);
             }
-        comm_.all_reduce(acc, 1, DType::F32, ReduceOp::Avg, be_.main_stream());
+        comm_.all_reduce(acc, 1, DType::F32, ReduceOp::Sum, be_.main_stream());
         float loss = 0;
         be_.copy_to_host(&loss, acc, sizeof(float));
         return loss;

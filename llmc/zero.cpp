@@ -78,6 +78,44 @@ std::vector<BucketPiece> bucket_pieces(const ShardPlan& plan, const ParamLayout&
     return pieces;
 }
 
+size_t bucket_elements(const ParamLayout& layout, size_t bucket) {
+    size_t n = 0;
+    for (const FlatRange& r : bucket_ranges(layout, bucket)) n += r.end - r.begin;
+    return n;
+}
+
+size_t packed_offset(const std::vector<FlatRange>& ranges, size_t flat) {
+    size_t before = 0;  // elements of the ranges preceding the one that holds `flat`
+    for (const FlatRange& r : ranges) {
+        if (flat >= r.begin && flat < r.end) return before + (flat - r.begin);
+        before += r.end - r.begin;
+    }
+    fail("packed_offset: flat element %zu lies in none of the bucket's %zu ranges", flat, ranges.size());
+}
+
+namespace {
+// zero_memory for a given plan (its padding and shard size).
+ZeroMemory memory_of(const ShardPlan& plan, const ParamLayout& layout, int stage, size_t act_bytes) {
+    validate_zero_stage(stage);
+    const size_t state = stage == 0 ? plan.padded : plan.shard_size;  // elements of master, m and v
+    ZeroMemory m;
+    m.params = plan.padded * act_bytes;
+    if (stage == 2) {
+        const size_t L = layout.cfg.num_layers;
+        m.accumulator = plan.shard_size * 4;
+        m.bucket_pool = 4 * (bucket_elements(layout, L) + std::min(L, ZERO2_LAYER_BUFFERS) * bucket_elements(layout, 0));
+    } else {
+        m.grads = plan.padded * 4;
+    }
+    m.master = m.adam_m = m.adam_v = state * 4;
+    return m;
+}
+}  // namespace
+
+ZeroMemory zero_memory(const ParamLayout& layout, int world_size, int stage, size_t act_bytes, size_t align) {
+    return memory_of(make_shard_plan(layout.total, world_size, 0, align), layout, stage, act_bytes);
+}
+
 ZeroFootprint zero_footprint(const ShardPlan& plan, const ParamLayout& layout, int stage, size_t act_bytes,
                              int accum_steps) {
     validate_zero_stage(stage);
@@ -86,13 +124,8 @@ ZeroFootprint zero_footprint(const ShardPlan& plan, const ParamLayout& layout, i
         fail("ZeRO footprint: the layout has %zu parameters but the plan %zu", layout.total, plan.num_params);
     const double N = (double)plan.num_params, P = (double)plan.padded, W = (double)plan.world_size;
     const double frac = (W - 1) / W;
-    const size_t state = stage == 0 ? plan.padded : plan.shard_size;
     ZeroFootprint f;
-    f.params = plan.padded * act_bytes;
-    f.grads = plan.padded * 4;
-    f.grad_shard = stage == 2 ? plan.shard_size * 4 : 0;
-    f.master = state * 4;
-    f.adam_state = 2 * state * 4;
+    f.memory = memory_of(plan, layout, stage, act_bytes);
     f.buckets = num_grad_buckets(layout);
     const double norm = 2 * frac * 4;  // the squared norm's one-float all_reduce
     size_t calls = 0;
@@ -122,21 +155,31 @@ std::string mib(double bytes) {
 
 std::string zero_summary(const ShardPlan& plan, const ParamLayout& layout, int stage, size_t act_bytes,
                          int accum_steps) {
-    ZeroFootprint f = zero_footprint(plan, layout, stage, act_bytes, accum_steps);
-    char buf[1024];
+    const ZeroFootprint f = zero_footprint(plan, layout, stage, act_bytes, accum_steps);
+    const ZeroMemory& m = f.memory;
+    char grads[256];
+    if (stage == 2)
+        std::snprintf(grads, sizeof grads, "grad accumulator %s + bucket buffers %s (wte/wpe/lnf + %zu layers)",
+                      mib(m.accumulator).c_str(), mib(m.bucket_pool).c_str(),
+                      std::min((size_t)layout.cfg.num_layers, ZERO2_LAYER_BUFFERS));
+    else
+        std::snprintf(grads, sizeof grads, "grads %s", mib(m.grads).c_str());
+    std::string by_stage;
+    for (int s = 0; s <= 2; s++)
+        by_stage += (s ? ", " : "") + std::string("ZeRO-") + std::to_string(s) + " " +
+                    mib((double)memory_of(plan, layout, s, act_bytes).total());
+    char buf[1536];
     std::snprintf(buf, sizeof buf,
                   "ZeRO stage %d over %d rank%s: %zu parameters padded to %zu (multiple of %d x %zu), shard %zu "
                   "elements, this rank [%zu, %zu)\n"
-                  "  memory per rank: params %s, grads %s%s%s, master %s, AdamW m+v %s, total %s\n"
+                  "  memory per rank: params %s, %s, master %s, AdamW m+v %s, total %s (%s; activations excluded)\n"
                   "  per optimizer step (%d micro-step%s): %zu reduction%s (%zu buckets, issued during backward), "
                   "%zu all_gather%s, ~%s sent per rank (ring)",
                   stage, plan.world_size, plan.world_size == 1 ? "" : "s", plan.num_params, plan.padded,
-                  plan.world_size, plan.align, plan.shard_size, plan.begin(), plan.end(), mib(f.params).c_str(),
-                  mib(f.grads).c_str(), f.grad_shard ? " + accumulator " : "",
-                  f.grad_shard ? mib(f.grad_shard).c_str() : "", mib(f.master).c_str(), mib(f.adam_state).c_str(),
-                  mib(f.total()).c_str(), accum_steps, accum_steps == 1 ? "" : "s", f.reductions,
-                  f.reductions == 1 ? "" : "s", f.buckets, f.gathers, f.gathers == 1 ? "" : "s",
-                  mib(f.wire_bytes).c_str());
+                  plan.world_size, plan.align, plan.shard_size, plan.begin(), plan.end(), mib(m.params).c_str(), grads,
+                  mib(m.master).c_str(), mib(m.adam_m + m.adam_v).c_str(), mib(m.total()).c_str(), by_stage.c_str(),
+                  accum_steps, accum_steps == 1 ? "" : "s", f.reductions, f.reductions == 1 ? "" : "s", f.buckets,
+                  f.gathers, f.gathers == 1 ? "" : "s", mib(f.wire_bytes).c_str());
     return buf;
 }
 

@@ -12,11 +12,14 @@
 //   0  every rank keeps everything; the gradients are all-reduced at the last micro-step
 //   1  AdamW m, v and the fp32 master weights exist only for the rank's shard; at the last micro-step each
 //      gradient piece is reduced to the rank that owns it; the updated parameters are all-gathered
-//   2  as 1, but the gradients are reduced after every micro-step and added into a sharded fp32 accumulator
+//   2  as 1, but the gradients are reduced during every micro-step's backward, bucket by bucket, and the rank's
+//      pieces added into a sharded fp32 accumulator; there is no full gradient buffer: backward accumulates each
+//      bucket into a small pool of bucket buffers that are reused once their reduction has completed (below)
 // The reductions go bucket by bucket (one layer's gradients at a time) while backward runs: see below.
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -80,6 +83,20 @@ struct FlatRange {
 inline size_t num_grad_buckets(const ParamLayout& layout) { return layout.cfg.num_layers + 1; }
 std::vector<FlatRange> bucket_ranges(const ParamLayout& layout, size_t bucket);
 
+// What the model's backward (GPT2::backward) does with the gradient buckets; the optimizer provides them
+// (Optimizer::backward_hooks). Both are called on the host, without synchronisation, in backward's order.
+struct BackwardHooks {
+    // Where bucket b accumulates: a packed bucket buffer (bucket_elements() floats, the bucket's ranges back to back:
+    // see ZeRO 2's bucket buffers below), zero and free for the main stream's next op; or nullptr for the model's
+    // own flat buffer.
+    // Called once per bucket before backward enqueues the first op that writes it: L first (the classifier writes
+    // wte's gradient), then L-1, ..., 0. Empty: the model's own buffer for every bucket.
+    std::function<float*(size_t bucket)> bucket_buffer;
+    // Bucket b is complete: the ops that finish it have been ENQUEUED on the main stream (order L-1, ..., 0, L).
+    // No later op of this backward reads or writes it. The optimizer orders its reduction after them with an event.
+    std::function<void(size_t bucket)> bucket_ready;
+};
+
 // A bucket range cut at the shard boundaries: [begin, end) lies in rank `root`'s shard (ZeRO >= 1 reduces each
 // piece to the rank that owns it). In flat order; only non-empty pieces.
 struct BucketPiece {
@@ -88,15 +105,41 @@ struct BucketPiece {
 };
 std::vector<BucketPiece> bucket_pieces(const ShardPlan& plan, const ParamLayout& layout, size_t bucket);
 
+// ZeRO 2's bucket buffers. Backward accumulates bucket b into a buffer that holds the bucket's ranges back to back
+// in flat order ("packed": bucket_elements() floats; packed_offset() maps a flat element to its place). Bucket L
+// (wte, wpe, lnfw, lnfb) has a buffer of its own: the classifier writes wte's gradient first and the encoder last,
+// so it lives through the whole backward. The layer buckets share ZERO2_LAYER_BUFFERS buffers, bucket l taking
+// buffer (L-1-l) mod ZERO2_LAYER_BUFFERS: before layer l's backward reuses a buffer, the reduction of the bucket
+// that held it (layer l + ZERO2_LAYER_BUFFERS) must have completed, so that reduction has the backward of the
+// ZERO2_LAYER_BUFFERS - 1 layers in between to hide behind (llmc/optimizer.h).
+constexpr size_t ZERO2_LAYER_BUFFERS = 2;
+size_t bucket_elements(const ParamLayout& layout, size_t bucket);
+// The index in a packed bucket buffer of flat element `flat`, for a bucket with these ranges (bucket_ranges()).
+// Fails when `flat` lies in none of them.
+size_t packed_offset(const std::vector<FlatRange>& ranges, size_t flat);
+
+// Bytes of training state one rank holds (activations excluded): exactly what the model (params, grads) and the
+// optimizer (the rest) allocate for a stage. A pure function of the shapes, for start-up summaries and memory plans:
+//   zero_memory(ParamLayout(cfg), world_size, stage, act_bytes)   act_bytes: 2 (bf16, CUDA) or 4 (fp32, CPU)
+// P = the padded parameter count (a multiple of world_size x align), S = P / world_size:
+//   stage 0:  params aP, grads 4P,                                   master 4P,  m 4P,  v 4P
+//   stage 1:  params aP, grads 4P,                                   master 4S,  m 4S,  v 4S
+//   stage 2:  params aP, accumulator 4S, bucket pool 4 x (bucket L + min(L, ZERO2_LAYER_BUFFERS) layer buckets),
+//                                                                    master 4S,  m 4S,  v 4S
+struct ZeroMemory {
+    size_t params = 0;       // the full parameters (act_t), every stage
+    size_t grads = 0;        // stages 0, 1: the full fp32 gradient buffer backward accumulates into (0 at stage 2)
+    size_t accumulator = 0;  // stage 2: the fp32 sum over micro-steps of this rank's shard of the reduced gradients
+    size_t bucket_pool = 0;  // stage 2: the fp32 bucket buffers backward accumulates into (see above)
+    size_t master = 0;       // fp32 master weights: everything at stage 0, the rank's shard at 1 and 2
+    size_t adam_m = 0, adam_v = 0;  // AdamW's moments, the same extent as master
+    size_t total() const { return params + grads + accumulator + bucket_pool + master + adam_m + adam_v; }
+};
+ZeroMemory zero_memory(const ParamLayout& layout, int world_size, int stage, size_t act_bytes, size_t align = 128);
+
 // Per-rank memory of the training state and the collective traffic of one optimizer step.
 struct ZeroFootprint {
-    // Bytes held by one rank.
-    size_t params = 0;       // the full parameters (act_t), every stage
-    size_t grads = 0;        // the full fp32 gradient buffer the backward pass accumulates into, every stage here
-    size_t grad_shard = 0;   // stage 2: the fp32 accumulator of the rank's shard (stage 1 reduces in place: none)
-    size_t master = 0;       // fp32 master weights: full for stage 0, shard for 1 and 2
-    size_t adam_state = 0;   // m and v: full for stage 0, shard for 1 and 2
-    size_t total() const { return params + grads + grad_shard + master + adam_state; }
+    ZeroMemory memory;  // bytes held by one rank
     // Collective calls per optimizer step with `accum` micro-steps: `reductions` counts the gradient reductions
     // (stage 0: one all_reduce per bucket range; stage 1: one reduce per bucket piece; stage 2: one reduce per
     // piece and micro-step) plus the norm's 4-byte all_reduce; `gathers` the parameter all_gathers.
@@ -109,7 +152,8 @@ struct ZeroFootprint {
 ZeroFootprint zero_footprint(const ShardPlan& plan, const ParamLayout& layout, int stage, size_t act_bytes,
                              int accum_steps);
 
-// Multi-line summary printed at start-up: stage, padding, shard, per-rank memory and traffic per step.
+// Multi-line summary printed at start-up: stage, padding, shard, per-rank memory (with the other stages' totals, to
+// compare) and traffic per step.
 std::string zero_summary(const ShardPlan& plan, const ParamLayout& layout, int stage, size_t act_bytes,
                          int accum_steps);
 

@@ -1,7 +1,12 @@
 #!/usr/bin/python3
-"""Compares two training runs' metrics.jsonl (train and val losses) and final model.bin (fp32 llm.c model files).
+"""Compares two training runs: metrics.jsonl (train loss, val loss and grad norm of every logged step) and the final
+model.bin (fp32 llm.c model files).
 
-usage: compare_runs.py RUN_A RUN_B LOSS_RTOL PARAM_ATOL   (exit 0 when within tolerance; the last line summarises)
+usage: compare_runs.py RUN_A RUN_B LOSS_RTOL PARAM_ATOL [NORM_RTOL]
+  LOSS_RTOL    relative tolerance of the train and val losses
+  PARAM_ATOL   absolute tolerance of the final parameters
+  NORM_RTOL    relative tolerance of the grad norms (default: LOSS_RTOL)
+Exit 0 when everything is within tolerance (0 0: bit-identical); the last line summarises or says what differs.
 """
 import json
 import struct
@@ -10,15 +15,14 @@ import sys
 import numpy as np
 
 
-def losses(run):
-    train, val = {}, {}
+def metrics(run):
+    series = {"train_loss": {}, "val_loss": {}, "grad_norm": {}}
     for line in open(run + "/metrics.jsonl"):
         r = json.loads(line)
-        if "train_loss" in r:
-            train[r["step"]] = r["train_loss"]
-        if "val_loss" in r:
-            val[r["step"]] = r["val_loss"]
-    return train, val
+        for key, values in series.items():
+            if key in r:
+                values[r["step"]] = r[key]
+    return series
 
 
 def params(run):
@@ -28,23 +32,39 @@ def params(run):
         return np.frombuffer(f.read(), dtype="<f4")
 
 
-def main():
-    a, b, rtol, atol = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-    (ta, va), (tb, vb) = losses(a), losses(b)
-    if ta.keys() != tb.keys() or va.keys() != vb.keys() or not ta:
-        sys.exit("different steps logged: %s vs %s" % (sorted(ta), sorted(tb)))
+def worst_relative(a, b, key):
+    """The largest |a - b| / |a| over the steps of one series; the steps must be the same."""
+    if a.keys() != b.keys():
+        sys.exit("different steps logged for %s: %s vs %s" % (key, sorted(a), sorted(b)))
     worst = 0.0
-    for k in ta:
-        worst = max(worst, abs(ta[k] - tb[k]) / abs(ta[k]))
-    for k in va:
-        worst = max(worst, abs(va[k] - vb[k]) / abs(va[k]))
+    for step in a:
+        x, y = a[step], b[step]
+        if x is None or y is None:  # a non-finite value is logged as null
+            if x is not None or y is not None:
+                sys.exit("%s at step %d: %s vs %s" % (key, step, x, y))
+            continue
+        if x != y:
+            worst = max(worst, abs(x - y) / abs(x) if x != 0 else float("inf"))
+    return worst
+
+
+def main():
+    if len(sys.argv) not in (5, 6):
+        sys.exit(__doc__)
+    a, b, rtol, atol = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+    norm_rtol = float(sys.argv[5]) if len(sys.argv) == 6 else rtol
+    ma, mb = metrics(a), metrics(b)
+    if not ma["train_loss"]:
+        sys.exit("no train_loss in %s/metrics.jsonl" % a)
+    loss = max(worst_relative(ma[k], mb[k], k) for k in ("train_loss", "val_loss"))
+    norm = worst_relative(ma["grad_norm"], mb["grad_norm"], "grad_norm")
     pa, pb = params(a), params(b)
     if pa.shape != pb.shape:
         sys.exit("parameter counts differ")
     pdiff = float(np.max(np.abs(pa.astype(np.float64) - pb)))
-    print("max loss rel diff %.2e, max param abs diff %.2e" % (worst, pdiff))
-    if worst > rtol or pdiff > atol:
-        sys.exit("outside tolerance (loss rtol %g, param atol %g)" % (rtol, atol))
+    print("max loss rel diff %.2e, max grad norm rel diff %.2e, max param abs diff %.2e" % (loss, norm, pdiff))
+    if loss > rtol or norm > norm_rtol or pdiff > atol:
+        sys.exit("outside tolerance (loss rtol %g, grad norm rtol %g, param atol %g)" % (rtol, norm_rtol, atol))
 
 
 if __name__ == "__main__":

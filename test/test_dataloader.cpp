@@ -1,5 +1,6 @@
-// Data shards and the loader: header validation, batch contents, and the contract that the global batch of every
-// step is the same whatever the world size (each rank takes its slice of the same window).
+// Data shards and the loader: header validation, batch contents, the contract that the global batch of every step
+// is the same whatever the world size (each rank takes its slice of the same window), and the evaluation pass that
+// reads every sequence once, partial windows included.
 #include <unistd.h>
 
 #include <cstdint>
@@ -112,6 +113,51 @@ int main() {
                    c.check_position(bad).c_str());
     bad = c.position_after(1), bad.shard = 2;
     testing::check("a shard index past the data is refused", c.check_position(bad).find("data.shard 2") == 0);
+    {
+    // The evaluation pass (-m -1): every sequence of every shard exactly once, in order, for world sizes 1..4 and
+    // steps that do not divide a shard (8 and 9 sequences: shard 0's 24 -> 8,8,8 or 9,9,6; shard 1's 12 -> 8,4 or
+    // 9,3), so windows are partial and some ranks read fewer than B sequences or none.
+    std::vector<int> every;
+    for (size_t j = 0; j < 24; j++) every.push_back((int)(j * T));
+    for (size_t j = 0; j < 12; j++) every.push_back((int)(1000 + j * T));
+    struct Shape { size_t B; int world; size_t per_step; };
+    for (Shape sh : {Shape{2, 1, 8}, Shape{2, 2, 8}, Shape{2, 4, 8}, Shape{1, 4, 8}, Shape{3, 3, 9}, Shape{1, 1, 9}}) {
+        std::vector<DataLoader*> ranks;
+        for (int r = 0; r < sh.world; r++) ranks.push_back(new DataLoader(pattern, sh.B, T, r, sh.world, sh.per_step, true, 5));
+        std::vector<int> seen, ein(sh.B * T), etg(sh.B * T);
+        bool rows_ok = true, targets_ok = true;
+        const size_t windows = ranks[0]->eval_windows();
+        for (size_t w = 0; w < windows; w++)
+            for (size_t m = 0; m < ranks[0]->micro_steps_per_step(); m++)
+                for (int r = 0; r < sh.world; r++) {
+                    const size_t rows = ranks[r]->read_eval_batch(w, m, ein.data(), etg.data());
+                    rows_ok = rows_ok && rows <= sh.B;
+                    for (size_t b = 0; b < rows; b++) {
+                        seen.push_back(ein[b * T]);
+                        targets_ok = targets_ok && etg[b * T] == ein[b * T] + 1;
+                    }
+                }
+        const std::string tag = " (B=" + std::to_string(sh.B) + ", world " + std::to_string(sh.world) + ", " +
+                                std::to_string(sh.per_step) + " per step)";
+        testing::check("evaluation reads every sequence once, in order" + tag,
+                       seen == every && rows_ok && targets_ok && windows == 5 &&
+                           ranks[0]->eval_sequences(windows) == 36 && ranks[0]->eval_sequences(2) == 2 * sh.per_step);
+        for (DataLoader* l : ranks) delete l;
+    }
+    // ... without moving the training position (a shuffled loader: its batches continue as its twin's).
+    DataLoader c(pattern, 2, T, 0, 1, 6, true, 3), d(pattern, 2, T, 0, 1, 6, true, 3);
+    for (int i = 0; i < 4; i++) c.next_batch(ia.data(), tg.data()), d.next_batch(ib.data(), tg.data());
+    for (size_t w = 0; w < c.eval_windows(); w++) c.read_eval_batch(w, 1, ia.data(), tg.data());
+    ok = true;
+    for (int i = 0; i < 12; i++) {
+        c.next_batch(ia.data(), tg.data());
+        d.next_batch(ib.data(), tg.data());
+        ok &= ia == ib;
+    }
+    testing::check("the evaluation pass leaves the training position alone", ok);
+    testing::check("an evaluation micro-step past the window is refused",
+                   testing::throws_with([&] { c.read_eval_batch(0, 3, ia.data(), tg.data()); }, "micro-step 3"));
+    }
 
     // Bad shards: each refused with a message naming the problem.
     write_shard(dir + "/bad_magic.bin", s1, 12345);

@@ -198,8 +198,23 @@ void test_helpers() {
 
 }  // namespace
 
+// Which layouts the launcher stated itself (DistInfo::node_exact: MpiComm keeps them) and which it left to MPI.
+void test_node_exact() {
+    DistOverrides ov;
+    ov.num_processes = 4, ov.process_rank = 2, ov.gpus_per_node = 2;
+    EnvMap tr = {{"RANK", "10"}, {"WORLD_SIZE", "16"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "8"}};
+    const bool torchrun_assumed = compute_dist_info(tr).node_exact;
+    tr["GROUP_RANK"] = "1";
+    check("the launcher's own layout is exact for Slurm, torchrun with GROUP_RANK and -pn/-pr/-pg only",
+          compute_dist_info(slurm(4, 6, 1, 1, 2, "3(x2)")).node_exact && compute_dist_info(tr).node_exact &&
+              compute_dist_info({}, ov).node_exact && !torchrun_assumed &&
+              !compute_dist_info(openmpi(4, 6, 1, 3)).node_exact && !compute_dist_info(openmpi(1, 2, 1, 2)).node_exact &&
+              !compute_dist_info({}).node_exact);
+}
+
 int main() {
     test_layouts();
+    test_node_exact();
     test_overrides();
     test_bad_values();
     test_slurm_list();

@@ -1,9 +1,12 @@
 // Optimizer (llmc/optimizer.h) in one process on GPT2<CpuBackend>: AdamW with clipping and weight decay on the 2-D
-// tensors only, against a hand computation in double, for ZeRO 0/1/2 and 1/2/8 micro-steps; the collectives each
-// step issues (counted by SingleComm, buckets announced or not); the model's backward announcing each gradient
-// bucket once it is final; gradients zeroed; padding untouched; misuse refused.
+// tensors only, against a hand computation in double, for ZeRO 0/1/2 and 1/2/8 micro-steps (ZeRO 2 also with more
+// layers than bucket buffers, so they are reused within a backward); the collectives each step issues (counted by
+// SingleComm, buckets announced or not); the model's backward announcing each gradient bucket once it is final, and
+// writing ZeRO 2's packed bucket buffers exactly as its flat buffer; the memory zero_memory() plans against what the
+// model and the optimizer allocate; gradients zeroed; padding untouched; misuse refused.
 #include <cmath>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,7 @@ using Opt = Optimizer<CpuBackend>;
 
 namespace {
 
+using optimizer_fixture::backward_with;
 using optimizer_fixture::initial_params;
 using optimizer_fixture::padded_for;
 using optimizer_fixture::tiny_config;
@@ -35,14 +39,6 @@ std::vector<float> micro_grads(size_t n, int s, int k, float size) {
         x = (float)((rng.uniform() < 0.5 ? -mag : mag) * size);
     }
     return g;
-}
-
-// Backward's contribution: grads += g (host copy in and out; CPU "device" memory is host memory).
-void add_grads(CpuBackend& be, Model& model, const std::vector<float>& g) {
-    std::vector<float> cur(g.size());
-    be.copy_to_host(cur.data(), model.grads(), g.size() * 4);
-    for (size_t i = 0; i < g.size(); i++) cur[i] += g[i];
-    be.copy_to_device(model.grads(), cur.data(), g.size() * 4);
 }
 
 // AdamW with clipping in double: PyTorch's clip_grad_norm_ then AdamW (decoupled weight decay on 2-D tensors).
@@ -80,11 +76,13 @@ std::vector<float> download(CpuBackend& be, const float* src, size_t n) {
 }
 
 // Three steps with `accum` micro-steps each; the first has a large gradient (clipped), the others small ones
-// (not clipped, since their norm is below grad_clip).
-void test_against_reference(int stage, int accum) {
-    const std::string tag = "ZeRO " + std::to_string(stage) + ", " + std::to_string(accum) + " micro-steps: ";
+// (not clipped, since their norm is below grad_clip). `announce`: the buckets are announced as backward does.
+void test_against_reference(int stage, int accum, size_t layers = 2, bool announce = false) {
+    const std::string tag = "ZeRO " + std::to_string(stage) + ", " + std::to_string(accum) + " micro-steps" +
+                            (layers != 2 ? ", L=" + std::to_string(layers) : "") + (announce ? ", announced" : "") +
+                            ": ";
     CpuBackend be;
-    Model model(be, tiny_config(), 1, 1, padded_for(1));
+    Model model(be, tiny_config(layers), 1, 1, padded_for(1, stage));
     const size_t n = model.num_params();
     std::vector<float> init = initial_params(n);
     model.set_params(init);
@@ -103,7 +101,7 @@ void test_against_reference(int stage, int accum) {
         std::vector<double> sum(n, 0.0);
         for (int k = 0; k < accum; k++) {
             std::vector<float> g = micro_grads(n, s, k, sizes[s]);
-            add_grads(be, model, g);
+            backward_with(model, opt, g, k == accum - 1, announce);
             for (size_t i = 0; i < n; i++) sum[i] += g[i];
             opt.reduce_gradients(k == accum - 1);
         }
@@ -138,22 +136,26 @@ void test_against_reference(int stage, int accum) {
     std::vector<float> master = download(be, opt.master(), n);
     check(tag + "master equals the parameters (fp32 backend)", master == got);
 
-    std::vector<float> grads = download(be, model.grads(), model.padded_params());
-    bool zero = true;
-    for (float x : grads) zero = zero && x == 0.0f;
-    check(tag + "gradients zeroed after the step", zero);
-    std::vector<float> all(model.padded_params());
-    be.download_floats(all.data(), model.params(), all.size());
-    bool pad_zero = true;
-    for (size_t i = n; i < all.size(); i++) pad_zero = pad_zero && all[i] == 0.0f;
-    check(tag + "padding stays zero", pad_zero && model.padded_params() > n);
+    if (stage < 2) {  // ZeRO 2 has no full buffer; it zeroes each bucket buffer as it hands it out
+        std::vector<float> grads = download(be, model.grads(), model.padded_params());
+        bool zero = true;
+        for (float x : grads) zero = zero && x == 0.0f;
+        check(tag + "gradients zeroed after the step", zero);
+    }
+    if (model.padded_params() > n) {  // (L = 5 has 2688 = 21 x 128 parameters: no padding)
+        std::vector<float> all(model.padded_params());
+        be.download_floats(all.data(), model.params(), all.size());
+        bool pad_zero = true;
+        for (size_t i = n; i < all.size(); i++) pad_zero = pad_zero && all[i] == 0.0f;
+        check(tag + "padding stays zero", pad_zero);
+    }
 }
 
 // With zero gradients AdamW's adaptive term is 0/(0+eps) = 0, so only weight decay moves parameters: the 2-D
 // matrices shrink by (1 - lr wd), everything else stays bit-identical.
 void test_weight_decay_only_2d(int stage) {
     CpuBackend be;
-    Model model(be, tiny_config(), 1, 1, padded_for(1));
+    Model model(be, tiny_config(), 1, 1, padded_for(1, stage));
     std::vector<float> init = initial_params(model.num_params());
     model.set_params(init);
     auto comm = make_single_comm();
@@ -190,7 +192,7 @@ void test_clip_settings() {
         OptimConfig cfg;
         cfg.grad_clip = clip;
         Opt opt(be, model, *comm, cfg, 1, 1);
-        add_grads(be, model, micro_grads(model.num_params(), 0, 0, 0.5f));
+        backward_with(model, opt, micro_grads(model.num_params(), 0, 0, 0.5f), true, false);
         opt.reduce_gradients(true);
         float norm = opt.step(1e-3f, 1);
         check(std::string("grad_clip ") + (clip == 0 ? "0 disables clipping" : "above the norm does not clip"),
@@ -208,13 +210,6 @@ void expect_error(const std::string& name, const std::function<void()>& fn, cons
     }
 }
 
-// Announces every bucket as the model's backward does (L-1 .. 0, then L).
-void announce_buckets(Opt& opt, const ParamLayout& layout, bool last) {
-    const size_t L = layout.cfg.num_layers;
-    for (size_t l = L; l-- > 0;) opt.bucket_ready(l, last);
-    opt.bucket_ready(L, last);
-}
-
 // Collectives per optimizer step, counted from the plan: ZeRO 0 one all_reduce per bucket range; ZeRO 1 one reduce
 // per bucket piece; ZeRO 2 one reduce per piece and micro-step; ZeRO >= 1 one all_gather; every stage one
 // all_reduce of the squared norm; never a reduce_scatter. The same whether the buckets are announced during
@@ -224,15 +219,15 @@ void test_collective_counts() {
         for (int stage = 0; stage <= 2; stage++) {
             for (int accum : {1, 2, 8}) {
                 CpuBackend be;
-                Model model(be, tiny_config(), 1, 1, padded_for(1));
+                Model model(be, tiny_config(), 1, 1, padded_for(1, stage));
                 model.set_params(initial_params(model.num_params()));
                 auto comm = make_single_comm();
                 Opt opt(be, model, *comm, OptimConfig(), stage, 1);
                 const int steps = 2;
                 for (int s = 0; s < steps; s++) {
                     for (int k = 0; k < accum; k++) {
-                        add_grads(be, model, micro_grads(model.num_params(), s, k, 0.01f));
-                        if (announce) announce_buckets(opt, model.layout(), k == accum - 1);
+                        backward_with(model, opt, micro_grads(model.num_params(), s, k, 0.01f), k == accum - 1,
+                                      announce);
                         opt.reduce_gradients(k == accum - 1);
                     }
                     opt.step(1e-3f, s + 1);
@@ -273,12 +268,14 @@ void test_backward_announces_complete_buckets() {
     const ParamLayout& layout = model.layout();
     std::vector<size_t> order;
     std::vector<std::vector<float>> at_callback;
-    model.backward([&](size_t b) {
+    BackwardHooks hooks;
+    hooks.bucket_ready = [&](size_t b) {
         order.push_back(b);
         std::vector<float> g = model.get_grads(), mine;
         for (const FlatRange& r : bucket_ranges(layout, b)) mine.insert(mine.end(), g.begin() + r.begin, g.begin() + r.end);
         at_callback.push_back(mine);
-    });
+    };
+    model.backward(hooks);
     check("backward announces buckets L-1 .. 0, then L, once each", order == std::vector<size_t>{1, 0, 2});
     std::vector<float> g = model.get_grads();
     bool complete = order.size() == 3, nonzero = true;
@@ -309,6 +306,131 @@ void test_backward_announces_complete_buckets() {
     check("announcements before the last micro-step issue nothing at ZeRO 1", comm->counters.total() == reduces);
 }
 
+// ZeRO 2's path through the model: without a gradient buffer, backward accumulates each bucket into the packed
+// buffer its hooks hand out (bucket L first, then L-1 .. 0, each exactly once, before it is announced), and the
+// packed buffers hold exactly what a model with the flat buffer computes for the same batch (L = 3: every per-layer
+// tensor slice and bucket L's two ranges at their packed offsets).
+void test_backward_into_bucket_buffers() {
+    CpuBackend be;
+    ModelOptions flat_opts, packed_opts;
+    packed_opts.gradient_buffer = false;
+    Model flat(be, tiny_config(3), 2, 4, flat_opts), packed(be, tiny_config(3), 2, 4, packed_opts);
+    flat.init_gpt2(5);
+    packed.init_gpt2(5);
+    const int in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, tg[8] = {2, 3, 4, 5, 6, 7, 8, 9};
+    flat.forward(in, tg, 2, 4, 1.0f);
+    packed.forward(in, tg, 2, 4, 1.0f);
+    flat.backward();
+    const ParamLayout& layout = packed.layout();
+    const size_t nb = num_grad_buckets(layout);
+    std::vector<std::vector<float>> buffers(nb);
+    std::vector<size_t> handed, announced;
+    bool announced_after_handed = true;
+    BackwardHooks hooks;
+    hooks.bucket_buffer = [&](size_t b) {
+        handed.push_back(b);
+        buffers[b].assign(bucket_elements(layout, b), 0.0f);
+        return buffers[b].data();
+    };
+    hooks.bucket_ready = [&](size_t b) {
+        announced.push_back(b);
+        announced_after_handed = announced_after_handed && !buffers[b].empty();
+    };
+    packed.backward(hooks);
+    check("ZeRO 2 backward hands out buckets L, L-1 .. 0 and announces L-1 .. 0, L",
+          handed == std::vector<size_t>{3, 2, 1, 0} && announced == std::vector<size_t>{2, 1, 0, 3} &&
+              announced_after_handed);
+    std::vector<float> g = flat.get_grads();
+    bool same = true, nonzero = true;
+    for (size_t b = 0; b < nb; b++) {
+        const std::vector<FlatRange> ranges = bucket_ranges(layout, b);
+        double ss = 0;
+        for (const FlatRange& r : ranges)
+            for (size_t i = r.begin; i < r.end; i++) {
+                same = same && buffers[b][packed_offset(ranges, i)] == g[i];
+                ss += (double)g[i] * g[i];
+            }
+        nonzero = nonzero && ss > 0;
+    }
+    check("the packed bucket buffers hold the flat buffer's gradients, bit for bit", same && nonzero);
+    expect_error("a model without a gradient buffer needs bucket buffers", [&] {
+        packed.forward(in, tg, 2, 4, 1.0f);
+        packed.backward();
+    }, "no gradient buffer");
+    expect_error("get_grads without a gradient buffer", [&] { packed.get_grads(); }, "no gradient buffer");
+}
+
+// A CPU backend that records the size of every live allocation (the model's and the optimizer's).
+struct CountingBackend : CpuBackend {
+    std::map<void*, size_t> sizes;
+    size_t live = 0;
+    void* alloc(size_t bytes) {
+        void* p = CpuBackend::alloc(bytes);
+        sizes[p] = bytes;
+        live += bytes;
+        return p;
+    }
+    void free(void* p) {
+        live -= sizes.at(p);
+        sizes.erase(p);
+        CpuBackend::free(p);
+    }
+};
+
+// A communicator that only knows where it sits (the optimizer's plan); it is never asked for a collective here.
+class PlacedComm : public Comm {
+public:
+    PlacedComm(int world, int rank) {
+        info_.world_size = world, info_.rank = rank;
+    }
+    const char* name() const override { return "placed"; }
+    void all_reduce(void*, size_t, DType, ReduceOp, void*) override { unexpected(); }
+    void reduce(const void*, void*, size_t, DType, ReduceOp, int, void*) override { unexpected(); }
+    void reduce_scatter(const void*, void*, size_t, DType, ReduceOp, void*) override { unexpected(); }
+    void all_gather(const void*, void*, size_t, DType, void*) override { unexpected(); }
+    void broadcast(void*, size_t, DType, int, void*) override { unexpected(); }
+    void barrier() override { unexpected(); }
+
+private:
+    static void unexpected() { fail("PlacedComm: no collective expected"); }
+};
+
+// zero_memory() is what the model and the optimizer allocate: the parameters and the full gradient buffer (stages
+// 0, 1) in the model; m, v, master, ZeRO 2's accumulator and bucket buffers in the optimizer (plus one float, the
+// norm's scratch). For 1, 3 and 8 ranks (the rank's plan), L = 2 and L = 5 (fewer layers than ZeRO 2's layer
+// buffers, and more), every stage.
+void test_memory_matches_allocations() {
+    bool ok = true;
+    std::string why;
+    for (int world : {1, 3, 8})
+        for (size_t layers : {(size_t)2, (size_t)5})
+            for (int stage = 0; stage <= 2; stage++) {
+                CountingBackend be;
+                const ZeroMemory want = zero_memory(ParamLayout(tiny_config(layers)), world, stage, sizeof(float));
+                GPT2<CountingBackend> model(be, tiny_config(layers), 1, 1, padded_for(world, stage));
+                PlacedComm comm(world, world - 1);
+                const size_t before = be.live;
+                Optimizer<CountingBackend> opt(be, model, comm, OptimConfig(), stage, 1);
+                const size_t opt_bytes = be.live - before;
+                const size_t model_grads = model.grads() ? be.sizes.at(model.grads()) : 0;
+                const size_t planned = want.accumulator + want.bucket_pool + want.master + want.adam_m + want.adam_v;
+                char buf[256];
+                std::snprintf(buf, sizeof buf,
+                              "W=%d L=%zu ZeRO %d: params %zu/%zu grads %zu/%zu optimizer %zu/%zu (+4) m %zu/%zu",
+                              world, layers, stage, be.sizes.at(model.params()), want.params, model_grads, want.grads,
+                              opt_bytes, planned, be.sizes.at(opt.m()), want.adam_m);
+                if (be.sizes.at(model.params()) != want.params || model_grads != want.grads ||
+                    opt_bytes != planned + sizeof(float) || be.sizes.at(opt.m()) != want.adam_m ||
+                    be.sizes.at(opt.v()) != want.adam_v || be.sizes.at(opt.master()) != want.master ||
+                    (stage == 2) != (want.bucket_pool > 0 && want.accumulator > 0 && want.grads == 0)) {
+                    if (ok) why = buf;
+                    ok = false;
+                }
+            }
+    check("zero_memory() equals the model's and the optimizer's allocations (W 1/3/8, L 2/5, ZeRO 0/1/2)", ok,
+          "%s", why.c_str());
+}
+
 void test_misuse_and_state() {
     CpuBackend be;
     Model model(be, tiny_config(), 1, 1, padded_for(1));
@@ -333,6 +455,16 @@ void test_misuse_and_state() {
     expect_error("a model not padded for ZeRO is refused",
                  [&] { Opt bad(be, unpadded, *comm, OptimConfig(), 0, 1); }, "pad_to");
     expect_error("ZeRO stage 3 is refused", [&] { Opt bad(be, model, *comm, OptimConfig(), 3, 1); }, "ZeRO stage 3");
+    expect_error("ZeRO 2 refuses a model with a full gradient buffer",
+                 [&] { Opt bad(be, model, *comm, OptimConfig(), 2, 1); }, "gradient_buffer = false");
+    Model bufferless(be, tiny_config(), 1, 1, padded_for(1, 2));
+    expect_error("ZeRO 1 refuses a model without a gradient buffer",
+                 [&] { Opt bad(be, bufferless, *comm, OptimConfig(), 1, 1); }, "has none");
+    Opt zero2(be, bufferless, *comm, OptimConfig(), 2, 1);
+    expect_error("ZeRO 2: a bucket announced before it was handed out", [&] { zero2.bucket_ready(1, false); },
+                 "before bucket_buffer()");
+    zero2.bucket_buffer(2);
+    expect_error("ZeRO 2: a bucket handed out twice", [&] { zero2.bucket_buffer(2); }, "twice");
 
     uint32_t a = Opt::rounding_seed(5, 1, WTE);
     check("rounding seed is a function of its inputs", a == Opt::rounding_seed(5, 1, WTE));
@@ -346,10 +478,16 @@ int main() {
     try {
         for (int stage = 0; stage <= 2; stage++)
             for (int accum : {1, 2, 8}) test_against_reference(stage, accum);
+        for (int accum : {1, 3}) {
+            test_against_reference(1, accum, 2, true);
+            for (bool announce : {false, true}) test_against_reference(2, accum, 5, announce);
+        }
         for (int stage = 0; stage <= 2; stage++) test_weight_decay_only_2d(stage);
         test_clip_settings();
         test_collective_counts();
         test_backward_announces_complete_buckets();
+        test_backward_into_bucket_buffers();
+        test_memory_matches_allocations();
         test_misuse_and_state();
     } catch (const Error& e) {
         testing::fail("unexpected error", "%s", e.what());

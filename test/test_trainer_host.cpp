@@ -1,5 +1,5 @@
-// Host-side pieces of the trainer that need no backend: the FLOP count behind MFU, and the model-file reader's
-// refusal of non-finite parameters.
+// Host-side pieces of the trainer that need no backend: the FLOP count behind MFU, the -b values a -d allows, and
+// the model-file reader's refusal of non-finite parameters.
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -30,6 +30,18 @@ int main() {
     testing::check("T=512 removes half the attention term",
                    flops_per_token(d12, n12, 512) == f12 - 6.0 * 12 * 768 * 1024, "got %.0f",
                    flops_per_token(d12, n12, 512));
+
+    // A -d that does not split into micro-steps: the message names the -b values that do.
+    testing::check("-d 524288 on 8 ranks: -b 64 .. 1 work",
+                   batch_size_advice(524288, 1024, 8) ==
+                       "-b values that work with -t 1024 on 8 rank(s): 64, 32, 16, 8, 4, 2, 1",
+                   "%s", batch_size_advice(524288, 1024, 8).c_str());
+    testing::check("-d 524288 on 6 ranks: no -b works",
+                   batch_size_advice(524288, 1024, 6) == "no -b works: -d must be a multiple of -t x ranks = 1024 x 6 = 6144");
+    testing::check("many divisors: the 12 largest, then ...",
+                   batch_size_advice(720 * 4, 4, 1) ==
+                       "-b values that work with -t 4 on 1 rank(s): 720, 360, 240, 180, 144, 120, 90, 80, 72, 60, 48, 45, ...",
+                   "%s", batch_size_advice(720 * 4, 4, 1).c_str());
 
     // A model file holding a NaN or an infinity is refused when read, naming the tensor and the element.
     const std::string dir = "build/test-tmp/trainer_host";

@@ -1,9 +1,11 @@
 // The ZeRO sharding plan (llmc/zero.h): padding, equal aligned shards, tensor segments of each shard for every
-// world size 1..8, the gradient buckets and their pieces, the memory/traffic footprint formulas, and bad arguments.
+// world size 1..8, the gradient buckets, their pieces and their packed layout (ZeRO 2's bucket buffers), the
+// memory/traffic footprint formulas (ZeRO 2 below ZeRO 1 for GPT-2 124M and 1.5B on 8 ranks), and bad arguments.
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "llmc/config.h"
 #include "llmc/error.h"
 #include "llmc/zero.h"
 #include "testing.h"
@@ -193,9 +195,11 @@ void test_footprint() {
     const double N = 1158, P = 1280, frac = 0.75;
     check("footprint plan", L.total == 1158 && p.padded == 1280 && p.shard_size == 320);
     ZeroFootprint f0 = zero_footprint(p, L, 0, 2, 4);
-    check("footprint ZeRO 0: full master and m+v", f0.params == 1280 * 2 && f0.grads == 1280 * 4 &&
-                                                       f0.grad_shard == 0 && f0.master == 1280 * 4 &&
-                                                       f0.adam_state == 2 * 1280 * 4 && f0.buckets == 3);
+    const ZeroMemory& m0 = f0.memory;
+    check("footprint ZeRO 0: full grads, master and m, v", m0.params == 1280 * 2 && m0.grads == 1280 * 4 &&
+                                                              m0.accumulator == 0 && m0.bucket_pool == 0 &&
+                                                              m0.master == 1280 * 4 && m0.adam_m == 1280 * 4 &&
+                                                              m0.adam_v == 1280 * 4 && f0.buckets == 3);
     // One all_reduce per bucket range (12 + 12 + 2) + the norm; 2(W-1)/W x 4N bytes (no padding).
     check("footprint ZeRO 0: 27 all-reduces, 2(W-1)/W x 4N bytes",
           f0.reductions == 27 && f0.gathers == 0 && f0.wire_bytes == 2 * frac * N * 4 + 2 * frac * 4,
@@ -203,8 +207,10 @@ void test_footprint() {
     // Pieces at shard boundaries 320, 640, 960: layer 0's fcw [510, 654) and fcprojw [846, 990) are cut in two
     // (14 pieces), layer 1's qkvw [258, 366) (13 pieces), bucket L's 2 ranges lie in shards 0 and 3: 29 reduces.
     ZeroFootprint f1 = zero_footprint(p, L, 1, 2, 4);
-    check("footprint ZeRO 1: shard master and m+v, reduced in place (no extra shard)",
-          f1.master == 320 * 4 && f1.adam_state == 2 * 320 * 4 && f1.grad_shard == 0);
+    const ZeroMemory& m1 = f1.memory;
+    check("footprint ZeRO 1: full grads, shard master and m, v, reduced in place (no accumulator)",
+          m1.grads == 1280 * 4 && m1.master == 320 * 4 && m1.adam_m == 320 * 4 && m1.adam_v == 320 * 4 &&
+              m1.accumulator == 0 && m1.bucket_pool == 0);
     check("footprint ZeRO 1: 29 reduces + norm, 1 all_gather, sends the 4(N - own) bytes it does not own",
           f1.reductions == 30 && f1.gathers == 1 &&
               f1.wire_bytes == (N - 320) * 4 + frac * P * 2 + 2 * frac * 4,
@@ -214,9 +220,17 @@ void test_footprint() {
           f2.reductions == 4 * 29 + 1 && f2.gathers == 1 &&
               f2.wire_bytes == 4 * (N - 320) * 4 + frac * P * 2 + 2 * frac * 4,
           "%zu %.1f", f2.reductions, f2.wire_bytes);
-    check("footprint ZeRO 2: the accumulator shard", f2.grad_shard == 320 * 4 &&
-                                                         zero_footprint(p, L, 2, 2, 1).grad_shard == 320 * 4);
-    check("footprint total", f1.total() == f1.params + f1.grads + f1.grad_shard + f1.master + f1.adam_state);
+    // Buckets: layer 0 and 1 hold 12 x 36 + 13 x 6 = 510 elements each, bucket L wte 96 + wpe 30 + lnf 12 = 138.
+    const ZeroMemory& m2 = f2.memory;
+    check("footprint ZeRO 2: no full gradient buffer; accumulator shard; bucket L + 2 layer-bucket buffers",
+          m2.grads == 0 && m2.accumulator == 320 * 4 && m2.bucket_pool == (138 + 2 * 510) * 4 &&
+              m2.master == 320 * 4 && zero_footprint(p, L, 2, 2, 1).memory.accumulator == 320 * 4,
+          "grads %zu accumulator %zu pool %zu", m2.grads, m2.accumulator, m2.bucket_pool);
+    check("footprint total", m1.total() == m1.params + m1.grads + m1.master + m1.adam_m + m1.adam_v &&
+                                 m2.total() == m2.params + m2.accumulator + m2.bucket_pool + m2.master + m2.adam_m +
+                                                   m2.adam_v);
+    check("zero_memory is the footprint's memory (align 64)",
+          zero_memory(L, 4, 2, 2, 64).total() == m2.total() && zero_memory(L, 4, 0, 2, 64).total() == m0.total());
     // Rank 3 owns [960, 1280) of which [960, 1158) is real: it sends the other 960 elements.
     ZeroFootprint last = zero_footprint(make_shard_plan(L.total, 4, 3, 64), L, 1, 2, 1);
     check("footprint ZeRO 1, last rank: sends the 960 elements it does not own",
@@ -228,6 +242,53 @@ void test_footprint() {
               s.find("[320, 640)") != std::string::npos && s.find("1 all_gather") != std::string::npos &&
               s.find("30 reductions (3 buckets") != std::string::npos,
           "%s", s.c_str());
+    const std::string s2 = zero_summary(p, L, 2, 2, 4);
+    check("ZeRO 2 summary names the accumulator, the bucket buffers and every stage's total",
+          s2.find("grad accumulator 0.0 MiB + bucket buffers 0.0 MiB (wte/wpe/lnf + 2 layers)") != std::string::npos &&
+              s2.find("ZeRO-0 ") != std::string::npos && s2.find("ZeRO-1 ") != std::string::npos &&
+              s2.find("ZeRO-2 ") != std::string::npos,
+          "%s", s2.c_str());
+}
+
+// The memory per rank of GPT-2 124M (d12) and 1.5B (d48) on 8 ranks, bf16 parameters (docs/distributed.md's table):
+// ZeRO 2 needs less than ZeRO 1, which needs less than ZeRO 0, with the formulas of zero.h.
+void test_memory_gpt2_8_ranks() {
+    for (const char* d : {"d12", "d48"}) {
+        GPT2Config c;
+        parse_model_descriptor(d, &c);
+        const ParamLayout L(c);
+        const size_t P = make_shard_plan(L.total, 8, 0).padded, S = P / 8, layers = c.num_layers;
+        const ZeroMemory z0 = zero_memory(L, 8, 0, 2), z1 = zero_memory(L, 8, 1, 2), z2 = zero_memory(L, 8, 2, 2);
+        const size_t pool = 4 * (bucket_elements(L, layers) + 2 * bucket_elements(L, 0));
+        const bool formulas = z0.total() == 2 * P + 16 * P && z1.total() == 2 * P + 4 * P + 12 * S &&
+                              z2.total() == 2 * P + 16 * S + pool && z2.bucket_pool == pool;
+        check(std::string(d) + ", 8 ranks: ZeRO 2 < ZeRO 1 < ZeRO 0 (" + std::to_string(z2.total() >> 20) + " < " +
+                  std::to_string(z1.total() >> 20) + " < " + std::to_string(z0.total() >> 20) + " MiB)",
+              formulas && z2.total() < z1.total() && z1.total() < z0.total());
+    }
+    // Shapes of the table: 124M's bucket L is wte (50304 x 768) + wpe (1024 x 768) + lnf (2 x 768) elements.
+    GPT2Config c;
+    parse_model_descriptor("d12", &c);
+    const ParamLayout L(c);
+    check("d12 bucket sizes: L = 39,421,440, a layer 7,087,872",
+          bucket_elements(L, 12) == 50304 * 768 + 1024 * 768 + 2 * 768 &&
+              bucket_elements(L, 0) == 12 * 768 * 768 + 13 * 768);
+}
+
+// ZeRO 2's packed bucket layout: the ranges back to back, in flat order.
+void test_packed_offsets() {
+    ParamLayout L = tiny_layout();
+    bool ok = true;
+    for (size_t b = 0; b < num_grad_buckets(L); b++) {
+        const std::vector<FlatRange> ranges = bucket_ranges(L, b);
+        size_t next = 0;
+        for (const FlatRange& r : ranges)
+            for (size_t i = r.begin; i < r.end; i++) ok = ok && packed_offset(ranges, i) == next++;
+        ok = ok && next == bucket_elements(L, b);
+    }
+    check("packed offsets number each bucket's elements 0 .. bucket_elements-1 in flat order", ok);
+    expect_error("packed offset of an element outside the bucket",
+                 [&] { packed_offset(bucket_ranges(L, 0), L.offsets[WTE]); }, "none of the bucket's");
 }
 
 void test_errors() {
@@ -253,6 +314,8 @@ int main() {
         test_segments();
         test_buckets();
         test_footprint();
+        test_memory_gpt2_8_ranks();
+        test_packed_offsets();
         test_errors();
     } catch (const Error& e) {
         testing::fail("unexpected error", "%s", e.what());

@@ -8,9 +8,17 @@
 # rounding (~1e-7 relative) per gradient element or loss. The losses are checked at 1e-5 relative (observed ~2e-6
 # after 4 steps). Parameters cannot be held that tight: AdamW divides each gradient element by sqrt(v), so an element
 # whose true gradient is zero (the attention key bias) or tiny moves by up to lr per step in the direction of its
-# rounding noise; parameters are allowed 2 * lr * steps (0.08 here). What the parameters CAN be held to: ZeRO-0 and
+# rounding noise; parameters are allowed 2 * lr * steps (0.08 here). Grad norms: at step 1 the parameters are
+# identical and the norms differ by the fp32 sum order only (observed 7e-8); later norms are taken at bf16 parameters
+# that can differ by one bf16 ulp (2^-8 relative) wherever stochastic rounding of the slightly different master
+# weights flipped, and the norm, unlike the loss, responds to such a flip at first order (observed 2.8e-5 at step 4):
+# they are allowed 1e-4, three orders below what other batches do (another seed moves them by 24%) and four below a
+# sum instead of an average over ranks (100%). What the parameters
+# CAN be held to: ZeRO-0 and
 # ZeRO-1 at two ranks must be bit-identical, because the stochastic rounding of the bf16 parameters depends only on
-# (seed, step, tensor, index in the tensor), not on how the optimizer state is sharded.
+# (seed, step, tensor, index in the tensor), not on how the optimizer state is sharded. ZeRO-2 (its bucket buffers
+# and their events on the CUDA backend) is checked against the one-rank run, and bit for bit against ZeRO-1 where
+# both do the same arithmetic (one micro-step).
 cd "$(dirname "$0")/.."
 source test/lib.sh
 TMP=build/test-tmp/train_sim_mpi
@@ -28,7 +36,7 @@ else fail "simulated CUDA trainer, 1 rank" "$(tail -3 "$TMP/one.log")"; finish; 
 for z in 0 1; do
     if mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -x CUDA_VISIBLE_DEVICES=0 -np 2 \
         "$BIN" "${args[@]}" -z $z -o "$TMP/two_z$z" >"$TMP/two_z$z.log" 2>&1; then
-        /usr/bin/python3 test/compare_runs.py "$TMP/one" "$TMP/two_z$z" 1e-5 0.08 >"$TMP/cmp_z$z" 2>&1 \
+        /usr/bin/python3 test/compare_runs.py "$TMP/one" "$TMP/two_z$z" 1e-5 0.08 1e-4 >"$TMP/cmp_z$z" 2>&1 \
             && pass "simulated CUDA trainer: mpirun -np 2 ZeRO-$z matches one rank ($(tail -1 "$TMP/cmp_z$z"))" \
             || fail "simulated CUDA trainer: mpirun -np 2 ZeRO-$z matches one rank" "$(tail -2 "$TMP/cmp_z$z")"
     else
@@ -54,4 +62,26 @@ expect_error "-pi fs without -pf" "-pf" mpirun --oversubscribe --allow-run-as-ro
 /usr/bin/python3 test/compare_runs.py "$TMP/two_z0" "$TMP/two_z1" 0 0 >"$TMP/cmp_z0_z1" 2>&1 \
     && pass "simulated CUDA trainer: ZeRO-0 and ZeRO-1 bit-identical at 2 ranks" \
     || fail "simulated CUDA trainer: ZeRO-0 and ZeRO-1 bit-identical at 2 ranks" "$(tail -2 "$TMP/cmp_z0_z1")"
+# ZeRO-2 through the CUDA backend's path: the bucket buffers, their events and the accumulator. With 3 layers the
+# two layer-bucket buffers are reused within each backward. Two micro-steps per rank: against the one-rank run (the
+# tolerance above); one micro-step (-d 16): the same arithmetic as ZeRO-1, so bit-identical to it.
+sim2() {  # sim2 NAME ARGS...: mpirun -np 2 of the simulated trainer
+    local name=$1; shift
+    mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -x CUDA_VISIBLE_DEVICES=0 -np 2 "$BIN" "$@" \
+        -o "$TMP/$name" >"$TMP/$name.log" 2>&1 || { fail "simulated CUDA trainer, $name" "$(tail -3 "$TMP/$name.log")"; return 1; }
+}
+if sim2 two_z2 "${args[@]}" -z 2; then
+    /usr/bin/python3 test/compare_runs.py "$TMP/one" "$TMP/two_z2" 1e-5 0.08 1e-4 >"$TMP/cmp_z2" 2>&1 \
+        && pass "simulated CUDA trainer: mpirun -np 2 ZeRO-2 matches one rank ($(tail -1 "$TMP/cmp_z2"))" \
+        || fail "simulated CUDA trainer: mpirun -np 2 ZeRO-2 matches one rank" "$(tail -2 "$TMP/cmp_z2")"
+fi
+args3=("${args[@]}" -e "L=3,NH=2,C=32,T=8,V=64" -d 16)
+if sim2 l3_z1 "${args3[@]}" -z 1 && sim2 l3_z2 "${args3[@]}" -z 2; then
+    grep -q "bucket buffers" "$TMP/l3_z2.log" && ! grep -q "bucket buffers" "$TMP/l3_z1.log" \
+        && pass "simulated CUDA trainer: ZeRO-2 reports its bucket buffers instead of a full gradient buffer" \
+        || fail "simulated CUDA trainer: ZeRO-2 reports its bucket buffers" "$(grep "memory per rank" "$TMP/l3_z2.log")"
+    /usr/bin/python3 test/compare_runs.py "$TMP/l3_z1" "$TMP/l3_z2" 0 0 >"$TMP/cmp_l3" 2>&1 \
+        && pass "simulated CUDA trainer: L=3, one micro-step: ZeRO-2 bit-identical to ZeRO-1" \
+        || fail "simulated CUDA trainer: L=3, one micro-step: ZeRO-2 bit-identical to ZeRO-1" "$(tail -2 "$TMP/cmp_l3")"
+fi
 finish

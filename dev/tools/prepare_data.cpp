@@ -4,7 +4,8 @@
 //   ./prepare_data -o data/x --jsonl-field text a.jsonl   JSON lines, one document per line
 //
 // Each document becomes EOT (50256) followed by its tokens; documents are assigned to val or train in input order
-// (see --val-fraction / --val-docs) and packed into shards of --shard-size tokens (llmc/data_shard_writer.h).
+// (see --val-fraction / --val-docs) and packed into shards of --shard-size tokens (llmc/data_shard_writer.h). With
+// --val-first-shard (llm.c's FineWeb split) all documents form one stream and its first shard is val.
 // Tokenization runs on --threads threads, each with its own Encoder; the output order does not depend on it.
 // Nothing in the output directory changes unless the whole run succeeds: shards are written into a staging folder
 // and renamed into place at the end; shards left over from an earlier, larger run of the same name are removed.
@@ -53,6 +54,9 @@ const char* const kUsage =
     "  --val-fraction F        put this fraction of the documents in val, spread evenly: document i (from 0)\n"
     "                          is val when floor((i+1)F) > floor(iF) (default 0.05)\n"
     "  --val-docs N            instead: the first N documents are val\n"
+    "  --val-first-shard       instead, llm.c's FineWeb split: all documents, in order, form one token stream cut\n"
+    "                          into shards; the first shard is val (<name>_val_000000.bin), the others train,\n"
+    "                          numbered by their place in the stream (<name>_train_000001.bin, ...)\n"
     "  --doc-separator SEP     split text files into documents at SEP (escapes \\n \\t \\\\ understood); each\n"
     "                          document but the last keeps its trailing SEP (e.g. --doc-separator '\\n\\n')\n"
     "  --jsonl-field NAME      the text field of .jsonl records (default: text)\n"
@@ -66,7 +70,7 @@ struct Options {
     std::string out_dir, name, vocab = "data/gpt2", separator, jsonl_field = "text";
     size_t shard_size = 100000000, val_docs = 0, threads = 0;
     double val_fraction = 0.05;
-    bool use_val_docs = false, quiet = false, help = false;
+    bool use_val_docs = false, val_first_shard = false, quiet = false, help = false;
 };
 
 size_t parse_size(const std::string& flag, const std::string& v, size_t lo, size_t hi) {
@@ -114,6 +118,7 @@ Options parse(int argc, char** argv) {
                 fail("--val-fraction: invalid value '%s' (expected a number in [0, 1))", v.c_str());
             fraction_given = true;
         }
+        else if (a == "--val-first-shard") o.val_first_shard = true;
         else if (a == "--doc-separator") {
             o.separator = unescape(value());
             if (o.separator.empty()) fail("--doc-separator: empty separator");
@@ -125,7 +130,8 @@ Options parse(int argc, char** argv) {
         else if (a.size() > 1 && a[0] == '-') fail("unknown option '%s' (see --help)", a.c_str());
         else o.inputs.push_back(a);
     }
-    if (o.use_val_docs && fraction_given) fail("--val-docs and --val-fraction exclude each other");
+    if (o.use_val_docs + fraction_given + o.val_first_shard > 1)
+        fail("--val-docs, --val-fraction and --val-first-shard exclude each other");
     if (o.out_dir.empty()) fail("no output directory: give -o DIR (see --help)");
     if (o.inputs.empty()) fail("no input files or directories given (see --help)");
     while (o.out_dir.size() > 1 && o.out_dir.back() == '/') o.out_dir.pop_back();
@@ -396,8 +402,10 @@ int run(const Options& o) {
         for (size_t i = 0; i < docs.size(); i++, n_docs++) {
             double f = o.val_fraction;
             // The 1e-9 keeps exact multiples (e.g. 20 x 0.05) from landing just below an integer.
-            bool is_val = o.use_val_docs ? n_docs < o.val_docs
-                                         : std::floor((n_docs + 1) * f + 1e-9) > std::floor(n_docs * f + 1e-9);
+            // --val-first-shard: everything goes to one stream ("train" here); its first shard becomes val below.
+            bool is_val = o.val_first_shard ? false
+                          : o.use_val_docs  ? n_docs < o.val_docs
+                                            : std::floor((n_docs + 1) * f + 1e-9) > std::floor(n_docs * f + 1e-9);
             (is_val ? val : train).add(ids[i].data(), ids[i].size());
             n_val_docs += is_val;
         }
@@ -408,30 +416,58 @@ int run(const Options& o) {
     val.finish();
     progress.update(total_bytes, n_docs, train.tokens() + val.tokens(), true);
 
-    // Move the new shards into place, then remove shards of this name that an earlier, larger run left behind.
+    // Where each staged shard goes: (split, index). With --val-first-shard the stream's shard 0 is val 0 and shard
+    // i > 0 is train i (llm.c's names: the index is the place in the stream); otherwise each split counts from 0.
+    struct Placed {
+        std::string staged, split;
+        size_t index;
+    };
+    std::vector<Placed> places;
+    for (size_t i = 0; i < train.paths().size(); i++)
+        places.push_back({train.paths()[i], o.val_first_shard && i == 0 ? "val" : "train", i});
+    for (size_t i = 0; i < val.paths().size(); i++) places.push_back({val.paths()[i], "val", i});
+    // Move the new shards into place, then remove shards of this name that are not part of this run (left by an
+    // earlier, larger run, or by a run with the other split: train_000000 is not written with --val-first-shard).
     std::vector<std::string> written;
-    for (const llmc::ShardWriter* w : {&train, &val}) {
-        const std::string split = w == &train ? "train" : "val";
-        for (size_t i = 0; i < w->paths().size(); i++) {
-            std::string dst = llmc::shard_path(o.out_dir, o.name, split, i);
-            if (std::rename(w->paths()[i].c_str(), dst.c_str()) != 0)
-                fail("%s: cannot rename into place (%s)", dst.c_str(), std::strerror(errno));
-            written.push_back(dst);
-        }
-        for (size_t i = w->paths().size();; i++) {
-            std::string stale = llmc::shard_path(o.out_dir, o.name, split, i);
-            if (std::remove(stale.c_str()) != 0) break;
-            std::fprintf(stderr, "removed %s (left over from an earlier run)\n", stale.c_str());
-        }
+    size_t end_index[2] = {0, 0};  // per split (train, val): one past the highest index written
+    for (const Placed& p : places) {
+        std::string dst = llmc::shard_path(o.out_dir, o.name, p.split, p.index);
+        if (std::rename(p.staged.c_str(), dst.c_str()) != 0)
+            fail("%s: cannot rename into place (%s)", dst.c_str(), std::strerror(errno));
+        written.push_back(dst);
+        size_t& e = end_index[p.split == "val"];
+        e = std::max(e, p.index + 1);
     }
-    if (n_val_docs == 0) std::fprintf(stderr, "warning: no validation documents (see --val-fraction / --val-docs)\n");
+    for (const char* split : {"train", "val"}) {
+        auto stale = [&](size_t i) {
+            std::string path = llmc::shard_path(o.out_dir, o.name, split, i);
+            if (std::remove(path.c_str()) != 0) return false;
+            std::fprintf(stderr, "removed %s (left over from an earlier run)\n", path.c_str());
+            return true;
+        };
+        const size_t end = end_index[std::string(split) == "val"];
+        if (o.val_first_shard && std::string(split) == "train") stale(0);
+        for (size_t i = end; stale(i); i++) {}
+    }
+    if (n_val_docs == 0 && !o.val_first_shard)
+        std::fprintf(stderr, "warning: no validation documents (see --val-fraction / --val-docs)\n");
+    if (o.val_first_shard && train.paths().size() < 2)
+        std::fprintf(stderr, "warning: the whole corpus fits the first shard: everything is val, there is no train shard\n");
 
     auto t1 = Clock::now();
     double secs = std::chrono::duration<double>(t1 - t0).count();
     double load = std::chrono::duration<double>(t_loaded - t0).count(), work = secs - load;
     size_t tokens = train.tokens() + val.tokens();
-    std::printf("documents: %zu (train %zu, val %zu)\n", n_docs, n_docs - n_val_docs, n_val_docs);
-    std::printf("tokens:    %zu (train %zu, val %zu), EOT before each document\n", tokens, train.tokens(), val.tokens());
+    if (o.val_first_shard) {
+        const size_t val_tokens = std::min(tokens, o.shard_size);
+        std::printf("documents: %zu, one stream; its first shard is val\n", n_docs);
+        std::printf("tokens:    %zu (train %zu, val %zu), EOT before each document\n", tokens, tokens - val_tokens,
+                    val_tokens);
+    } else {
+        std::printf("documents: %zu (train %zu, val %zu)\n", n_docs, n_docs - n_val_docs, n_val_docs);
+        std::printf("tokens:    %zu (train %zu, val %zu), EOT before each document\n", tokens, train.tokens(),
+                    val.tokens());
+    }
     std::printf("input:     %zu files, %zu bytes\n", files.size(), total_bytes);
     std::printf("time:      %.2f s (vocabulary load %.2f s); %.0f tokens/s after loading, on %zu threads\n", secs, load,
                 work > 0 ? tokens / work : 0.0, o.threads);

@@ -38,12 +38,21 @@ public:
     void synchronize();
     // Peak dense bf16 FLOP/s of the device, for MFU; 0 when not meaningful (the CPU), then MFU is not reported.
     double peak_flops() const { return 0.0; }
+    // The GPU index the program chose (BackendOptions::device, from the local rank): the CPU computes on the host and
+    // ignores it, but reports it like the CUDA backend, so the choice is visible and tested on any machine.
+    int device() const { return device_; }
 
     // ---- streams (the CUDA backend overlaps collectives with backward; on the CPU these are no-ops) ----------
     void* main_stream() { return nullptr; }
     void* comm_stream() { return nullptr; }
     void comm_waits_main() {}   // work enqueued on comm_stream after this call sees everything before it on main
     void main_waits_comm() {}   // and the reverse
+    // Events order one buffer's reuse between the streams without waiting for a whole stream (the optimizer's ZeRO-2
+    // bucket buffers: the main stream rewrites a buffer only once the comm stream's reduction of it is done).
+    void* event_create() { return nullptr; }               // a reusable event (nothing to order on the CPU)
+    void event_destroy(void* event) {}
+    void event_record(void* event, void* stream) {}         // completes once `stream`'s work so far is done
+    void stream_wait_event(void* stream, void* event) {}    // `stream`'s later work waits for the last record
 
     // ---- forward ops -----------------------------------------------------------------------------------------
     // out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]                                  out (B,T,C)
@@ -113,6 +122,7 @@ public:
                       int t, uint32_t seed, size_t seed_offset = 0);
 
 private:
+    int device_ = 0;
     int num_threads_ = 0;
     // Scratch owned by the backend (attention_backward's per-thread rows); grows on demand, freed in the destructor.
     float* scratch_ = nullptr;

@@ -19,7 +19,7 @@
 
 namespace llmc {
 
-CpuBackend::CpuBackend(const BackendOptions& opt) {
+CpuBackend::CpuBackend(const BackendOptions& opt) : device_(opt.device) {
     if (opt.num_threads < 0) fail("cpu backend: number of threads %d is negative (expected 0 for the default, or > 0)",
                                   opt.num_threads);
     num_threads_ = opt.num_threads > 0 ? opt.num_threads : omp_get_max_threads();

@@ -173,6 +173,21 @@ void CudaBackend::main_waits_comm() {
     CUDA_CHECK(cudaEventRecord(comm_done_, comm_));
     CUDA_CHECK(cudaStreamWaitEvent(main_, comm_done_, 0));
 }
+// Ordering events only (no timing: cheaper to record and wait on).
+void* CudaBackend::event_create() {
+    cudaEvent_t e = nullptr;
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return (void*)e;
+}
+void CudaBackend::event_destroy(void* event) {
+    if (event) cudaEventDestroy((cudaEvent_t)event);  // never synchronises; errors at teardown are not reported
+}
+void CudaBackend::event_record(void* event, void* stream) {
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream));
+}
+void CudaBackend::stream_wait_event(void* stream, void* event) {
+    CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0));
+}
 
 // ---- forward -----------------------------------------------------------------------------------------------------
 

@@ -60,6 +60,10 @@ public:
     void* comm_stream() { return (void*)comm_; }
     void comm_waits_main();
     void main_waits_comm();
+    void* event_create();
+    void event_destroy(void* event);
+    void event_record(void* event, void* stream);
+    void stream_wait_event(void* stream, void* event);
 
     // ---- forward ops (semantics: llmc/cpu/cpu_backend.h) -----------------------------------------------------
     void encoder_forward(act_t* out, const int* inp, const act_t* wte, const act_t* wpe, size_t B, size_t T, size_t C);
