@@ -85,15 +85,19 @@ AsyncState& async_state() {
     return s;
 }
 // The calling thread's queues; a new block (or launch) starts empty. A thread of the previous block that left copies
-// it never waited for is reported: on a GPU they would land in a shared memory that no longer belongs to anyone.
+// it never waited for is reported (empty committed groups are fine): on a GPU they would land in a shared memory
+// that no longer belongs to anyone. (A kernel's last block is not checked: nothing runs after it.)
 ThreadCopies& my_copies() {
     AsyncState& s = async_state();
     const uint3 b = blockIdx;
     if (s.launch != launch_count() || s.block.x != b.x || s.block.y != b.y || s.block.z != b.z) {
-        for (const ThreadCopies& t : s.threads)
-            if (!t.open.empty() || !t.groups.empty())
+        for (const ThreadCopies& t : s.threads) {
+            bool pending = !t.open.empty();
+            for (const std::vector<Copy>& grp : t.groups) pending = pending || !grp.empty();
+            if (pending)
                 detail::device_fail("a thread of the previous block exited with cp.async copies it never waited for "
                                     "(cp.async.wait_group / wait_all)");
+        }
         s.launch = launch_count();
         s.block = b;
         s.threads.assign((size_t)blockDim.x * blockDim.y * blockDim.z, ThreadCopies());

@@ -48,7 +48,11 @@ void for_each_head(size_t B, size_t NH, int num_threads, F body) {
 }
 }  // namespace
 
-void CpuBackend::attention_forward(act_t* out, act_t* att, const act_t* qkv, size_t B, size_t T, size_t C,
+void CpuBackend::check_attention_shape(size_t C, size_t NH) {
+    if (NH == 0 || C % NH != 0) fail("attention: C=%zu is not a multiple of the number of heads NH=%zu", C, NH);
+}
+
+void CpuBackend::attention_forward(act_t* out, float* att, const act_t* qkv, size_t B, size_t T, size_t C,
                                    size_t NH) {
     check_shape("attention_forward", B, T, C, NH);
     const size_t hs = C / NH, C3 = 3 * C;
@@ -86,8 +90,8 @@ void CpuBackend::attention_forward(act_t* out, act_t* att, const act_t* qkv, siz
     });
 }
 
-void CpuBackend::attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* att,
-                                    size_t B, size_t T, size_t C, size_t NH) {
+void CpuBackend::attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
+                                    const float* att, size_t B, size_t T, size_t C, size_t NH) {
     check_shape("attention_backward", B, T, C, NH);
     const size_t hs = C / NH, C3 = 3 * C;
     const float scale = 1.0f / std::sqrt((float)hs);

@@ -61,7 +61,7 @@ CudaBackend::~CudaBackend() {
     if (main_) cudaStreamSynchronize(main_);
     if (comm_) cudaStreamSynchronize(comm_);
     gemm_.reset();
-    for (Scratch* s : {&attention_scratch_, &layernorm_partials_, &bias_partials_, &reduce_partials_, &encoder_groups_})
+    for (Scratch* s : {&attention_rowdot_, &layernorm_partials_, &bias_partials_, &reduce_partials_, &encoder_groups_})
         if (s->ptr) cudaFree(s->ptr);
     if (encoder_tokens_host_) cudaFreeHost(encoder_tokens_host_);
     if (encoder_groups_host_) cudaFreeHost(encoder_groups_host_);
@@ -194,11 +194,12 @@ void CudaBackend::matmul_forward(act_t* out, const act_t* inp, const act_t* w, c
 
 void CudaBackend::gelu_forward(act_t* out, const act_t* inp, size_t n) { llmc::gelu_forward(out, inp, n, main_); }
 
-void CudaBackend::attention_forward(act_t* out, act_t* att, const act_t* qkv, size_t B, size_t T, size_t C,
+void CudaBackend::check_attention_shape(size_t C, size_t NH) { llmc::check_attention_shape(C, NH); }
+
+void CudaBackend::attention_forward(act_t* out, float* state, const act_t* qkv, size_t B, size_t T, size_t C,
                                     size_t NH) {
     if (B * T * C == 0) return;
-    bf16* s = (bf16*)scratch(attention_scratch_, attention_scratch_elems(B, T, C, NH) * sizeof(bf16));
-    llmc::attention_forward(*gemm_, out, att, qkv, s, B, T, C, NH, main_);
+    llmc::attention_forward(out, state, qkv, B, T, C, NH, main_);
 }
 
 void CudaBackend::fused_classifier(act_t* logits, float* losses, const int* targets, float dloss, size_t N, size_t V,
@@ -223,11 +224,11 @@ void CudaBackend::layernorm_backward(act_t* dinp, float* dweight, float* dbias, 
     llmc::layernorm_backward(dinp, dweight, dbias, partials, dout, inp, w, mean, rstd, N, C, main_);
 }
 
-void CudaBackend::attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* att, size_t B,
-                                     size_t T, size_t C, size_t NH) {
+void CudaBackend::attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
+                                     const float* state, size_t B, size_t T, size_t C, size_t NH) {
     if (B * T * C == 0) return;
-    bf16* s = (bf16*)scratch(attention_scratch_, attention_scratch_elems(B, T, C, NH) * sizeof(bf16));
-    llmc::attention_backward(*gemm_, dqkv, dout, qkv, att, s, B, T, C, NH, main_);
+    float* rowdot = (float*)scratch(attention_rowdot_, attention_rowdot_elems(B, T, NH) * sizeof(float));
+    llmc::attention_backward(dqkv, rowdot, dout, qkv, out, state, B, T, C, NH, main_);
 }
 
 void CudaBackend::encoder_backward(float* dwte, float* dwpe, const act_t* dout, const int* inp, size_t B, size_t T,

@@ -30,6 +30,14 @@
 #include "cudasim_mma.h"
 #endif
 
+// Full unrolling of a loop with a compile-time trip count (register arrays are indexed by its variable, so it must
+// unroll to keep them in registers); g++ (the simulator build) spells the pragma differently.
+#ifdef __CUDACC__
+#define LLMC_UNROLL _Pragma("unroll")
+#else
+#define LLMC_UNROLL _Pragma("GCC unroll 32")
+#endif
+
 namespace llmc {
 
 #ifdef LLMC_CUDASIM
