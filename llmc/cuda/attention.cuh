@@ -60,10 +60,16 @@ struct AttentionTiles {
     static constexpr int kFwdRows = 16 * kFwdWarps * kFwdMTiles;
     static constexpr int kKeys = 64;
     // backward: 4 warps x 16 rows; kernel 1 has 64 query rows and streams kKeys keys, kernel 2 has 64 keys and
-    // streams kBwdQueries query rows (32 at hs = 128, so its dK and dV accumulators fit the registers)
+    // streams kBwdQueries query rows (16 at hs = 128, so that its dK and dV accumulators fit the registers)
     static constexpr int kBwdWarps = 4;
     static constexpr int kBwdRows = 16 * kBwdWarps;
-    static constexpr int kBwdQueries = HS == 128 ? 32 : 64;
+    static constexpr int kBwdQueries = HS == 128 ? 16 : 64;
+    // Blocks per SM each kernel is compiled for (__launch_bounds__): the register budget ptxas may use, 65536 /
+    // (threads x blocks). Chosen as the most blocks whose budget holds the kernel without spilling on sm_80 and
+    // sm_90 (docs/cuda.md lists the resulting register counts).
+    static constexpr int kFwdMinBlocks = HS == 128 ? 1 : HS == 64 ? 2 : 3;
+    static constexpr int kDqMinBlocks = HS == 128 ? 2 : 3;
+    static constexpr int kDkvMinBlocks = HS >= 64 ? 2 : 3;
 
     static constexpr size_t fwd_smem() { return (size_t)(kFwdRows + 4 * kKeys) * kStride * 2; }
     static constexpr size_t dq_smem() { return (size_t)(2 * kBwdRows + 4 * kKeys) * kStride * 2; }
@@ -74,18 +80,38 @@ struct AttentionTiles {
 
 // ---- building blocks ---------------------------------------------------------------------------------------------
 
-// rows x HS elements of a (T, HS) matrix with row stride `stride`, rows row0.. (zero-filled past T), into a padded
-// shared tile; all `nthreads` threads of the block take part (16-byte cp.async chunks), the caller commits.
-template <int HS>
-__device__ __forceinline__ void load_tile_async(bf16* tile, const bf16* base, size_t stride, int row0, int rows,
-                                                int T, int tid, int nthreads) {
-    constexpr int kChunks = HS / 8;  // 16-byte chunks per row
-    for (int c = tid; c < rows * kChunks; c += nthreads) {
-        const int r = c / kChunks, cc = c % kChunks;
-        const bool ok = row0 + r < T;
-        const bf16* src = base + (size_t)(ok ? row0 + r : 0) * stride + cc * 8;
-        cp_async_16(tile + r * AttentionTiles<HS>::kStride + cc * 8, src, ok);
+// ROWS x HS elements of a (T, HS) matrix with row stride `stride`, rows row0.. (zero-filled past T), into a padded
+// shared tile; all NTHREADS threads of the block take part, each copying 16-byte chunks of fixed columns in rows
+// NTHREADS / (HS / 8) apart (so its addresses advance by one constant step). The caller commits the group.
+template <int HS, int ROWS, int NTHREADS>
+__device__ __forceinline__ void load_tile_async(bf16* tile, const bf16* base, size_t stride, int row0, int T,
+                                                int tid) {
+    constexpr int kChunks = HS / 8, kRowStep = NTHREADS / kChunks;
+    static_assert(NTHREADS % kChunks == 0 && ROWS % kRowStep == 0, "tile rows must split evenly over the threads");
+    const int r = tid / kChunks, cc = tid % kChunks;
+    const bf16* src = base + (size_t)(row0 + r) * stride + cc * 8;
+    bf16* dst = tile + r * AttentionTiles<HS>::kStride + cc * 8;
+    LLMC_UNROLL
+    for (int i = 0; i < ROWS / kRowStep; i++) {
+        const bool ok = row0 + r + i * kRowStep < T;
+        cp_async_16(dst + i * kRowStep * AttentionTiles<HS>::kStride, ok ? src : base, ok);
+        src += (size_t)kRowStep * stride;
     }
+}
+
+// Sets acc[mt][nt][i] to `value` where keep(row, col) is false, for the element's row = row0 + 16 mt + g + 8 (i / 2)
+// and column col0 + 8 nt + 2 t + (i & 1) (g = lane / 4, t = lane % 4): the causal and end-of-sequence masks.
+template <int MT, int NT, class Keep>
+__device__ __forceinline__ void mask_tile(float (&acc)[MT][NT][4], int row0, int col0, int lane, float value,
+                                          Keep keep) {
+    LLMC_UNROLL
+    for (int mt = 0; mt < MT; mt++)
+        LLMC_UNROLL
+        for (int nt = 0; nt < NT; nt++)
+            LLMC_UNROLL
+            for (int i = 0; i < 4; i++)
+                if (!keep(row0 + mt * 16 + lane / 4 + 8 * (i / 2), col0 + nt * 8 + 2 * (lane % 4) + (i & 1)))
+                    acc[mt][nt][i] = value;
 }
 
 // acc[mt][nt] += A_mt B^T for a warp: A_mt = 16 rows (mt 16 ..) x 16 KS columns of the shared tile `a`, B^T from the
@@ -94,17 +120,17 @@ template <int MT, int KS, int NT>
 __device__ __forceinline__ void warp_mma_abt(float (&acc)[MT][NT][4], const bf16* a, const bf16* b, int stride,
                                              int lane) {
     static_assert(NT % 2 == 0, "B is loaded two n8 tiles at a time");
-LLMC_UNROLL
+    LLMC_UNROLL
     for (int ks = 0; ks < KS; ks++) {
         uint32_t af[MT][4];
-LLMC_UNROLL
+        LLMC_UNROLL
         for (int mt = 0; mt < MT; mt++)
             ldmatrix_x4(af[mt], a + (mt * 16 + lane % 16) * stride + ks * 16 + (lane / 16) * 8);
-LLMC_UNROLL
+        LLMC_UNROLL
         for (int np = 0; np < NT / 2; np++) {
             uint32_t bf[4];
             ldmatrix_x4(bf, b + (np * 16 + (lane / 16) * 8 + lane % 8) * stride + ks * 16 + (lane / 8 % 2) * 8);
-LLMC_UNROLL
+            LLMC_UNROLL
             for (int mt = 0; mt < MT; mt++) {
                 mma_bf16_16816(acc[mt][2 * np], af[mt], bf, acc[mt][2 * np]);
                 mma_bf16_16816(acc[mt][2 * np + 1], af[mt], bf + 2, acc[mt][2 * np + 1]);
@@ -119,21 +145,21 @@ template <int MT, int KS, int NT>
 __device__ __forceinline__ void warp_mma_pb(float (&acc)[MT][NT][4], const float (&p)[MT][2 * KS][4], const bf16* b,
                                             int stride, int lane) {
     static_assert(NT % 2 == 0, "B is loaded two n8 tiles at a time");
-LLMC_UNROLL
+    LLMC_UNROLL
     for (int ks = 0; ks < KS; ks++) {
         uint32_t af[MT][4];
-LLMC_UNROLL
+        LLMC_UNROLL
         for (int mt = 0; mt < MT; mt++) {
             af[mt][0] = pack_bf16x2(p[mt][2 * ks][0], p[mt][2 * ks][1]);
             af[mt][1] = pack_bf16x2(p[mt][2 * ks][2], p[mt][2 * ks][3]);
             af[mt][2] = pack_bf16x2(p[mt][2 * ks + 1][0], p[mt][2 * ks + 1][1]);
             af[mt][3] = pack_bf16x2(p[mt][2 * ks + 1][2], p[mt][2 * ks + 1][3]);
         }
-LLMC_UNROLL
+        LLMC_UNROLL
         for (int np = 0; np < NT / 2; np++) {
             uint32_t bf[4];
             ldmatrix_x4_trans(bf, b + (ks * 16 + (lane / 8 % 2) * 8 + lane % 8) * stride + np * 16 + (lane / 16) * 8);
-LLMC_UNROLL
+            LLMC_UNROLL
             for (int mt = 0; mt < MT; mt++) {
                 mma_bf16_16816(acc[mt][2 * np], af[mt], bf, acc[mt][2 * np]);
                 mma_bf16_16816(acc[mt][2 * np + 1], af[mt], bf + 2, acc[mt][2 * np + 1]);
@@ -144,11 +170,11 @@ LLMC_UNROLL
 
 template <int MT, int NT>
 __device__ __forceinline__ void zero(float (&acc)[MT][NT][4]) {
-LLMC_UNROLL
+    LLMC_UNROLL
     for (int mt = 0; mt < MT; mt++)
-LLMC_UNROLL
+        LLMC_UNROLL
         for (int nt = 0; nt < NT; nt++)
-LLMC_UNROLL
+            LLMC_UNROLL
             for (int i = 0; i < 4; i++) acc[mt][nt][i] = 0.0f;
 }
 
@@ -170,11 +196,11 @@ __device__ __forceinline__ void store_rows(bf16* dst, size_t stride, const float
                                            const float (&mul)[MT][2], bf16* stage, int row0, int T, int lane) {
     constexpr int S = AttentionTiles<HS>::kStride, kChunks = HS / 8;
     __syncwarp();  // every lane's last ldmatrix of `stage` is done
-LLMC_UNROLL
+    LLMC_UNROLL
     for (int mt = 0; mt < MT; mt++)
-LLMC_UNROLL
+        LLMC_UNROLL
         for (int nt = 0; nt < HS / 8; nt++)
-LLMC_UNROLL
+            LLMC_UNROLL
             for (int h = 0; h < 2; h++) {
                 const int r = mt * 16 + lane / 4 + 8 * h, c = nt * 8 + 2 * (lane % 4);
                 *reinterpret_cast<__nv_bfloat162*>(stage + r * S + c) =
@@ -192,7 +218,7 @@ LLMC_UNROLL
 // ---- forward -----------------------------------------------------------------------------------------------------
 // Grid: ceil(T / BR) x (B NH) blocks, the query tiles with the most keys first (better load balance).
 template <int HS>
-__global__ void __launch_bounds__(AttentionTiles<HS>::kFwdWarps * 32)
+__global__ void __launch_bounds__(AttentionTiles<HS>::kFwdWarps * 32, AttentionTiles<HS>::kFwdMinBlocks)
     attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, int num_bh, float c_log2) {
     using Tiles = AttentionTiles<HS>;
     constexpr int MT = Tiles::kFwdMTiles, BR = Tiles::kFwdRows, BC = Tiles::kKeys, S = Tiles::kStride;
@@ -210,14 +236,14 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kFwdWarps * 32)
     const int q0 = qt * BR;
     const int num_kt = (min(T, q0 + BR) + BC - 1) / BC;  // key tiles that meet the block's rows
 
-    load_tile_async<HS>(sQ, q, 3 * C, q0, BR, T, tid, NTHREADS);
-    load_tile_async<HS>(sK, k, 3 * C, 0, BC, T, tid, NTHREADS);
-    load_tile_async<HS>(sV, v, 3 * C, 0, BC, T, tid, NTHREADS);
+    load_tile_async<HS, BR, NTHREADS>(sQ, q, 3 * C, q0, T, tid);
+    load_tile_async<HS, BC, NTHREADS>(sK, k, 3 * C, 0, T, tid);
+    load_tile_async<HS, BC, NTHREADS>(sV, v, 3 * C, 0, T, tid);
     cp_async_commit();
 
     float o[MT][NTD][4], m[MT][2], l[MT][2];
     zero(o);
-LLMC_UNROLL
+    LLMC_UNROLL
     for (int mt = 0; mt < MT; mt++) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
     const int r0 = q0 + warp * 16 * MT;  // the warp's first query row
     const bf16* sQw = sQ + warp * 16 * MT * S;
@@ -227,8 +253,8 @@ LLMC_UNROLL
         __syncthreads();  // tile kt visible to all; every warp is done with tile kt - 1, whose buffer is refilled next
         if (kt + 1 < num_kt) {
             const int nb = (kt + 1) % 2;
-            load_tile_async<HS>(sK + nb * BC * S, k, 3 * C, (kt + 1) * BC, BC, T, tid, NTHREADS);
-            load_tile_async<HS>(sV + nb * BC * S, v, 3 * C, (kt + 1) * BC, BC, T, tid, NTHREADS);
+            load_tile_async<HS, BC, NTHREADS>(sK + nb * BC * S, k, 3 * C, (kt + 1) * BC, T, tid);
+            load_tile_async<HS, BC, NTHREADS>(sV + nb * BC * S, v, 3 * C, (kt + 1) * BC, T, tid);
         }
         cp_async_commit();
         const int k0 = kt * BC;
@@ -240,47 +266,40 @@ LLMC_UNROLL
         zero(s);
         warp_mma_abt<MT, HS / 16, NTK>(s, sQw, sKt, S, lane);
 
-        const bool masked = k0 + BC - 1 > r0 || k0 + BC > T;
-LLMC_UNROLL
+        if (k0 + BC - 1 > r0 || k0 + BC > T)  // the diagonal tile, or past the end: not every key is visible
+            mask_tile(s, r0, k0, lane, -INFINITY, [T](int row, int key) { return key <= row && key < T; });
+        LLMC_UNROLL
         for (int mt = 0; mt < MT; mt++)
-LLMC_UNROLL
+            LLMC_UNROLL
             for (int hh = 0; hh < 2; hh++) {
-                const int row = r0 + mt * 16 + lane / 4 + 8 * hh;
                 float mx = -INFINITY;
-LLMC_UNROLL
-                for (int nt = 0; nt < NTK; nt++)
-LLMC_UNROLL
-                    for (int j = 0; j < 2; j++) {
-                        const int key = k0 + nt * 8 + 2 * (lane % 4) + j;
-                        float& x = s[mt][nt][2 * hh + j];
-                        if (masked && (key > row || key >= T)) x = -INFINITY;
-                        mx = fmaxf(mx, x);
-                    }
+                LLMC_UNROLL
+                for (int nt = 0; nt < NTK; nt++) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
                 mx = row_max4(mx);
                 const float m_new = fmaxf(m[mt][hh], mx * c_log2);
                 const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet: keep it at 0
-                const float alpha = exp2f(m[mt][hh] - m_use);
+                const float alpha = exp2_approx(m[mt][hh] - m_use);
                 float sum = 0.0f;
-LLMC_UNROLL
+                LLMC_UNROLL
                 for (int nt = 0; nt < NTK; nt++)
-LLMC_UNROLL
+                    LLMC_UNROLL
                     for (int j = 0; j < 2; j++) {
                         float& x = s[mt][nt][2 * hh + j];
-                        x = exp2f(fmaf(x, c_log2, -m_use));
+                        x = exp2_approx(fmaf(x, c_log2, -m_use));
                         sum += x;
                     }
                 l[mt][hh] = l[mt][hh] * alpha + sum;  // this lane's part of the row sum
                 m[mt][hh] = m_new;
-LLMC_UNROLL
+                LLMC_UNROLL
                 for (int nt = 0; nt < NTD; nt++) o[mt][nt][2 * hh] *= alpha, o[mt][nt][2 * hh + 1] *= alpha;
             }
         warp_mma_pb<MT, BC / 16, NTD>(o, s, sVt, S, lane);
     }
 
     float inv[MT][2];
-LLMC_UNROLL
+    LLMC_UNROLL
     for (int mt = 0; mt < MT; mt++)
-LLMC_UNROLL
+        LLMC_UNROLL
         for (int hh = 0; hh < 2; hh++) {
             const float sum = row_sum4(l[mt][hh]);
             inv[mt][hh] = 1.0f / sum;
@@ -293,7 +312,7 @@ LLMC_UNROLL
 // ---- backward ----------------------------------------------------------------------------------------------------
 // Kernel 1: dQ, and D_i = dO_i . O_i for kernel 2 (rowdot, (B, NH, T)). Grid: ceil(T / 64) x (B NH), heavy tiles first.
 template <int HS>
-__global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32)
+__global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionTiles<HS>::kDqMinBlocks)
     attention_backward_dq_kernel(bf16* dqkv, float* rowdot, const bf16* dout, const bf16* qkv, const bf16* out,
                                  const float* lse, int T, int NH, int num_bh, float c_log2, float scale) {
     using Tiles = AttentionTiles<HS>;
@@ -315,22 +334,22 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32)
     const int q0 = qt * BR, r0 = q0 + warp * 16;
     const int num_kt = (min(T, q0 + BR) + BC - 1) / BC;
 
-    load_tile_async<HS>(sQ, q, 3 * C, q0, BR, T, tid, NTHREADS);
-    load_tile_async<HS>(sdO, dO, C, q0, BR, T, tid, NTHREADS);
-    load_tile_async<HS>(sK, k, 3 * C, 0, BC, T, tid, NTHREADS);
-    load_tile_async<HS>(sV, v, 3 * C, 0, BC, T, tid, NTHREADS);
+    load_tile_async<HS, BR, NTHREADS>(sQ, q, 3 * C, q0, T, tid);
+    load_tile_async<HS, BR, NTHREADS>(sdO, dO, C, q0, T, tid);
+    load_tile_async<HS, BC, NTHREADS>(sK, k, 3 * C, 0, T, tid);
+    load_tile_async<HS, BC, NTHREADS>(sV, v, 3 * C, 0, T, tid);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
 
     // D and L of the lane's two rows (g and g + 8 of the warp's 16); rows past T get 0 (they are masked below).
     float D[2], L[2];
-LLMC_UNROLL
+    LLMC_UNROLL
     for (int hh = 0; hh < 2; hh++) {
         const int rl = warp * 16 + g + 8 * hh, row = q0 + rl;
         float d = 0.0f;
         if (row < T) {
-LLMC_UNROLL
+            LLMC_UNROLL
             for (int nt = 0; nt < NTD; nt++) {
                 const int col = nt * 8 + 2 * t4;
                 const __nv_bfloat162 o2 = *reinterpret_cast<const __nv_bfloat162*>(O + (size_t)row * C + col);
@@ -351,8 +370,8 @@ LLMC_UNROLL
         __syncthreads();
         if (kt + 1 < num_kt) {
             const int nb = (kt + 1) % 2;
-            load_tile_async<HS>(sK + nb * BC * S, k, 3 * C, (kt + 1) * BC, BC, T, tid, NTHREADS);
-            load_tile_async<HS>(sV + nb * BC * S, v, 3 * C, (kt + 1) * BC, BC, T, tid, NTHREADS);
+            load_tile_async<HS, BC, NTHREADS>(sK + nb * BC * S, k, 3 * C, (kt + 1) * BC, T, tid);
+            load_tile_async<HS, BC, NTHREADS>(sV + nb * BC * S, v, 3 * C, (kt + 1) * BC, T, tid);
         }
         cp_async_commit();
         const int k0 = kt * BC;
@@ -364,14 +383,16 @@ LLMC_UNROLL
         zero(dp);
         warp_mma_abt<1, HS / 16, NTK>(s, sQ + warp * 16 * S, sKt, S, lane);
         warp_mma_abt<1, HS / 16, NTK>(dp, sdO + warp * 16 * S, sVt, S, lane);
-LLMC_UNROLL
+        LLMC_UNROLL
         for (int nt = 0; nt < NTK; nt++)
-LLMC_UNROLL
-            for (int i = 0; i < 4; i++) {
-                const int hh = i / 2, row = r0 + g + 8 * hh, key = k0 + nt * 8 + 2 * t4 + (i & 1);
-                const float p = key <= row && key < T && row < T ? exp2f(fmaf(s[0][nt][i], c_log2, -L[hh])) : 0.0f;
-                s[0][nt][i] = p * (dp[0][nt][i] - D[hh]);  // dS
-            }
+            LLMC_UNROLL
+            for (int i = 0; i < 4; i++) s[0][nt][i] = exp2_approx(fmaf(s[0][nt][i], c_log2, -L[i / 2]));  // P
+        if (k0 + BC - 1 > r0 || k0 + BC > T || r0 + 15 >= T)
+            mask_tile(s, r0, k0, lane, 0.0f, [T](int row, int key) { return key <= row && key < T && row < T; });
+        LLMC_UNROLL
+        for (int nt = 0; nt < NTK; nt++)
+            LLMC_UNROLL
+            for (int i = 0; i < 4; i++) s[0][nt][i] *= dp[0][nt][i] - D[i / 2];  // dS = P (dP - D)
         warp_mma_pb<1, BC / 16, NTD>(dq, s, sKt, S, lane);
     }
     const float mul[1][2] = {{scale, scale}};
@@ -380,7 +401,7 @@ LLMC_UNROLL
 
 // Kernel 2: dK and dV. Grid: ceil(T / 64) x (B NH), the key tiles with the most queries (the first) first.
 template <int HS>
-__global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32)
+__global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionTiles<HS>::kDkvMinBlocks)
     attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                   const float* rowdot, int T, int NH, int num_bh, float c_log2, float scale) {
     using Tiles = AttentionTiles<HS>;
@@ -392,7 +413,7 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32)
     bf16* sdO = sQ + 2 * BQ * S;                 // 2 x BQ x S
     float* sL = reinterpret_cast<float*>(sdO + 2 * BQ * S);  // 2 x BQ
     float* sD = sL + 2 * BQ;                                  // 2 x BQ
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, t4 = lane % 4;
     const int kt = (int)(blockIdx.x / num_bh), bh = (int)(blockIdx.x % num_bh);
     const int b = bh / NH, h = bh % NH;
     const size_t C = (size_t)NH * HS;
@@ -407,16 +428,16 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32)
 
     // Query tile qt into buffer nb: Q and dO by cp.async, L and D by plain loads (0 past T, where they are masked).
     auto load_queries = [&](int qt, int nb) {
-        load_tile_async<HS>(sQ + nb * BQ * S, q, 3 * C, qt * BQ, BQ, T, tid, NTHREADS);
-        load_tile_async<HS>(sdO + nb * BQ * S, dO, C, qt * BQ, BQ, T, tid, NTHREADS);
+        load_tile_async<HS, BQ, NTHREADS>(sQ + nb * BQ * S, q, 3 * C, qt * BQ, T, tid);
+        load_tile_async<HS, BQ, NTHREADS>(sdO + nb * BQ * S, dO, C, qt * BQ, T, tid);
         for (int i = tid; i < BQ; i += NTHREADS) {
             const int row = qt * BQ + i;
             sL[nb * BQ + i] = row < T ? Lg[row] : 0.0f;
             sD[nb * BQ + i] = row < T ? Dg[row] : 0.0f;
         }
     };
-    load_tile_async<HS>(sK, k, 3 * C, k0, BK, T, tid, NTHREADS);
-    load_tile_async<HS>(sV, v, 3 * C, k0, BK, T, tid, NTHREADS);
+    load_tile_async<HS, BK, NTHREADS>(sK, k, 3 * C, k0, T, tid);
+    load_tile_async<HS, BK, NTHREADS>(sV, v, 3 * C, k0, T, tid);
     load_queries(qt0, 0);
     cp_async_commit();
 
@@ -440,16 +461,20 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32)
         zero(dpt);
         warp_mma_abt<1, HS / 16, NTQ>(st, sK + warp * 16 * S, sQt, S, lane);    // S^T = K Q^T
         warp_mma_abt<1, HS / 16, NTQ>(dpt, sV + warp * 16 * S, sdOt, S, lane);  // dP^T = V dO^T
-LLMC_UNROLL
+        LLMC_UNROLL
         for (int nt = 0; nt < NTQ; nt++)
-LLMC_UNROLL
+            LLMC_UNROLL
             for (int i = 0; i < 4; i++) {
-                const int key = kw0 + g + 8 * (i / 2), ql = nt * 8 + 2 * t4 + (i & 1), query = qbase + ql;
-                const float p =
-                    query >= key && query < T && key < T ? exp2f(fmaf(st[0][nt][i], c_log2, -sLt[ql])) : 0.0f;
-                st[0][nt][i] = p;
-                dpt[0][nt][i] = p * (dpt[0][nt][i] - sDt[ql]);  // dS^T
+                const int ql = nt * 8 + 2 * t4 + (i & 1);
+                st[0][nt][i] = exp2_approx(fmaf(st[0][nt][i], c_log2, -sLt[ql]));  // P^T
             }
+        if (qbase < kw0 + 15 || qbase + BQ > T || kw0 + 15 >= T)
+            mask_tile(st, kw0, qbase, lane, 0.0f,
+                      [T](int key, int query) { return query >= key && query < T && key < T; });
+        LLMC_UNROLL
+        for (int nt = 0; nt < NTQ; nt++)
+            LLMC_UNROLL
+            for (int i = 0; i < 4; i++) dpt[0][nt][i] = st[0][nt][i] * (dpt[0][nt][i] - sDt[nt * 8 + 2 * t4 + (i & 1)]);
         warp_mma_pb<1, BQ / 16, NTD>(dv, st, sdOt, S, lane);   // dV += P^T dO
         warp_mma_pb<1, BQ / 16, NTD>(dk, dpt, sQt, S, lane);   // dK += dS^T Q
     }

@@ -6,6 +6,8 @@
 //   ldmatrix_x4_trans(r, row)    the same, each matrix transposed (.trans)
 //   cp_async_16(dst, src, ok)    16 bytes global -> shared without registers; zero-fill when !ok (cp.async.cg)
 //   cp_async_commit(), cp_async_wait<N>()   close the thread's group of copies; wait until at most N groups pend
+//   exp2_approx(x)               2^x by the special-function unit (ex2.approx.ftz.f32: relative error below 2^-22,
+//                                denormal results flushed to 0), one instruction instead of exp2f's range handling
 //
 // Fragment layouts (PTX ISA 9.0, section 9.7.14.5.8 "Matrix Fragments for mma.m16n8k16 with floating point type";
 // lane = 4 g + t, g = lane / 4, t = lane % 4; each 32-bit register holds two bf16, the lower index in the low half):
@@ -58,6 +60,12 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
     cudasim::cp_async_wait(N);
 }
+// The simulator's 2^x is the C library's (correctly rounded or nearly), with the hardware's flush to zero of
+// denormal results; the hardware's approximation error (< 2^-22 relative) is not reproduced, tests bound it.
+__device__ __forceinline__ float exp2_approx(float x) {
+    const float r = exp2f(x);
+    return r < 1.17549435e-38f ? 0.0f : r;
+}
 
 #else
 
@@ -91,6 +99,11 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ float exp2_approx(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+    return r;
 }
 
 #endif
