@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace llmc {
 
@@ -35,6 +36,16 @@ struct BackendOptions {
     int num_threads = 0;     // CPU threads (0 = OpenMP default)
     bool recompute_gelu = false;  // -r >= 1 (the model drops the saved GELU output and recomputes it in backward)
     uint64_t seed = 1337;    // base seed of anything random inside the backend
+};
+
+// One device buffer of a memory plan (--dry-run, llmc/memory_plan.h): the model's activations and each backend's
+// scratch_plan() are lists of these. The shape is in the model's symbols: L layers, B, T, N = B*T rows, C channels,
+// NH heads, Vp padded vocabulary.
+struct BufferSize {
+    const char* name = "";
+    std::string shape;
+    size_t count = 0, elem_bytes = 0;
+    size_t bytes() const { return count * elem_bytes; }
 };
 
 }  // namespace llmc

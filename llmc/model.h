@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "backend.h"
 #include "config.h"
 #include "error.h"
 #include "layout.h"
@@ -41,12 +42,6 @@ enum ActBuffer {
     ACT_INPUTS, ACT_TARGETS, ACT_ENCODED, ACT_LN1, ACT_LN1_MEAN, ACT_LN1_RSTD, ACT_QKV, ACT_ATTY, ACT_ATT_STATE,
     ACT_RES2, ACT_LN2, ACT_LN2_MEAN, ACT_LN2_RSTD, ACT_FCH, ACT_FCH_GELU, ACT_BRANCH, ACT_RES3, ACT_LNF, ACT_LNF_MEAN,
     ACT_LNF_RSTD, ACT_LOGITS, ACT_LOSSES, GRAD_RESIDUAL, GRAD_C, GRAD_3C, GRAD_4C, NUM_ACT_BUFFERS
-};
-struct BufferSize {
-    const char* name = "";
-    std::string shape;  // in the model's symbols: L layers, N = B*T rows, C channels, NH heads, Vp padded vocabulary
-    size_t count = 0, elem_bytes = 0;
-    size_t bytes() const { return count * elem_bytes; }
 };
 
 template <class Backend>

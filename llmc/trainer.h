@@ -29,6 +29,7 @@
 #include "error.h"
 #include "hellaswag.h"
 #include "logger.h"
+#include "memory_plan.h"
 #include "model.h"
 #include "model_file.h"
 #include "optimizer.h"
@@ -69,6 +70,19 @@ inline void make_dirs(const std::string& dir) {
     }
 }
 
+// --dry-run: prints one rank's device memory plan (llmc/memory_plan.h) for these options on `world` ranks, before any
+// device memory exists (no backend is created) and without the data. Fails like the run would on a bad shape or -d.
+template <class Backend>
+void print_memory_plan(const TrainOptions& o, int world, const BackendOptions& bo) {
+    bool from_file = false;
+    const GPT2Config cfg = resolve_model_config(o.model, &from_file);
+    const size_t tokens_per_micro = (size_t)o.batch_size * (size_t)o.seq_len * (size_t)world;
+    if (o.total_batch > 0 && (size_t)o.total_batch % tokens_per_micro != 0)
+        fail("-d %lld is not divisible by B*T*ranks = %d*%d*%d = %zu", o.total_batch, o.batch_size, o.seq_len, world,
+             tokens_per_micro);
+    std::fputs(render_memory_plan(plan_training_memory<Backend>(o, cfg, world, bo)).c_str(), stdout);
+}
+
 template <class Backend>
 class Trainer {
 public:
@@ -87,7 +101,7 @@ public:
             fail("-d %zu is not divisible by B*T*ranks = %zu*%zu*%d = %zu", total_batch, B, T, world,
                  tokens_per_micro);
         const size_t grad_accum = total_batch / tokens_per_micro;
-        const int zero_stage = o_.zero_stage >= 0 ? o_.zero_stage : (world > 1 ? 1 : 0);
+        const int zero_stage = zero_stage_for(o_, world);
 
         // The data first: it is cheap to check, and a batch larger than the data (a mistyped -b, -t or -d) is
         // refused here with a message instead of after allocating activations for it (which may not fit).
@@ -98,11 +112,7 @@ public:
         std::unique_ptr<DataLoader> val;
         if (o_.val_every > 0) val = open_loader("-j", o_.val_data, seqs_per_step, false);
 
-        ModelOptions mo;
-        mo.pad_to = zero_pad_multiple(world);
-        mo.recompute_gelu = o_.recompute >= 1;
-        mo.recompute_layernorm = o_.recompute >= 2;
-        GPT2<Backend> model(be_, cfg, B, T, mo);
+        GPT2<Backend> model(be_, cfg, B, T, model_options_for(o_, world));
         if (from_file) model.set_params(read_model_file(o_.model).params);
         else model.init_gpt2(o_.seed);
 

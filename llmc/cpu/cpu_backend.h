@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "../backend.h"
 
@@ -36,6 +37,9 @@ public:
     void floats_to_act(act_t* dst, const float* src, size_t n);          // both on the device, round to nearest
     void act_to_floats(float* dst, const act_t* src, size_t n);
     void synchronize();
+    // The backend's own buffers at the sizes a training step of the model with this shape grows them to (for the
+    // memory plan, llmc/memory_plan.h; nothing is allocated): attention_backward's per-thread rows.
+    static std::vector<BufferSize> scratch_plan(size_t B, size_t T, size_t C, size_t NH, const BackendOptions& opt);
     // Peak dense bf16 FLOP/s of the device, for MFU; 0 when not meaningful (the CPU), then MFU is not reported.
     double peak_flops() const { return 0.0; }
 

@@ -99,6 +99,20 @@ void* CudaBackend::scratch(Scratch& s, size_t bytes) {
     return s.ptr;
 }
 
+std::vector<BufferSize> CudaBackend::scratch_plan(size_t B, size_t T, size_t C, size_t NH, const BackendOptions&) {
+    // The sizes the ops below request from scratch(): per training step of the model (llmc/model.h), layernorm
+    // backward runs on (N, C), bias gradients on the widest biased layer (fc, OC = 4C), the encoder groups N tokens.
+    const size_t N = B * T;
+    return {
+        {"attention backward D", "B x NH x T, fp32", attention_rowdot_elems(B, T, NH), sizeof(float)},
+        {"layernorm backward partials", "fp32", layernorm_backward_scratch_floats(N, C), sizeof(float)},
+        {"bias gradient partials", "fp32, OC = 4C", bias_backward_scratch_floats(N, 4 * C), sizeof(float)},
+        {"reduction partials", "fp32", kMaxReducePartials, sizeof(float)},
+        {"encoder token grouping", "int32, 3N + 1", 3 * N + 1, sizeof(int)},
+        {"cuBLASLt workspace", "bytes", GemmRunner::kWorkspaceBytes, 1},
+    };
+}
+
 // ---- memory ------------------------------------------------------------------------------------------------------
 
 void* CudaBackend::alloc(size_t bytes) {

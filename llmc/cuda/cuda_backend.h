@@ -53,6 +53,10 @@ public:
     void act_to_floats(float* dst, const act_t* src, size_t n);
     void synchronize();
     double peak_flops() const { return peak_flops_; }
+    // The buffers this backend allocates for itself, at the sizes a training step of the model with this shape grows
+    // them to (llmc/cpu/cpu_backend.h; for the memory plan, nothing is allocated): the op-private scratch below and
+    // the cuBLASLt workspace.
+    static std::vector<BufferSize> scratch_plan(size_t B, size_t T, size_t C, size_t NH, const BackendOptions& opt);
 
     // ---- streams -------------------------------------------------------------------------------------------------
     void* main_stream() { return (void*)main_; }
