@@ -8,7 +8,9 @@
 #   3. one NCCL rank end to end: ./train_gpt2 on synthetic shards, with checkpoints and a resume
 #   4. GPT-2 124M throughput: ./train_gpt2 -e d12 -t 1024 at B = 16, 32, 64 (tokens/s, MFU, memory)
 #   5. the same model in PyTorch (torch.compile, bf16 autocast, flash attention) in the same run
-#   6. the per-kernel benchmarks (dev/cuda)
+#   6. the per-kernel benchmarks (dev/cuda); attention checks itself against a plain GPU reference first
+#   7. PyTorch's scaled_dot_product_attention at the attention benchmark's shapes (dev/bench/pytorch_sdpa.py), and
+#      the --dry-run memory plan of the B = 64 run beside its measured peak
 set -u
 cd "$(dirname "$0")/../.."
 B=.gpu_bundle
@@ -64,6 +66,9 @@ for b in 16 32 64; do
     echo "gpt2_124M_B$b peak device memory: $(sort -n "$LOGS/mem_124M_B$b.txt" | tail -1) MiB" | tee -a "$summary"
 done
 step pytorch_124M python3 dev/bench/pytorch_gpu_step.py --batch 16 --seq-len 1024 --steps 20
+step pytorch_124M_B64 python3 dev/bench/pytorch_gpu_step.py --batch 64 --seq-len 1024 --steps 20
+step pytorch_sdpa python3 dev/bench/pytorch_sdpa.py --batch 64
+echo "gpt2_124M_B64 planned by --dry-run: $("$B/bin/train_gpt2" --dry-run -e d12 -b 64 -t 1024 | tail -n 1)" | tee -a "$summary"
 for k in "$B"/bin/*; do
     case "$(basename "$k")" in train_gpt2|test_gpt2) continue ;; esac
     step "kernel_$(basename "$k")" "$k"
@@ -81,7 +86,8 @@ for d in sorted(glob.glob(os.path.join(sys.argv[1], "run_124M_B*"))):
           statistics.median(r["tokens_per_sec"] for r in rows),
           100 * statistics.median((r["mfu"] or 0) for r in rows), statistics.median(r["ms"] for r in rows)))
 PY
-grep -h "tokens/s\|MiB" "$LOGS"/pytorch_124M.log "$LOGS"/gpt2_124M_B*.log 2>/dev/null | head -20 >>"$summary"
+grep -h "tokens/s\|MiB" "$LOGS"/pytorch_124M*.log "$LOGS"/gpt2_124M_B*.log 2>/dev/null | head -20 >>"$summary"
+grep -h "attention\|# check" "$LOGS"/kernel_attention.log "$LOGS"/pytorch_sdpa.log 2>/dev/null >>"$summary"
 for d in "$WORK"/run_*; do [ -f "$d/metrics.jsonl" ] && cp "$d/metrics.jsonl" "$LOGS/$(basename "$d").metrics.jsonl"; done
 tar czf "$RES/logs.tgz" -C "$WORK" logs
 cat "$summary"
