@@ -87,7 +87,7 @@ for d in sorted(glob.glob(os.path.join(sys.argv[1], "run_124M_B*"))):
           100 * statistics.median((r["mfu"] or 0) for r in rows), statistics.median(r["ms"] for r in rows)))
 PY
 grep -h "tokens/s\|MiB" "$LOGS"/pytorch_124M*.log "$LOGS"/gpt2_124M_B*.log 2>/dev/null | head -20 >>"$summary"
-grep -h "attention\|# check" "$LOGS"/kernel_attention.log "$LOGS"/pytorch_sdpa.log 2>/dev/null >>"$summary"
+grep -h "attention\|# check\|sdpa" "$LOGS"/kernel_attention.log "$LOGS"/pytorch_sdpa.log 2>/dev/null >>"$summary"
 for d in "$WORK"/run_*; do [ -f "$d/metrics.jsonl" ] && cp "$d/metrics.jsonl" "$LOGS/$(basename "$d").metrics.jsonl"; done
 tar czf "$RES/logs.tgz" -C "$WORK" logs
 cat "$summary"
