@@ -99,6 +99,15 @@ __device__ __forceinline__ void load_tile_async(bf16* tile, const bf16* base, si
     }
 }
 
+// Where head h of sequence b (bh = b NH + h) starts: in a (B, T, 3C) tensor (its q; k follows at + C, v at + 2C)
+// and in a (B, T, C) tensor.
+struct HeadOffsets {
+    size_t C, in_qkv, in_rows;
+    __device__ HeadOffsets(int bh, int T, int NH, int hs)
+        : C((size_t)NH * hs), in_qkv((size_t)(bh / NH) * T * 3 * C + (size_t)(bh % NH) * hs),
+          in_rows((size_t)(bh / NH) * T * C + (size_t)(bh % NH) * hs) {}
+};
+
 // Sets acc[mt][nt][i] to `value` where keep(row, col) is false, for the element's row = row0 + 16 mt + g + 8 (i / 2)
 // and column col0 + 8 nt + 2 t + (i & 1) (g = lane / 4, t = lane % 4): the causal and end-of-sequence masks.
 template <int MT, int NT, class Keep>
@@ -228,11 +237,9 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kFwdWarps * 32, AttentionT
     bf16* sV = sK + 2 * BC * S;                  // 2 x BC x S
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int nq = (T + BR - 1) / BR, qt = nq - 1 - (int)(blockIdx.x / num_bh), bh = (int)(blockIdx.x % num_bh);
-    const int b = bh / NH, h = bh % NH;
-    const size_t C = (size_t)NH * HS;
-    const bf16* q = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
-    const bf16* k = q + C;
-    const bf16* v = q + 2 * C;
+    const HeadOffsets at(bh, T, NH, HS);
+    const size_t C = at.C;
+    const bf16 *q = qkv + at.in_qkv, *k = q + C, *v = q + 2 * C;
     const int q0 = qt * BR;
     const int num_kt = (min(T, q0 + BR) + BC - 1) / BC;  // key tiles that meet the block's rows
 
@@ -306,7 +313,7 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kFwdWarps * 32, AttentionT
             const int row = r0 + mt * 16 + lane / 4 + 8 * hh;
             if (lane % 4 == 0 && row < T) lse[(size_t)bh * T + row] = m[mt][hh] + log2f(sum);
         }
-    if (r0 < T) store_rows<HS, MT>(out + (size_t)b * T * C + (size_t)h * HS, C, o, inv, sQ + warp * 16 * MT * S, r0, T, lane);
+    if (r0 < T) store_rows<HS, MT>(out + at.in_rows, C, o, inv, sQ + warp * 16 * MT * S, r0, T, lane);
 }
 
 // ---- backward ----------------------------------------------------------------------------------------------------
@@ -324,13 +331,9 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
     bf16* sV = sK + 2 * BC * S;                  // 2 x BC x S
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
     const int nq = (T + BR - 1) / BR, qt = nq - 1 - (int)(blockIdx.x / num_bh), bh = (int)(blockIdx.x % num_bh);
-    const int b = bh / NH, h = bh % NH;
-    const size_t C = (size_t)NH * HS;
-    const bf16* q = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
-    const bf16* k = q + C;
-    const bf16* v = q + 2 * C;
-    const bf16* dO = dout + (size_t)b * T * C + (size_t)h * HS;
-    const bf16* O = out + (size_t)b * T * C + (size_t)h * HS;
+    const HeadOffsets at(bh, T, NH, HS);
+    const size_t C = at.C;
+    const bf16 *q = qkv + at.in_qkv, *k = q + C, *v = q + 2 * C, *dO = dout + at.in_rows, *O = out + at.in_rows;
     const int q0 = qt * BR, r0 = q0 + warp * 16;
     const int num_kt = (min(T, q0 + BR) + BC - 1) / BC;
 
@@ -396,7 +399,7 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
         warp_mma_pb<1, BC / 16, NTD>(dq, s, sKt, S, lane);
     }
     const float mul[1][2] = {{scale, scale}};
-    if (r0 < T) store_rows<HS, 1>(dqkv + (size_t)b * T * 3 * C + (size_t)h * HS, 3 * C, dq, mul, sQ + warp * 16 * S, r0, T, lane);
+    if (r0 < T) store_rows<HS, 1>(dqkv + at.in_qkv, 3 * C, dq, mul, sQ + warp * 16 * S, r0, T, lane);
 }
 
 // Kernel 2: dK and dV. Grid: ceil(T / 64) x (B NH), the key tiles with the most queries (the first) first.
@@ -415,12 +418,9 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
     float* sD = sL + 2 * BQ;                                  // 2 x BQ
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, t4 = lane % 4;
     const int kt = (int)(blockIdx.x / num_bh), bh = (int)(blockIdx.x % num_bh);
-    const int b = bh / NH, h = bh % NH;
-    const size_t C = (size_t)NH * HS;
-    const bf16* q = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
-    const bf16* k = q + C;
-    const bf16* v = q + 2 * C;
-    const bf16* dO = dout + (size_t)b * T * C + (size_t)h * HS;
+    const HeadOffsets at(bh, T, NH, HS);
+    const size_t C = at.C;
+    const bf16 *q = qkv + at.in_qkv, *k = q + C, *v = q + 2 * C, *dO = dout + at.in_rows;
     const float* Lg = lse + (size_t)bh * T;
     const float* Dg = rowdot + (size_t)bh * T;
     const int k0 = kt * BK, kw0 = k0 + warp * 16;  // the block's and the warp's first key
@@ -479,7 +479,7 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
         warp_mma_pb<1, BQ / 16, NTD>(dk, dpt, sQt, S, lane);   // dK += dS^T Q
     }
     if (kw0 < T) {
-        bf16* dk_dst = dqkv + (size_t)b * T * 3 * C + C + (size_t)h * HS;
+        bf16* dk_dst = dqkv + at.in_qkv + C;
         const float mul_k[1][2] = {{scale, scale}}, mul_v[1][2] = {{1.0f, 1.0f}};
         store_rows<HS, 1>(dk_dst, 3 * C, dk, mul_k, sK + warp * 16 * S, kw0, T, lane);
         store_rows<HS, 1>(dk_dst + C, 3 * C, dv, mul_v, sV + warp * 16 * S, kw0, T, lane);

@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -64,18 +65,14 @@ std::vector<float> bf16_values(size_t n, float lo, float hi) {
     return v;
 }
 
-// Device copies of host arrays; freed with the object.
-struct DeviceBuffers {
+// Device buffers of one test case, returned to the backend when the case ends.
+struct CaseBuffers {
     CudaBackend& gpu;
-    std::vector<void*> owned;
-    explicit DeviceBuffers(CudaBackend& g) : gpu(g) {}
-    ~DeviceBuffers() {
-        for (void* p : owned) gpu.free(p);
-    }
+    std::vector<std::shared_ptr<void>> held;
     template <class X>
     X* make(size_t n) {
-        owned.push_back(gpu.alloc(n * sizeof(X)));
-        return (X*)owned.back();
+        held.emplace_back(gpu.alloc(n * sizeof(X)), [this](void* p) { gpu.free(p); });
+        return static_cast<X*>(held.back().get());
     }
 };
 std::vector<float> fetch_bf16(CudaBackend& gpu, const bf16* p, size_t n) {
@@ -137,7 +134,7 @@ void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_
     cpu.attention_forward(out_cpu.data(), att.data(), qkv.data(), B, T, C, NH);
     cpu.attention_backward(dqkv_cpu.data(), dout.data(), qkv.data(), out_cpu.data(), att.data(), B, T, C, NH);
 
-    DeviceBuffers dev(gpu);
+    CaseBuffers dev{gpu, {}};
     bf16 *d_qkv = dev.make<bf16>(B * T * C3), *d_out = dev.make<bf16>(B * T * C);
     bf16 *d_dout = dev.make<bf16>(B * T * C), *d_dqkv = dev.make<bf16>(B * T * C3);
     float* d_lse = dev.make<float>(CudaBackend::attention_state_elems(B, T, NH));

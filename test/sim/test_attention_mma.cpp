@@ -111,19 +111,24 @@ __global__ void cp_async_kernel(int* seen, uint4* dst, const uint4* src) {
     for (int i = t; i < 3 * 64; i += 64) dst[i] = buf[i];
 }
 
+// A device copy of a host array, freed with the object.
 template <class T>
-T* to_device(const std::vector<T>& h) {
-    T* d = nullptr;
-    cudaMalloc(&d, h.size() * sizeof(T));
-    cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
-    return d;
-}
-template <class T>
-std::vector<T> to_host(const T* d, size_t n) {
-    std::vector<T> h(n);
-    cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
-    return h;
-}
+struct DeviceArray {
+    T* ptr = nullptr;
+    size_t n;
+    explicit DeviceArray(const std::vector<T>& h) : n(h.size()) {
+        cudaMalloc(&ptr, n * sizeof(T));
+        cudaMemcpy(ptr, h.data(), n * sizeof(T), cudaMemcpyHostToDevice);
+    }
+    ~DeviceArray() { cudaFree(ptr); }
+    DeviceArray(const DeviceArray&) = delete;
+    DeviceArray& operator=(const DeviceArray&) = delete;
+    std::vector<T> fetch() const {
+        std::vector<T> h(n);
+        cudaMemcpy(h.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost);
+        return h;
+    }
+};
 std::vector<bf16> to_bf16(const std::vector<float>& v) {
     std::vector<bf16> out(v.size());
     for (size_t i = 0; i < v.size(); i++) out[i] = __float2bfloat16_rn(v[i]);
@@ -149,22 +154,22 @@ void test_mma() {
             for (int k = 0; k < 16; k++) s += (double)A[r * 16 + k] * B[k * 8 + n];
             want[r * 8 + n] = s;
         }
-    bf16 *dA = to_device(to_bf16(A)), *dB = to_device(to_bf16(B));
-    float *dC = to_device(C), *dD = to_device(std::vector<float>(128, 0.0f));
-    uint32_t *dafrag = to_device(std::vector<uint32_t>(128, 0)), *dbfrag = to_device(std::vector<uint32_t>(64, 0));
+    const DeviceArray<bf16> dA(to_bf16(A)), dB(to_bf16(B));
+    const DeviceArray<float> dC(C), dD(std::vector<float>(128, 0.0f));
+    const DeviceArray<uint32_t> dafrag(std::vector<uint32_t>(128, 0)), dbfrag(std::vector<uint32_t>(64, 0));
     cudasim::for_each_order([&](cudasim::Order o) {
         const std::string tag = std::string("mma m16n8k16 (") + cudasim::order_name(o) + ")";
-        cudaMemset(dD, 0xff, 128 * sizeof(float));
-        cudasim::launch(mma_formula_kernel, dim3(1), dim3(32), 0, nullptr, dD, dafrag, dbfrag, (const bf16*)dA,
-                        (const bf16*)dB, (const float*)dC);
-        std::vector<float> D = to_host(dD, 128);
+        cudaMemset(dD.ptr, 0xff, 128 * sizeof(float));
+        cudasim::launch(mma_formula_kernel, dim3(1), dim3(32), 0, nullptr, dD.ptr, dafrag.ptr, dbfrag.ptr,
+                        (const bf16*)dA.ptr, (const bf16*)dB.ptr, (const float*)dC.ptr);
+        std::vector<float> D = dD.fetch();
         size_t bad = 0;
         for (int i = 0; i < 128; i++) bad += (double)D[i] != want[i];
         testing::check(tag + ": every lane's D fragment is the plain product A B + C", bad == 0,
                        "%zu of 128 elements differ (e.g. D[0] = %g, want %g)", bad, D[0], want[0]);
     });
     // Literal entries of the PTX table: lane 5 is g = 1, t = 1.
-    std::vector<uint32_t> af = to_host(dafrag, 128), bfr = to_host(dbfrag, 64);
+    std::vector<uint32_t> af = dafrag.fetch(), bfr = dbfrag.fetch();
     const uint32_t lane5_a[4] = {host_pack(A[1 * 16 + 2], A[1 * 16 + 3]), host_pack(A[9 * 16 + 2], A[9 * 16 + 3]),
                                  host_pack(A[1 * 16 + 10], A[1 * 16 + 11]), host_pack(A[9 * 16 + 10], A[9 * 16 + 11])};
     const uint32_t lane5_b[2] = {host_pack(B[2 * 8 + 1], B[3 * 8 + 1]), host_pack(B[10 * 8 + 1], B[11 * 8 + 1])};
@@ -173,7 +178,6 @@ void test_mma() {
                          std::memcmp(&bfr[5 * 2], lane5_b, sizeof lane5_b) == 0 && af[30 * 4] == lane30_a0;
     testing::check("mma fragments: lane 5 holds A (1,2..3) (9,2..3) (1,10..11) (9,10..11), B (2..3,1) (10..11,1); "
                    "lane 30 a0 = A (7,4..5)", literal, "the formulas do not reproduce the PTX table's entries");
-    for (void* p : {(void*)dA, (void*)dB, (void*)dC, (void*)dD, (void*)dafrag, (void*)dbfrag}) cudaFree(p);
 }
 
 void test_ldmatrix() {
@@ -200,14 +204,14 @@ void test_ldmatrix() {
             for (int k = 0; k < 16; k++) s += (double)Tv(r, k) * Tv(k, n);
             prod[r * 8 + n] = s;
         }
-    bf16* dT = to_device(Tb);
-    uint32_t* dout = to_device(std::vector<uint32_t>(32 * 12, 0));
-    float* dD = to_device(std::vector<float>(128, 0.0f));
+    const DeviceArray<bf16> dT(Tb);
+    const DeviceArray<uint32_t> dout(std::vector<uint32_t>(32 * 12, 0));
+    const DeviceArray<float> dD(std::vector<float>(128, 0.0f));
     cudasim::for_each_order([&](cudasim::Order o) {
         const std::string tag = std::string("ldmatrix.x4 (") + cudasim::order_name(o) + ")";
-        cudaMemset(dout, 0, 32 * 12 * sizeof(uint32_t));
-        cudasim::launch(ldmatrix_kernel, dim3(1), dim3(32), 0, nullptr, dout, dD, (const bf16*)dT);
-        std::vector<uint32_t> got = to_host(dout, 32 * 12);
+        cudaMemset(dout.ptr, 0, 32 * 12 * sizeof(uint32_t));
+        cudasim::launch(ldmatrix_kernel, dim3(1), dim3(32), 0, nullptr, dout.ptr, dD.ptr, (const bf16*)dT.ptr);
+        std::vector<uint32_t> got = dout.fetch();
         const char* what[3] = {"A fragment of a row-major tile", "B fragments of a [n][k] tile",
                                "B fragments of a [k][n] tile (.trans)"};
         for (int u = 0; u < 3; u++) {
@@ -216,27 +220,23 @@ void test_ldmatrix() {
                 if (std::memcmp(&got[l * 12 + 4 * u], &want[l * 12 + 4 * u], 16) != 0) bad_lane = l;
             testing::check(tag + ": every lane holds the " + what[u], bad_lane < 0, "lane %d differs", bad_lane);
         }
-        std::vector<float> D = to_host(dD, 128);
+        std::vector<float> D = dD.fetch();
         size_t bad = 0;
         for (int i = 0; i < 128; i++) bad += (double)D[i] != prod[i];
         testing::check(tag + " + mma: the plain product of the tile with itself", bad == 0, "%zu elements differ", bad);
     });
-    cudaFree(dT);
-    cudaFree(dout);
-    cudaFree(dD);
 }
 
 void test_cp_async() {
     std::vector<uint4> src(128);
     for (uint32_t i = 0; i < 128; i++) src[i] = make_uint4(i, i * 3u + 1u, ~i, 0x5a5a0000u + i);
-    uint4* dsrc = to_device(src);
-    uint4* ddst = to_device(std::vector<uint4>(3 * 64));
-    int* dseen = to_device(std::vector<int>(64, 0));
+    const DeviceArray<uint4> dsrc(src), ddst(std::vector<uint4>(3 * 64));
+    const DeviceArray<int> dseen(std::vector<int>(64, 0));
     cudasim::for_each_order([&](cudasim::Order o) {
         const std::string tag = std::string("cp.async (") + cudasim::order_name(o) + ")";
-        cudasim::launch(cp_async_kernel, dim3(2), dim3(64), 0, nullptr, dseen, ddst, (const uint4*)dsrc);
-        std::vector<int> seen = to_host(dseen, 64);
-        std::vector<uint4> dst = to_host(ddst, 3 * 64);
+        cudasim::launch(cp_async_kernel, dim3(2), dim3(64), 0, nullptr, dseen.ptr, ddst.ptr, (const uint4*)dsrc.ptr);
+        std::vector<int> seen = dseen.fetch();
+        std::vector<uint4> dst = ddst.fetch();
         bool groups = true;
         for (int s : seen) groups = groups && s == 3;
         testing::check(tag + ": wait_group 1 completes the older group and leaves the newest pending", groups,
@@ -246,9 +246,6 @@ void test_cp_async() {
         testing::check(tag + ": after wait_group 0 + __syncthreads every thread sees every copy (zero-fill included)",
                        all, "the shared buffer differs from the source");
     });
-    cudaFree(dsrc);
-    cudaFree(ddst);
-    cudaFree(dseen);
 }
 
 }  // namespace
