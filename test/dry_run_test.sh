@@ -2,7 +2,8 @@
 # The trainer's --dry-run (llmc/memory_plan.h): the device memory plan per rank, printed before anything is allocated
 # and without data files (-i / -j name files that do not exist), ending with "device memory per rank: X.XX GiB" and
 # exit status 0. The limits of issue 10: GPT-2 124M at B=64, T=1024 within 32 GiB, and 1.5B at B=16, T=1024, -r 2
-# within 76 GiB (an 80 GB GPU). Then -pn/-z, the CPU build, and the errors a real run would stop with.
+# within 76 GiB (an 80 GB GPU). Then -pn/-z, the CPU build, the errors a real run would stop with, and the
+# unsupported head size refused by a real (simulated CUDA) training run at start-up.
 # (test/sim/test_memory_plan.cpp checks that the plan equals what a training step allocates, to the byte.)
 cd "$(dirname "$0")/.."
 source test/lib.sh
@@ -58,5 +59,13 @@ expect_error "dry-run refuses -d not divisible by B*T*ranks" "-d 100 is not divi
 expect_error "dry-run refuses -t beyond the model's maxT" "longer than the model's maximum" \
     "$SIM" --dry-run "${NODATA[@]}" -e d12 -b 4 -t 2048
 expect_error "dry-run refuses -pn 0" "-pn 0" "$SIM" --dry-run "${NODATA[@]}" -e d12 -pn 0
+# A training run (not a dry run) refuses the unsupported head size when it creates the model, before any step.
+TMP=build/test-tmp/dry_run
+rm -rf "$TMP" && mkdir -p "$TMP"
+if /usr/bin/python3 test/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 2000 --val-tokens 400 >/dev/null; then
+    expect_error "the simulated CUDA trainer refuses head size 48 at start-up" "head size C/NH = 96/2 = 48"         "$SIM" -i "$TMP/data/syn_train_*.bin" -j "$TMP/data/syn_val_*.bin" -e "L=1,NH=2,C=96,T=8,V=64" -b 1 -t 8 -x 2
+else
+    fail "make shards" "test/make_synthetic_shards.py failed"
+fi
 if ./train_gpt2_cpu --help | grep -q -- "--dry-run"; then pass "--help lists --dry-run"; else fail "--help lists --dry-run" "missing"; fi
 finish
