@@ -27,6 +27,15 @@ using Backend = llmc::CpuBackend;
 int main(int argc, char** argv) {
     try {
         llmc::TrainOptions opt = llmc::parse_train_options(argc, argv);
+        if (opt.dry_run) {  // before any device memory exists; -pn plans for another world size
+            llmc::BackendOptions bo;
+            bo.num_threads = opt.threads;
+            const llmc::DistInfo launched = llmc::compute_dist_info(llmc::current_environment());
+            if (opt.num_processes == 0) llmc::fail("-pn 0: the number of processes must be at least 1");
+            const int world = opt.num_processes > 0 ? opt.num_processes : launched.world_size;
+            if (launched.rank == 0) llmc::print_memory_plan<Backend>(opt, world, bo);
+            return 0;
+        }
         llmc::DistOverrides ov;
         ov.num_processes = opt.num_processes, ov.process_rank = opt.process_rank;
         ov.gpus_per_node = opt.gpus_per_node;

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace llmc {
 
@@ -51,6 +52,16 @@ public:
 private:
     Backend& be_;
     T* p_;
+};
+
+// One device buffer of a memory plan (--dry-run, llmc/memory_plan.h): the model's activations and each backend's
+// scratch_plan() are lists of these. The shape is in the model's symbols: L layers, B, T, N = B*T rows, C channels,
+// NH heads, Vp padded vocabulary.
+struct BufferSize {
+    const char* name = "";
+    std::string shape;
+    size_t count = 0, elem_bytes = 0;
+    size_t bytes() const { return count * elem_bytes; }
 };
 
 }  // namespace llmc

@@ -107,7 +107,9 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("a,overfit", "1: train on the first batch only", v(o.overfit_single_batch))
         ("skip-loss-z", "-sl: skip steps whose loss z-score exceeds this (0: off)", v(o.skip_loss_z))
         ("skip-grad-z", "-sg: skip steps whose grad-norm z-score exceeds this (0: off)", v(o.skip_grad_z))
-        ("max-bad-steps", "stop after this many steps in a row with a non-finite loss or grad norm", v(o.max_bad_steps));
+        ("max-bad-steps", "stop after this many steps in a row with a non-finite loss or grad norm", v(o.max_bad_steps))
+        ("dry-run", "print the device memory plan per rank (-pn ranks, -z stage) and exit: no data, no allocation",
+         cxxopts::value(o.dry_run));
     opts.add_options("distributed")
         ("init-method", "-pi: auto, mpi or fs", s(o.init_method))
         ("num-processes", "-pn: world size override", v(o.num_processes))

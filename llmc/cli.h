@@ -48,6 +48,7 @@ struct TrainOptions {
     int recompute = 0;          // -r
     int master_weights = 1;     // -w
     int overfit_single_batch = 0;  // -a
+    bool dry_run = false;       // --dry-run: print the device memory plan per rank and exit
     float skip_loss_z = 0.0f, skip_grad_z = 0.0f;  // -sl, -sg
     int max_bad_steps = 5;      // stop after this many non-finite steps in a row
     // distributed

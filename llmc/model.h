@@ -18,8 +18,10 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "backend.h"
 #include "config.h"
 #include "error.h"
 #include "layout.h"
@@ -39,6 +41,15 @@ struct ModelOptions {
     bool gradient_buffer = true;
 };
 
+// The model's device buffers besides the parameters and gradients, in allocation order. GPT2::activation_plan()
+// gives their sizes; the model allocates exactly these, and the trainer's --dry-run prints them (llmc/memory_plan.h):
+// one table, so the printed plan cannot drift from what is allocated.
+enum ActBuffer {
+    ACT_INPUTS, ACT_TARGETS, ACT_ENCODED, ACT_LN1, ACT_LN1_MEAN, ACT_LN1_RSTD, ACT_QKV, ACT_ATTY, ACT_ATT_STATE,
+    ACT_RES2, ACT_LN2, ACT_LN2_MEAN, ACT_LN2_RSTD, ACT_FCH, ACT_FCH_GELU, ACT_BRANCH, ACT_RES3, ACT_LNF, ACT_LNF_MEAN,
+    ACT_LNF_RSTD, ACT_LOGITS, ACT_LOSSES, GRAD_RESIDUAL, GRAD_C, GRAD_3C, GRAD_4C, NUM_ACT_BUFFERS
+};
+
 template <class Backend>
 class GPT2 {
 public:
@@ -46,12 +57,8 @@ public:
 
     GPT2(Backend& be, const GPT2Config& cfg, size_t B, size_t T, const ModelOptions& opt = ModelOptions())
         : be_(be), cfg_(cfg), layout_(cfg), B_(B), T_(T), opt_(opt) {
-        validate_config(cfg);
-        if (B == 0 || T == 0) fail("batch size B=%zu and sequence length T=%zu must be positive", B, T);
-        if (T > cfg.max_seq_len)
-            fail("sequence length T=%zu is longer than the model's maximum %zu (maxT)", T, cfg.max_seq_len);
-        if (opt.pad_to == 0) fail("ModelOptions::pad_to must be positive");
-        padded_ = (layout_.total + opt.pad_to - 1) / opt.pad_to * opt.pad_to;
+        check_shape(cfg, B, T, opt);
+        padded_ = padded_params(layout_, opt);
         params_ = (act_t*)be_.alloc(padded_ * sizeof(act_t));
         if (opt.gradient_buffer) grads_ = (float*)be_.alloc(padded_ * sizeof(float));
         for (size_t b = 0; b < num_grad_buckets(layout_); b++) bucket_ranges_.push_back(bucket_ranges(layout_, b));
@@ -152,18 +159,18 @@ public:
             LayerActs a = layer_acts(l);
             const act_t* res_in = l == 0 ? a_.encoded : layer_acts(l - 1).res3;
             be_.matmul_forward(a.qkv, a.ln1, w.qkvw, w.qkvb, N, C, 3 * C);              // (B,T,3C)
-            be_.attention_forward(a.atty, a.att, a.qkv, B, T, C, NH);                    // (B,T,C), att (B,NH,T,T)
-            be_.matmul_forward(a.attproj, a.atty, w.attprojw, w.attprojb, N, C, C);      // (B,T,C)
+            be_.attention_forward(a.atty, a.att_state, a.qkv, B, T, C, NH);              // (B,T,C) + state
+            be_.matmul_forward(a_.branch, a.atty, w.attprojw, w.attprojb, N, C, C);      // (B,T,C)
             be_.fused_residual_layernorm_forward(a.res2, a.ln2, a.ln2_mean, a.ln2_rstd,  // (B,T,C) x2
-                                                 res_in, a.attproj, w.ln2w, w.ln2b, N, C);
+                                                 res_in, a_.branch, w.ln2w, w.ln2b, N, C);
             be_.matmul_forward(a.fch_gelu, a.ln2, w.fcw, w.fcb, N, C, 4 * C, a.fch);     // (B,T,4C) x2
-            be_.matmul_forward(a.fcproj, a.fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C); // (B,T,C)
+            be_.matmul_forward(a_.branch, a.fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C); // (B,T,C)
             // res3 = res2 + fcproj, normalised by the next layer's ln1 or by the final layernorm.
             bool last = l + 1 == L;
             LayerActs next = last ? a : layer_acts(l + 1);
             be_.fused_residual_layernorm_forward(a.res3, last ? a_.lnf : next.ln1,
                                                  last ? a_.lnf_mean : next.ln1_mean,
-                                                 last ? a_.lnf_rstd : next.ln1_rstd, a.res2, a.fcproj,
+                                                 last ? a_.lnf_rstd : next.ln1_rstd, a.res2, a_.branch,
                                                  last ? p.lnfw() : p.layer(l + 1).ln1w,
                                                  last ? p.lnfb() : p.layer(l + 1).ln1b, N, C);
         }
@@ -248,7 +255,7 @@ public:
                                    N, C);
             // Attention: res2 = res_in + attproj(attention(qkv(ln1(res_in))))
             be_.matmul_backward(d_.buf_c, gw.attprojw, gw.attprojb, d_.residual, a.atty, w.attprojw, N, C, C);
-            be_.attention_backward(d_.buf_3c, d_.buf_c, a.qkv, a.att, B, T, C, NH);
+            be_.attention_backward(d_.buf_3c, d_.buf_c, a.qkv, a.atty, a.att_state, B, T, C, NH);
             if (opt_.recompute_layernorm)
                 be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
             be_.matmul_backward(d_.buf_c, gw.qkvw, gw.qkvb, d_.buf_3c, a.ln1, w.qkvw, N, C, 3 * C);
@@ -262,6 +269,59 @@ public:
 
     // Bytes of device memory held by the model (parameters, gradients, activations).
     size_t memory_bytes() const { return memory_bytes_; }
+
+    // Fails with a message unless a model of this shape can be created (the backend's attention included).
+    static void check_shape(const GPT2Config& cfg, size_t B, size_t T, const ModelOptions& opt) {
+        validate_config(cfg);
+        if (B == 0 || T == 0) fail("batch size B=%zu and sequence length T=%zu must be positive", B, T);
+        if (T > cfg.max_seq_len)
+            fail("sequence length T=%zu is longer than the model's maximum %zu (maxT)", T, cfg.max_seq_len);
+        if (opt.pad_to == 0) fail("ModelOptions::pad_to must be positive");
+        Backend::check_attention_shape(cfg.channels, cfg.num_heads);
+    }
+    // Elements of the flat parameter and gradient buffers: the parameter count padded to a multiple of opt.pad_to.
+    static size_t padded_params(const ParamLayout& layout, const ModelOptions& opt) {
+        return (layout.total + opt.pad_to - 1) / opt.pad_to * opt.pad_to;
+    }
+    // The activation buffers a model of this shape allocates (indexed by ActBuffer), without allocating anything.
+    static std::vector<BufferSize> activation_plan(const GPT2Config& cfg, size_t B, size_t T, const ModelOptions& opt) {
+        check_shape(cfg, B, T, opt);
+        const size_t N = B * T, C = cfg.channels, L = cfg.num_layers, NH = cfg.num_heads;
+        const size_t A = sizeof(act_t), F = sizeof(float), I = sizeof(int);
+        const size_t ln_layers = opt.recompute_layernorm ? 1 : L;  // -r 2: one buffer serves every layer
+        const size_t gelu_layers = opt.recompute_gelu ? 1 : L;     // -r >= 1: likewise for gelu(fch)
+        const std::string ln_shape = opt.recompute_layernorm ? "N x C (-r 2)" : "L x N x C";
+        std::vector<BufferSize> p(NUM_ACT_BUFFERS);
+        p[ACT_INPUTS] = {"input tokens", "N", N, I};
+        p[ACT_TARGETS] = {"target tokens", "N", N, I};
+        p[ACT_ENCODED] = {"encoded", "N x C", N * C, A};
+        p[ACT_LN1] = {"ln1", ln_shape, ln_layers * N * C, A};
+        p[ACT_LN1_MEAN] = {"ln1 mean", "L x N", L * N, F};
+        p[ACT_LN1_RSTD] = {"ln1 rstd", "L x N", L * N, F};
+        p[ACT_QKV] = {"qkv", "L x N x 3C", L * N * 3 * C, A};
+        p[ACT_ATTY] = {"attention out", "L x N x C", L * N * C, A};
+        p[ACT_ATT_STATE] = {"attention state", std::string("L x ") + Backend::attention_state_shape,
+                            L * Backend::attention_state_elems(B, T, NH), F};
+        p[ACT_RES2] = {"residual 2", "L x N x C", L * N * C, A};
+        p[ACT_LN2] = {"ln2", ln_shape, ln_layers * N * C, A};
+        p[ACT_LN2_MEAN] = {"ln2 mean", "L x N", L * N, F};
+        p[ACT_LN2_RSTD] = {"ln2 rstd", "L x N", L * N, F};
+        p[ACT_FCH] = {"fch (pre-GELU)", "L x N x 4C", L * N * 4 * C, A};
+        p[ACT_FCH_GELU] = {"gelu(fch)", opt.recompute_gelu ? "N x 4C (-r >= 1)" : "L x N x 4C",
+                           gelu_layers * N * 4 * C, A};
+        p[ACT_BRANCH] = {"residual branch out", "N x C", N * C, A};
+        p[ACT_RES3] = {"residual 3", "L x N x C", L * N * C, A};
+        p[ACT_LNF] = {"lnf", "N x C", N * C, A};
+        p[ACT_LNF_MEAN] = {"lnf mean", "N", N, F};
+        p[ACT_LNF_RSTD] = {"lnf rstd", "N", N, F};
+        p[ACT_LOGITS] = {"logits", "N x Vp", N * cfg.padded_vocab_size, A};
+        p[ACT_LOSSES] = {"losses", "N", N, F};
+        p[GRAD_RESIDUAL] = {"d residual", "N x C", N * C, A};
+        p[GRAD_C] = {"d (N, C)", "N x C", N * C, A};
+        p[GRAD_3C] = {"d qkv", "N x 3C", N * 3 * C, A};
+        p[GRAD_4C] = {"d fch", "N x 4C", N * 4 * C, A};
+        return p;
+    }
 
 private:
     // Where backward accumulates one bucket: a packed bucket buffer (ranges != nullptr) or the flat buffer.
@@ -285,59 +345,55 @@ private:
 
     // One layer's activations: views into the stacked (L, ...) buffers.
     struct LayerActs {
-        act_t *ln1, *qkv, *atty, *att, *attproj, *res2, *ln2, *fch, *fch_gelu, *fcproj, *res3;
-        float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+        act_t *ln1, *qkv, *atty, *res2, *ln2, *fch, *fch_gelu, *res3;
+        float *att_state, *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
     };
-    struct Acts {  // every buffer stacked over layers where it is per layer
-        act_t *encoded, *ln1, *qkv, *atty, *att, *attproj, *res2, *ln2, *fch, *fch_gelu, *fcproj, *res3, *lnf,
-            *logits;
-        float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
+    // Every buffer, stacked over layers where it is per layer. `branch` holds a residual branch's output (the
+    // attention projection, later the MLP projection) only until the fused residual + layernorm that follows adds it
+    // in: backward never reads it, so one (N, C) buffer serves both and every layer.
+    struct Acts {
+        act_t *encoded, *ln1, *qkv, *atty, *res2, *ln2, *fch, *fch_gelu, *branch, *res3, *lnf, *logits;
+        float *att_state, *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
     };
     struct GradActs {  // activation gradients of one layer at a time, reused layer after layer (by the same role)
         act_t *residual, *buf_c, *buf_3c, *buf_4c;
     };
 
-    template <class X>
-    X* take(size_t n) {
-        size_t bytes = n * sizeof(X);
-        void* ptr = be_.alloc(bytes);
-        owned_.push_back(ptr);
-        memory_bytes_ += bytes;
-        return (X*)ptr;
-    }
-
     void allocate_activations() {
-        const size_t B = B_, T = T_, N = B * T, C = cfg_.channels, L = cfg_.num_layers, NH = cfg_.num_heads;
+        const std::vector<BufferSize> plan = activation_plan(cfg_, B_, T_, opt_);
         memory_bytes_ = padded_ * (sizeof(act_t) + (grads_ ? sizeof(float) : 0));
-        inputs_ = take<int>(N);
-        targets_ = take<int>(N);
-        a_.encoded = take<act_t>(N * C);
-        const size_t ln_layers = opt_.recompute_layernorm ? 1 : L;  // with -r 2 one buffer serves every layer
-        a_.ln1 = take<act_t>(ln_layers * N * C);
-        a_.ln1_mean = take<float>(L * N);
-        a_.ln1_rstd = take<float>(L * N);
-        a_.qkv = take<act_t>(L * N * 3 * C);
-        a_.atty = take<act_t>(L * N * C);
-        a_.att = take<act_t>(L * B * NH * T * T);
-        a_.attproj = take<act_t>(L * N * C);
-        a_.res2 = take<act_t>(L * N * C);
-        a_.ln2 = take<act_t>(ln_layers * N * C);
-        a_.ln2_mean = take<float>(L * N);
-        a_.ln2_rstd = take<float>(L * N);
-        a_.fch = take<act_t>(L * N * 4 * C);
-        // With recomputation one (N, 4C) buffer holds gelu(fch) of whichever layer is being processed.
-        a_.fch_gelu = take<act_t>((opt_.recompute_gelu ? 1 : L) * N * 4 * C);
-        a_.fcproj = take<act_t>(L * N * C);
-        a_.res3 = take<act_t>(L * N * C);
-        a_.lnf = take<act_t>(N * C);
-        a_.lnf_mean = take<float>(N);
-        a_.lnf_rstd = take<float>(N);
-        a_.logits = take<act_t>(N * cfg_.padded_vocab_size);
-        a_.losses = take<float>(N);
-        d_.residual = take<act_t>(N * C);
-        d_.buf_c = take<act_t>(N * C);
-        d_.buf_3c = take<act_t>(N * 3 * C);
-        d_.buf_4c = take<act_t>(N * 4 * C);
+        void* buf[NUM_ACT_BUFFERS];
+        for (int i = 0; i < NUM_ACT_BUFFERS; i++) {
+            buf[i] = be_.alloc(plan[i].bytes());
+            owned_.push_back(buf[i]);
+            memory_bytes_ += plan[i].bytes();
+        }
+        inputs_ = (int*)buf[ACT_INPUTS];
+        targets_ = (int*)buf[ACT_TARGETS];
+        a_.encoded = (act_t*)buf[ACT_ENCODED];
+        a_.ln1 = (act_t*)buf[ACT_LN1];
+        a_.ln1_mean = (float*)buf[ACT_LN1_MEAN];
+        a_.ln1_rstd = (float*)buf[ACT_LN1_RSTD];
+        a_.qkv = (act_t*)buf[ACT_QKV];
+        a_.atty = (act_t*)buf[ACT_ATTY];
+        a_.att_state = (float*)buf[ACT_ATT_STATE];
+        a_.res2 = (act_t*)buf[ACT_RES2];
+        a_.ln2 = (act_t*)buf[ACT_LN2];
+        a_.ln2_mean = (float*)buf[ACT_LN2_MEAN];
+        a_.ln2_rstd = (float*)buf[ACT_LN2_RSTD];
+        a_.fch = (act_t*)buf[ACT_FCH];
+        a_.fch_gelu = (act_t*)buf[ACT_FCH_GELU];
+        a_.branch = (act_t*)buf[ACT_BRANCH];
+        a_.res3 = (act_t*)buf[ACT_RES3];
+        a_.lnf = (act_t*)buf[ACT_LNF];
+        a_.lnf_mean = (float*)buf[ACT_LNF_MEAN];
+        a_.lnf_rstd = (float*)buf[ACT_LNF_RSTD];
+        a_.logits = (act_t*)buf[ACT_LOGITS];
+        a_.losses = (float*)buf[ACT_LOSSES];
+        d_.residual = (act_t*)buf[GRAD_RESIDUAL];
+        d_.buf_c = (act_t*)buf[GRAD_C];
+        d_.buf_3c = (act_t*)buf[GRAD_3C];
+        d_.buf_4c = (act_t*)buf[GRAD_4C];
     }
 
     // Views of layer l at the current batch shape: the stacked buffers are laid out for (B_, T_), and a smaller
@@ -350,15 +406,13 @@ private:
         a.ln1_rstd = a_.ln1_rstd + l * N;
         a.qkv = a_.qkv + l * N * 3 * C;
         a.atty = a_.atty + l * N * C;
-        a.att = a_.att + l * B_ * NH * T_ * T_;
-        a.attproj = a_.attproj + l * N * C;
+        a.att_state = a_.att_state + l * Backend::attention_state_elems(B_, T_, NH);
         a.res2 = a_.res2 + l * N * C;
         a.ln2 = a_.ln2 + (opt_.recompute_layernorm ? 0 : l * N * C);
         a.ln2_mean = a_.ln2_mean + l * N;
         a.ln2_rstd = a_.ln2_rstd + l * N;
         a.fch = a_.fch + l * N * 4 * C;
         a.fch_gelu = a_.fch_gelu + (opt_.recompute_gelu ? 0 : l * N * 4 * C);
-        a.fcproj = a_.fcproj + l * N * C;
         a.res3 = a_.res3 + l * N * C;
         return a;
     }

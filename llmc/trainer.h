@@ -34,6 +34,7 @@
 #include "error.h"
 #include "hellaswag.h"
 #include "logger.h"
+#include "memory_plan.h"
 #include "model.h"
 #include "model_file.h"
 #include "optimizer.h"
@@ -108,6 +109,19 @@ inline void test_stop_hook(int rank, int step) {
     }
 }
 
+// --dry-run: prints one rank's device memory plan (llmc/memory_plan.h) for these options on `world` ranks, before any
+// device memory exists (no backend is created) and without the data. Fails like the run would on a bad shape or -d.
+template <class Backend>
+void print_memory_plan(const TrainOptions& o, int world, const BackendOptions& bo) {
+    bool from_file = false;
+    const GPT2Config cfg = resolve_model_config(o.model, &from_file);
+    const size_t tokens_per_micro = (size_t)o.batch_size * (size_t)o.seq_len * (size_t)world;
+    if (o.total_batch > 0 && (size_t)o.total_batch % tokens_per_micro != 0)
+        fail("-d %lld is not divisible by B*T*ranks = %d*%d*%d = %zu", o.total_batch, o.batch_size, o.seq_len, world,
+             tokens_per_micro);
+    std::fputs(render_memory_plan(plan_training_memory<Backend>(o, cfg, world, bo)).c_str(), stdout);
+}
+
 template <class Backend>
 class Trainer {
 public:
@@ -126,7 +140,7 @@ public:
             fail("-d %zu is not divisible by B*T*ranks = %zu*%zu*%d = %zu (%s)", total_batch, B, T, world,
                  tokens_per_micro, batch_size_advice(total_batch, T, world).c_str());
         const size_t grad_accum = total_batch / tokens_per_micro;
-        const int zero_stage = o_.zero_stage >= 0 ? o_.zero_stage : (world > 1 ? 1 : 0);
+        const int zero_stage = zero_stage_for(o_, world);
 
         // The output directory is never destroyed (llmc/output_dir.h): a fresh run into an -o that holds an earlier
         // run is refused here, before anything is loaded; with --start-over the earlier files are moved aside below.
@@ -149,12 +163,7 @@ public:
         const DataSummary train_summary = check_data("-i", train, cfg.vocab_size);
         if (val) check_data("-j", *val, cfg.vocab_size);
 
-        ModelOptions mo;
-        mo.pad_to = zero_pad_multiple(world);
-        mo.recompute_gelu = o_.recompute >= 1;
-        mo.recompute_layernorm = o_.recompute >= 2;
-        mo.gradient_buffer = zero_stage != 2;  // ZeRO 2: the optimizer's bucket buffers instead (llmc/optimizer.h)
-        GPT2<Backend> model(be_, cfg, B, T, mo);
+        GPT2<Backend> model(be_, cfg, B, T, model_options_for(o_, world));
         if (from_file) model.set_params(read_model_file(o_.model).params);
         else model.init_gpt2(o_.seed);
 

@@ -369,7 +369,7 @@ void test_attention_case(const std::string& name, size_t B_, size_t T_, size_t C
 
     Vec W = randn(B_ * T_ * C_);
     Vec dqkv(qkv.size(), 1e3f);  // garbage: dqkv must be written
-    be.attention_backward(dqkv.data(), W.data(), qkv.data(), att.data(), B_, T_, C_, NH_);
+    be.attention_backward(dqkv.data(), W.data(), qkv.data(), out.data(), att.data(), B_, T_, C_, NH_);
     DVec g = fd_grad(qd, [&](const DVec& v) { return dot(ref_attention(v, B_, T_, C_, NH_), W); });
     check_grad(name + " backward dqkv (=)", dqkv.data(), g);
 }

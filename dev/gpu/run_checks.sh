@@ -10,9 +10,12 @@
 #      random tokens, and at B = 64 on real text (the Brown shards packed by pack.sh: skewed token frequencies, which
 #      the encoder backward must handle as fast)
 #   5. the same model in PyTorch (torch.compile, bf16 autocast, flash attention) in the same run
-#   6. the per-kernel benchmarks (dev/cuda), and the SASS check (test/sass_check.py) with the toolkit's cuobjdump
-#   7. with 2 or more GPUs: the NCCL collectives' watchdog (a stopped rank ends the job, named; no false alarm)
-#   8. ZeRO-2's bucket buffers and events against ZeRO-1 on the device (issue 14), with peak memory
+#   6. the per-kernel benchmarks (dev/cuda), and the SASS check (test/sass_check.py) with the toolkit's cuobjdump;
+#      attention checks itself against a plain GPU reference first
+#   7. PyTorch's scaled_dot_product_attention at the attention benchmark's shapes (dev/bench/pytorch_sdpa.py), and
+#      the --dry-run memory plan of the B = 64 run beside its measured peak
+#   8. with 2 or more GPUs: the NCCL collectives' watchdog (a stopped rank ends the job, named; no false alarm)
+#   9. ZeRO-2's bucket buffers and events against ZeRO-1 on the device (issue 14), with peak memory
 set -u
 cd "$(dirname "$0")/../.."
 B=.gpu_bundle
@@ -120,6 +123,9 @@ step pytorch_124M python3 dev/bench/pytorch_gpu_step.py --batch 16 --seq-len 102
 if command -v cuobjdump >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/cuobjdump ]; then
     step sass_check_cuobjdump python3 test/sass_check.py "$B/bin/train_gpt2"
 fi
+step pytorch_124M_B64 python3 dev/bench/pytorch_gpu_step.py --batch 64 --seq-len 1024 --steps 20
+step pytorch_sdpa python3 dev/bench/pytorch_sdpa.py --batch 64
+echo "gpt2_124M_B64 planned by --dry-run: $("$B/bin/train_gpt2" --dry-run -e d12 -b 64 -t 1024 | tail -n 1)" | tee -a "$summary"
 for k in "$B"/bin/*; do
     case "$(basename "$k")" in train_gpt2|test_gpt2) continue ;; esac
     step "kernel_$(basename "$k")" "$k"
@@ -137,7 +143,8 @@ for d in sorted(glob.glob(os.path.join(sys.argv[1], "run_124M_B*"))):
           statistics.median(r["tokens_per_sec"] for r in rows),
           100 * statistics.median((r["mfu"] or 0) for r in rows), statistics.median(r["ms"] for r in rows)))
 PY
-grep -h "tokens/s\|MiB" "$LOGS"/pytorch_124M.log "$LOGS"/gpt2_124M_B*.log 2>/dev/null | head -20 >>"$summary"
+grep -h "tokens/s\|MiB" "$LOGS"/pytorch_124M*.log "$LOGS"/gpt2_124M_B*.log 2>/dev/null | head -20 >>"$summary"
+grep -h "attention\|# check\|sdpa" "$LOGS"/kernel_attention.log "$LOGS"/pytorch_sdpa.log 2>/dev/null >>"$summary"
 for d in "$WORK"/run_*; do [ -f "$d/metrics.jsonl" ] && cp "$d/metrics.jsonl" "$LOGS/$(basename "$d").metrics.jsonl"; done
 tar czf "$RES/logs.tgz" -C "$WORK" logs
 cat "$summary"

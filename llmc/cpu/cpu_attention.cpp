@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <string>
 
 #include "../error.h"
 
@@ -48,7 +49,17 @@ void for_each_head(size_t B, size_t NH, int num_threads, F body) {
 }
 }  // namespace
 
-void CpuBackend::attention_forward(act_t* out, act_t* att, const act_t* qkv, size_t B, size_t T, size_t C,
+void CpuBackend::check_attention_shape(size_t C, size_t NH) {
+    if (NH == 0 || C % NH != 0) fail("attention: C=%zu is not a multiple of the number of heads NH=%zu", C, NH);
+}
+
+std::vector<BufferSize> CpuBackend::scratch_plan(size_t B, size_t T, size_t C, size_t NH, const BackendOptions& opt) {
+    const size_t threads = opt.num_threads > 0 ? (size_t)opt.num_threads : (size_t)omp_get_max_threads();
+    return {{"attention backward rows", "threads x 64 x T (" + std::to_string(threads) + " threads)",
+             threads * kBlock * T, sizeof(float)}};
+}
+
+void CpuBackend::attention_forward(act_t* out, float* att, const act_t* qkv, size_t B, size_t T, size_t C,
                                    size_t NH) {
     check_shape("attention_forward", B, T, C, NH);
     const size_t hs = C / NH, C3 = 3 * C;
@@ -86,12 +97,12 @@ void CpuBackend::attention_forward(act_t* out, act_t* att, const act_t* qkv, siz
     });
 }
 
-void CpuBackend::attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* att,
-                                    size_t B, size_t T, size_t C, size_t NH) {
+void CpuBackend::attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
+                                    const float* att, size_t B, size_t T, size_t C, size_t NH) {
     check_shape("attention_backward", B, T, C, NH);
     const size_t hs = C / NH, C3 = 3 * C;
     const float scale = 1.0f / std::sqrt((float)hs);
-    float* rows = scratch((size_t)num_threads_ * kBlock * T);
+    float* rows = scratch((size_t)num_threads_ * kBlock * T);  // as scratch_plan() counts it
     for_each_head(B, NH, num_threads_, [&](size_t b, size_t h) {
         float* dS = rows + (size_t)omp_get_thread_num() * kBlock * T;  // (m, n) with row stride n
         const float* Q = qkv + b * T * C3 + h * hs;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "../backend.h"
 
@@ -36,6 +37,9 @@ public:
     void floats_to_act(act_t* dst, const float* src, size_t n);          // both on the device, round to nearest
     void act_to_floats(float* dst, const act_t* src, size_t n);
     void synchronize();
+    // The backend's own buffers at the sizes a training step of the model with this shape grows them to (for the
+    // memory plan, llmc/memory_plan.h; nothing is allocated): attention_backward's per-thread rows.
+    static std::vector<BufferSize> scratch_plan(size_t B, size_t T, size_t C, size_t NH, const BackendOptions& opt);
     // Peak dense bf16 FLOP/s of the device, for MFU; 0 when not meaningful (the CPU), then MFU is not reported.
     double peak_flops() const { return 0.0; }
     // The GPU index the program chose (BackendOptions::device, from the local rank): the CPU computes on the host and
@@ -72,9 +76,14 @@ public:
     // out = gelu(inp), tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).  n elements.
     void gelu_forward(act_t* out, const act_t* inp, size_t n);
     // Causal self-attention. qkv (B,T,3C) holds q, k, v for each position (each C wide, heads contiguous inside).
-    // att (B,NH,T,T) receives the softmax probabilities (saved for backward; entries above the diagonal are 0).
-    // out (B,T,C) = att @ v, heads concatenated. Scale 1/sqrt(hs).
-    void attention_forward(act_t* out, act_t* att, const act_t* qkv, size_t B, size_t T, size_t C, size_t NH);
+    // out (B,T,C) = softmax(q k^T / sqrt(hs), causal) @ v, heads concatenated. `state` is what the forward saves for
+    // the backward, attention_state_elems(B, T, NH) floats whose meaning is the backend's own: here the softmax
+    // probabilities att (B,NH,T,T), 0 above the diagonal (the CUDA backend keeps a log-sum-exp per row instead).
+    static size_t attention_state_elems(size_t B, size_t T, size_t NH) { return B * NH * T * T; }
+    static constexpr const char* attention_state_shape = "B x NH x T x T (probabilities)";
+    // Fails unless the backend can run attention with C channels in NH heads (here: C % NH == 0).
+    static void check_attention_shape(size_t C, size_t NH);
+    void attention_forward(act_t* out, float* state, const act_t* qkv, size_t B, size_t T, size_t C, size_t NH);
     // Fused classifier. logits (N,Vp): columns >= V are ignored. losses[i] = -log softmax(logits[i,:V])[targets[i]].
     // If write_dlogits: logits is overwritten with dloss * (softmax - onehot(target)) in columns < V and 0 in the
     // padded columns (dloss is the gradient of the total loss with respect to each row's loss, e.g. 1/(B*T*accum)).
@@ -91,8 +100,9 @@ public:
     // dinp (N,C) += dL/dinp (residual stream: added); dweight, dbias (C) +=.
     void layernorm_backward(act_t* dinp, float* dweight, float* dbias, const act_t* dout, const act_t* inp,
                             const act_t* w, const float* mean, const float* rstd, size_t N, size_t C);
-    // dqkv (B,T,3C) = gradient of attention_forward's out with respect to qkv (written, =).
-    void attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* att,
+    // dqkv (B,T,3C) = gradient of attention_forward's out with respect to qkv (written, =), given the forward's qkv,
+    // out and state (out is not read here; the CUDA backend needs it).
+    void attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out, const float* state,
                             size_t B, size_t T, size_t C, size_t NH);
     // dwte (Vp,C) += scatter of dout by token; dwpe (maxT,C) += sum over b of dout[b,t]. Deterministic: the result
     // does not depend on thread scheduling.

@@ -23,11 +23,12 @@
 
 #include "launch.cuh"
 
-// `#pragma unroll` for nvcc; nothing under the simulator (g++ does not know the pragma).
-#ifdef LLMC_CUDASIM
-#define LLMC_UNROLL
-#else
+// Full unrolling of a loop with a compile-time trip count (register arrays are indexed by its variable, so it must
+// unroll to keep them in registers); g++ (the simulator build) spells the pragma differently.
+#ifdef __CUDACC__
 #define LLMC_UNROLL _Pragma("unroll")
+#else
+#define LLMC_UNROLL _Pragma("GCC unroll 32")
 #endif
 
 namespace llmc {

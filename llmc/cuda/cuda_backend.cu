@@ -61,7 +61,7 @@ CudaBackend::~CudaBackend() {
     if (main_) cudaStreamSynchronize(main_);
     if (comm_) cudaStreamSynchronize(comm_);
     gemm_.reset();
-    for (Scratch* s : {&attention_scratch_, &layernorm_partials_, &bias_partials_, &reduce_partials_, &encoder_groups_,
+    for (Scratch* s : {&attention_rowdot_, &layernorm_partials_, &bias_partials_, &reduce_partials_, &encoder_groups_,
                        &encoder_slots_})
         if (s->ptr) cudaFree(s->ptr);
     if (encoder_tokens_host_) cudaFreeHost(encoder_tokens_host_);
@@ -98,6 +98,22 @@ void* CudaBackend::scratch(Scratch& s, size_t bytes) {
     CUDA_CHECK(cudaMalloc(&s.ptr, bytes));
     s.bytes = bytes;
     return s.ptr;
+}
+
+std::vector<BufferSize> CudaBackend::scratch_plan(size_t B, size_t T, size_t C, size_t NH, const BackendOptions&) {
+    // The sizes the ops below request from scratch(): per training step of the model (llmc/model.h), layernorm
+    // backward runs on (N, C), bias gradients on the widest biased layer (fc, OC = 4C), the encoder groups N tokens
+    // into chunks (llmc/cuda/encoder_groups.h) and sums the chunks of frequent tokens in slots.
+    const size_t N = B * T;
+    return {
+        {"attention backward D", "B x NH x T, fp32", attention_rowdot_elems(B, T, NH), sizeof(float)},
+        {"layernorm backward partials", "fp32", layernorm_backward_scratch_floats(N, C), sizeof(float)},
+        {"bias gradient partials", "fp32, OC = 4C", bias_backward_scratch_floats(N, 4 * C), sizeof(float)},
+        {"reduction partials", "fp32", kMaxReducePartials, sizeof(float)},
+        {"encoder token grouping", "int32, 6N + 2", encoder_max_group_ints(N), sizeof(int)},
+        {"encoder chunk partial sums", "fp32, (2N / chunk + 1) x C", encoder_max_slots(N) * C, sizeof(float)},
+        {"cuBLASLt workspace", "bytes", GemmRunner::kWorkspaceBytes, 1},
+    };
 }
 
 // ---- memory ------------------------------------------------------------------------------------------------------
@@ -217,11 +233,12 @@ void CudaBackend::gelu_forward(act_t* out, const act_t* inp, size_t n) {
     count_path(llmc::gelu_forward(out, inp, n, main_));
 }
 
-void CudaBackend::attention_forward(act_t* out, act_t* att, const act_t* qkv, size_t B, size_t T, size_t C,
+void CudaBackend::check_attention_shape(size_t C, size_t NH) { llmc::check_attention_shape(C, NH); }
+
+void CudaBackend::attention_forward(act_t* out, float* state, const act_t* qkv, size_t B, size_t T, size_t C,
                                     size_t NH) {
     if (B * T * C == 0) return;
-    bf16* s = (bf16*)scratch(attention_scratch_, attention_scratch_elems(B, T, C, NH) * sizeof(bf16));
-    llmc::attention_forward(*gemm_, out, att, qkv, s, B, T, C, NH, main_);
+    llmc::attention_forward(out, state, qkv, B, T, C, NH, main_);
 }
 
 void CudaBackend::fused_classifier(act_t* logits, float* losses, const int* targets, float dloss, size_t N, size_t V,
@@ -246,11 +263,11 @@ void CudaBackend::layernorm_backward(act_t* dinp, float* dweight, float* dbias, 
     count_path(llmc::layernorm_backward(dinp, dweight, dbias, partials, dout, inp, w, mean, rstd, N, C, main_));
 }
 
-void CudaBackend::attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* att, size_t B,
-                                     size_t T, size_t C, size_t NH) {
+void CudaBackend::attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
+                                     const float* state, size_t B, size_t T, size_t C, size_t NH) {
     if (B * T * C == 0) return;
-    bf16* s = (bf16*)scratch(attention_scratch_, attention_scratch_elems(B, T, C, NH) * sizeof(bf16));
-    llmc::attention_backward(*gemm_, dqkv, dout, qkv, att, s, B, T, C, NH, main_);
+    float* rowdot = (float*)scratch(attention_rowdot_, attention_rowdot_elems(B, T, NH) * sizeof(float));
+    llmc::attention_backward(dqkv, rowdot, dout, qkv, out, state, B, T, C, NH, main_);
 }
 
 void CudaBackend::encoder_backward(float* dwte, float* dwpe, const act_t* dout, const int* inp, size_t B, size_t T,

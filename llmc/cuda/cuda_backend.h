@@ -54,6 +54,10 @@ public:
     void act_to_floats(float* dst, const act_t* src, size_t n);
     void synchronize();
     double peak_flops() const { return peak_flops_; }
+    // The buffers this backend allocates for itself, at the sizes a training step of the model with this shape grows
+    // them to (llmc/cpu/cpu_backend.h; for the memory plan, nothing is allocated): the op-private scratch below and
+    // the cuBLASLt workspace.
+    static std::vector<BufferSize> scratch_plan(size_t B, size_t T, size_t C, size_t NH, const BackendOptions& opt);
 
     // ---- streams -------------------------------------------------------------------------------------------------
     void* main_stream() { return (void*)main_; }
@@ -75,7 +79,13 @@ public:
     void matmul_forward(act_t* out, const act_t* inp, const act_t* w, const act_t* bias,
                         size_t N, size_t C, size_t OC, act_t* pre_gelu = nullptr);
     void gelu_forward(act_t* out, const act_t* inp, size_t n);
-    void attention_forward(act_t* out, act_t* att, const act_t* qkv, size_t B, size_t T, size_t C, size_t NH);
+    // Attention's saved state (semantics: llmc/cpu/cpu_backend.h) is the fp32 base-2 log-sum-exp of each row of
+    // scaled scores, (B, NH, T): the backward recomputes the probabilities from it (llmc/cuda/attention.cuh).
+    static size_t attention_state_elems(size_t B, size_t T, size_t NH) { return B * NH * T; }
+    static constexpr const char* attention_state_shape = "B x NH x T (log-sum-exp)";
+    // Fails unless hs = C / NH is one of the kernels' head sizes (16, 32, 64, 128).
+    static void check_attention_shape(size_t C, size_t NH);
+    void attention_forward(act_t* out, float* state, const act_t* qkv, size_t B, size_t T, size_t C, size_t NH);
     void fused_classifier(act_t* logits, float* losses, const int* targets, float dloss,
                           size_t N, size_t V, size_t Vp, bool write_dlogits);
 
@@ -84,7 +94,7 @@ public:
                          size_t N, size_t C, size_t OC, const act_t* pre_gelu = nullptr);
     void layernorm_backward(act_t* dinp, float* dweight, float* dbias, const act_t* dout, const act_t* inp,
                             const act_t* w, const float* mean, const float* rstd, size_t N, size_t C);
-    void attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* att,
+    void attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out, const float* state,
                             size_t B, size_t T, size_t C, size_t NH);
     // Groups positions by token on the host (see encoder.cuh): with the grouping of the last
     // encoder_backward_prepare (the model's training forward) no synchronisation; without one it copies the tokens
@@ -135,7 +145,7 @@ private:
     cudaEvent_t main_done_ = nullptr, comm_done_ = nullptr;
     std::unique_ptr<GemmRunner> gemm_;
 
-    Scratch attention_scratch_;         // attention_forward / _backward: permuted q, k, v, y and their gradients
+    Scratch attention_rowdot_;          // attention_backward: D = rowsum(dout * out), (B, NH, T) floats
     Scratch layernorm_partials_;        // layernorm_backward: per-block dweight / dbias partial sums
     Scratch bias_partials_;             // matmul_backward: per-block dbias partial sums
     Scratch reduce_partials_;           // sum_into / norm_squared_into: per-block partial sums

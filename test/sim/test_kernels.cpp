@@ -532,129 +532,7 @@ void test_gelu(CudaBackend& gpu, CpuBackend& cpu, size_t n) {
     check_bound(tag + " forward", f[0], ref, b);
 }
 
-// ---- attention ----------------------------------------------------------------------------------------------------
-// Forward, per row i of a head (scale = 1/sqrt(hs)):
-//   scores s_ij = round(scale q_i.k_j): |ds_ij| <= U |s_ij| + G(hs) scale sum |q||k|;  D_i = max_j |ds_ij|.
-//   softmax from perturbed scores: |dp_ij| <= p_ij (exp(2 D_i) - 1) <= p_ij 2 D_i (1 + 2 D_i), plus fp32 exp / sum
-//   error G(T) p_ij + 2^-21 p_ij, plus the bf16 rounding of p: U p_ij.
-//   y = P V (fp32 GEMM of the stored P) then round: U |y| + sum_j |dp_ij| |v_jd| + G(T) sum_j p_ij |v_jd|.
-//   Entries above the diagonal are exactly 0.
-// Backward, with the same bf16 att given to both backends (dP = dy v^T, dot_i = sum_j p dP, dS = scale p (dP - dot)):
-//   e1  = U |dP| + G(hs) sum |dy||v|;  edot_i = sum_j p e1 + G(T) sum_j p |dP|
-//   edS = scale p (e1 + edot) + U |dS| + 4 u32 scale p (|dP| + |dot|)
-//   dQ: U |dQ| + sum_j edS |k| + G(T) sum_j |dS||k|;  dK: U |dK| + sum_i edS |q| + G(T) sum_i |dS||q|
-//   dV: U |dV| + G(T) sum_i p |dy|
-void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_t NH, size_t hs) {
-    const size_t C = NH * hs, C3 = 3 * C;
-    const std::string tag = "attention B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" +
-                            std::to_string(NH) + " hs=" + std::to_string(hs);
-    Arena a(gpu);
-    Vec qkv = random_bf16(B * T * C3, -2, 2);
-    Vec out_ref(B * T * C), att_ref(B * NH * T * T);
-    cpu.attention_forward(out_ref.data(), att_ref.data(), qkv.data(), B, T, C, NH);
-    bf16 *d_qkv = a.bf(B * T * C3), *d_out = a.bf(B * T * C), *d_att = a.bf(B * NH * T * T);
-    put(gpu, d_qkv, qkv);
-    Outputs f = run_all_orders(tag + " forward", [&] {
-        gpu.attention_forward(d_out, d_att, d_qkv, B, T, C, NH);
-        return Outputs{get(gpu, d_out, B * T * C), get(gpu, d_att, B * NH * T * T)};
-    });
-    const double scale = 1.0 / std::sqrt((double)hs);
-    auto Q = [&](size_t b, size_t t, size_t h, size_t d) { return (double)qkv[(b * T + t) * C3 + h * hs + d]; };
-    auto K = [&](size_t b, size_t t, size_t h, size_t d) { return (double)qkv[(b * T + t) * C3 + C + h * hs + d]; };
-    auto Vv = [&](size_t b, size_t t, size_t h, size_t d) { return (double)qkv[(b * T + t) * C3 + 2 * C + h * hs + d]; };
-    Bound batt(B * NH * T * T, 0.0), bout(B * T * C, 0.0);
-    for (size_t b = 0; b < B; b++)
-        for (size_t h = 0; h < NH; h++)
-            for (size_t i = 0; i < T; i++) {
-                const size_t row = ((b * NH + h) * T + i) * T;
-                double D = 0;
-                for (size_t j = 0; j <= i; j++) {
-                    double s = 0, sa = 0;
-                    for (size_t d = 0; d < hs; d++) {
-                        s += Q(b, i, h, d) * K(b, j, h, d);
-                        sa += std::fabs(Q(b, i, h, d) * K(b, j, h, d));
-                    }
-                    D = std::max(D, U * std::fabs(s * scale) + G(hs) * scale * sa);
-                }
-                for (size_t j = 0; j <= i; j++) {
-                    double p = att_ref[row + j];
-                    batt[row + j] = p * (2 * D * (1 + 2 * D) + G(T) + 0x1p-21 + U);
-                }
-                for (size_t d = 0; d < hs; d++) {
-                    double e = 0, sp = 0;
-                    for (size_t j = 0; j <= i; j++) {
-                        e += batt[row + j] * std::fabs(Vv(b, j, h, d));
-                        sp += att_ref[row + j] * std::fabs(Vv(b, j, h, d));
-                    }
-                    const size_t o = (b * T + i) * C + h * hs + d;
-                    bout[o] = U * std::fabs(out_ref[o]) + e + G(T) * sp;
-                }
-            }
-    check_bound(tag + " forward att (probabilities, 0 above the diagonal)", f[1], att_ref, batt);
-    check_bound(tag + " forward out", f[0], out_ref, bout);
-
-    Vec att = round_bf16(att_ref), dout = random_bf16(B * T * C, -1, 1);
-    Vec dqkv_ref(B * T * C3);
-    cpu.attention_backward(dqkv_ref.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
-    bf16 *d_dout = a.bf(B * T * C), *d_dqkv = a.bf(B * T * C3);
-    put(gpu, d_dout, dout);
-    Outputs bk = run_all_orders(tag + " backward", [&] {
-        put(gpu, d_att, att);
-        gpu.attention_backward(d_dqkv, d_dout, d_qkv, d_att, B, T, C, NH);
-        return Outputs{get(gpu, d_dqkv, B * T * C3)};
-    });
-    Bound bq(B * T * C3, 0.0);
-    std::vector<double> dP(T * T), e1(T * T), dS(T * T), edS(T * T);
-    for (size_t b = 0; b < B; b++)
-        for (size_t h = 0; h < NH; h++) {
-            auto P = [&](size_t i, size_t j) { return (double)att[((b * NH + h) * T + i) * T + j]; };
-            auto dY = [&](size_t t, size_t d) { return (double)dout[(b * T + t) * C + h * hs + d]; };
-            for (size_t i = 0; i < T; i++) {
-                double dot = 0, dota = 0, edot = 0;
-                for (size_t j = 0; j <= i; j++) {
-                    double s = 0, sa = 0;
-                    for (size_t d = 0; d < hs; d++) {
-                        s += dY(i, d) * Vv(b, j, h, d);
-                        sa += std::fabs(dY(i, d) * Vv(b, j, h, d));
-                    }
-                    dP[i * T + j] = s;
-                    e1[i * T + j] = U * std::fabs(s) + G(hs) * sa;
-                    dot += P(i, j) * s;
-                    dota += P(i, j) * std::fabs(s);
-                    edot += P(i, j) * e1[i * T + j];
-                }
-                edot += G(T) * dota;
-                for (size_t j = 0; j < T; j++) {
-                    if (j > i) {
-                        dS[i * T + j] = edS[i * T + j] = 0;
-                        continue;
-                    }
-                    double ds = scale * P(i, j) * (dP[i * T + j] - dot);
-                    dS[i * T + j] = ds;
-                    edS[i * T + j] = scale * P(i, j) * (e1[i * T + j] + edot) + U * std::fabs(ds) +
-                                     4 * 0x1p-24 * scale * P(i, j) * (std::fabs(dP[i * T + j]) + std::fabs(dot));
-                }
-            }
-            for (size_t t = 0; t < T; t++)
-                for (size_t d = 0; d < hs; d++) {
-                    double eq = 0, sq = 0, ek = 0, sk = 0, sv = 0;
-                    for (size_t j = 0; j < T; j++) {  // dQ_t = sum_j dS[t,j] k_j
-                        eq += edS[t * T + j] * std::fabs(K(b, j, h, d));
-                        sq += std::fabs(dS[t * T + j] * K(b, j, h, d));
-                    }
-                    for (size_t i = 0; i < T; i++) {  // dK_t = sum_i dS[i,t] q_i;  dV_t = sum_i P[i,t] dy_i
-                        ek += edS[i * T + t] * std::fabs(Q(b, i, h, d));
-                        sk += std::fabs(dS[i * T + t] * Q(b, i, h, d));
-                        sv += P(i, t) * std::fabs(dY(i, d));
-                    }
-                    const size_t base = (b * T + t) * C3 + h * hs + d;
-                    bq[base] = U * std::fabs(dqkv_ref[base]) + eq + G(T) * sq;
-                    bq[base + C] = U * std::fabs(dqkv_ref[base + C]) + ek + G(T) * sk;
-                    bq[base + 2 * C] = U * std::fabs(dqkv_ref[base + 2 * C]) + G(T) * sv;
-                }
-        }
-    check_bound(tag + " backward dqkv", bk[0], dqkv_ref, bq);
-}
+// Attention (flash kernels, tensor cores) has its own program: test/sim/test_attention.cpp.
 
 // ---- fused classifier ----------------------------------------------------------------------------------------
 // The kernel (llmc/cuda/classifier.cuh) sums S = sum_j exp(x_j - mx) online: each term exp(x_j - m) is taken with
@@ -886,8 +764,6 @@ int main() {
         test_matmul(gpu, cpu, 7, 20, 24, false, false);   // no bias
         test_matmul(gpu, cpu, 7, 20, 24, false, true);    // GELU_AUX without bias
         test_matmul(gpu, cpu, 1000, 8, 16, true, true);   // N = 1000: 63 row blocks of 16 for the bias gradient
-        test_attention(gpu, cpu, 2, 7, 3, 4);
-        test_attention(gpu, cpu, 1, 37, 2, 6);  // T > 32: the softmax rows span several warp strides
         test_classifier(gpu, cpu, 5, 77, 80);      // vector; V not a multiple of 8: the last pack is masked
         test_classifier(gpu, cpu, 5, 77, 77);      // scalar
         test_classifier(gpu, cpu, 3, 1500, 1536);  // vector

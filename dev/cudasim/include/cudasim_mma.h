@@ -1,0 +1,42 @@
+// Warp-level tensor-core instructions under the simulator: what llmc/cuda/mma.cuh calls instead of inline PTX when it
+// is compiled with g++ -DLLMC_CUDASIM. Implemented in dev/cudasim/warp_mma.cpp.
+//
+//   mma_m16n8k16_bf16   mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 d, a, b, c
+//   ldmatrix_x4         ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16 r, [row]
+//   cp_async_16         cp.async.cg.shared.global [dst], [src], 16, src_bytes   (src_bytes 0 or 16)
+//   cp_async_commit     cp.async.commit_group
+//   cp_async_wait       cp.async.wait_group n
+//
+// mma and ldmatrix are warp collectives (built on the scheduler's warp_collective, so they are yield points like a
+// shuffle): every one of the 32 lanes must call them, and each lane gets exactly the registers the PTX ISA's fragment
+// tables give it (PTX ISA 9.0, section 9.7.14.5.8 "Matrix Fragments for mma.m16n8k16 with floating point type" and
+// section 9.7.14.5.15 "Warp-level matrix load instruction: ldmatrix"; docs/cudasim.md has the tables). The product
+// of the 16 exact bf16 x bf16 terms is summed in double and added to c, then rounded once to fp32.
+//
+// cp.async is emulated strictly: a copy happens when the issuing thread waits for its group (cp_async_wait), not when
+// it is issued. So a thread that reads the destination before waiting, or another thread that reads it before the
+// barrier that follows the wait, sees the old (poisoned) shared memory, as it may on a GPU.
+#pragma once
+
+#include <cstdint>
+
+namespace cudasim {
+
+// d = a * b + c for one warp: A 16x16 bf16 (row-major), B 16x8 bf16 (column-major), C and D 16x8 fp32. Each lane
+// passes its fragments: a = 4 registers of two bf16 each (low half first), b = 2 registers, c = 4 floats.
+void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]);
+
+// Four 8x8 b16 matrices from shared memory: lane l passes the address of row l % 8 of matrix l / 8 (16-byte
+// aligned). Lane l receives in r[m] two elements of matrix m: without trans, row l / 4 and columns 2 (l % 4), +1;
+// with trans, column l / 4 and rows 2 (l % 4), +1 (the element with the lower index in the low half).
+void ldmatrix_x4(uint32_t r[4], const void* row, bool trans);
+
+// An asynchronous 16-byte copy global -> shared (both 16-byte aligned); src_bytes (0 or 16) bytes are read and the
+// rest of the 16 is zero-filled. Pending until the issuing thread's cp_async_wait covers its group.
+void cp_async_16(void* dst_shared, const void* src_global, int src_bytes);
+// Closes the thread's current group of copies.
+void cp_async_commit();
+// Completes the thread's committed groups except the newest `pending` ones (cp.async.wait_group pending).
+void cp_async_wait(int pending);
+
+}  // namespace cudasim
