@@ -487,11 +487,15 @@ void test_failures_are_reported() {
     cudaMalloc(&out, 64 * sizeof(float));
     std::string err;
     check("divergent __syncthreads aborts with a clear message",
-          aborts_with([&] { cudasim::launch(divergent_barrier, dim3(1), dim3(64), 0, nullptr, out); },
-                      "Divergent __syncthreads", err), "stderr: %s", err.c_str());
+          aborts_with([&] {
+              cudasim::launch(divergent_barrier, dim3(1), dim3(64), 0, nullptr, out);
+              cudaDeviceSynchronize();
+          }, "Divergent __syncthreads", err), "stderr: %s", err.c_str());
     check("shuffle with an exited partner lane aborts",
-          aborts_with([&] { cudasim::launch(shuffle_after_exit, dim3(1), dim3(32), 0, nullptr, out); },
-                      "exited", err), "stderr: %s", err.c_str());
+          aborts_with([&] {
+              cudasim::launch(shuffle_after_exit, dim3(1), dim3(32), 0, nullptr, out);
+              cudaDeviceSynchronize();
+          }, "exited", err), "stderr: %s", err.c_str());
     check("over 48 KiB of dynamic shared memory without cudaFuncSetAttribute aborts",
           aborts_with([&] { cudasim::launch(big_dynamic, dim3(1), dim3(32), 64 * 1024, nullptr, out); },
                       "cudaFuncAttributeMaxDynamicSharedMemorySize", err), "stderr: %s", err.c_str());
@@ -499,6 +503,7 @@ void test_failures_are_reported() {
           aborts_with([&] {
               cudasim::set_thread_order(cudasim::Order::WarpSerial);
               cudasim::launch(divergent_barrier, dim3(1), dim3(64), 0, nullptr, out);
+              cudaDeviceSynchronize();
           }, "Divergent __syncthreads", err), "stderr: %s", err.c_str());
     check("a block of 2048 threads aborts",
           aborts_with([&] { cudasim::launch(big_dynamic, dim3(1), dim3(2048), 0, nullptr, out); },
@@ -542,6 +547,9 @@ void test_runtime() {
     cudaEventRecord(e1, s);
     cudaEventRecord(e2, s);
     float ms = -1;
+    check("cudaEventElapsedTime is cudaErrorNotReady before the events ran",
+          cudaEventElapsedTime(&ms, e0, e1) == cudaErrorNotReady);
+    cudaEventSynchronize(e1);
     check("cudaEventElapsedTime", cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess && ms >= 0.0f);
     std::printf("  (one more expected error line on stderr)\n");
     check("cudaEventElapsedTime refuses a DisableTiming event", cudaEventElapsedTime(&ms, e0, e2) != cudaSuccess);
@@ -803,8 +811,9 @@ void report_speed() {
     std::vector<float> hx(1024, 1.0f);
     float* x = to_device(hx);
     float* out;
-    cudaMalloc(&out, sizeof(float));
+    cudaMalloc(&out, 4 * sizeof(float));  // one sum per block
     for (int r = 0; r < 4; r++) cudasim::launch(block_sum, dim3(4), dim3(256), 0, nullptr, x, out);
+    cudaDeviceSynchronize();
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const uint64_t sw = cudasim::switch_count() - s0;
     std::printf("# speed: %llu context switches in %.3f s (%.0f ns each, launch overhead included)\n",
