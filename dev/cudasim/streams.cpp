@@ -16,6 +16,11 @@
 // A missing or misplaced wait therefore runs the consumer before the producer in some seeds (a wrong result), and
 // an asynchronous copy reads or writes host memory when it runs, not when it is enqueued.
 //
+// Two collectives of one communicator must be ordered by stream order or events: NCCL gives no order between
+// streams, so each rank could run them in a different order, or one could block the other (NVIDIA/nccl#217). A
+// collective that is not ordered after the previous collective of its communicator is reported (the simulator
+// itself runs them in issue order, so it never deadlocks on it).
+//
 // Hazard detector: copies, memsets and collectives touch exactly known byte ranges. Each operation carries a vector
 // clock (one entry per stream) built from stream order, event waits, the legacy stream rules and what the host has
 // observed; two such operations on overlapping bytes, one of them writing, with neither ordered before the other, are
@@ -112,8 +117,16 @@ uint64_t parse_seed() {
     return v;
 }
 
+// The last collective enqueued on a communicator.
+struct LastCollective {
+    int slot;
+    uint64_t tick;
+    std::string what, stream;
+};
+
 struct Scheduler {
     std::recursive_mutex mu;
+    std::unordered_map<const void*, LastCollective> last_collective;  // per communicator
     std::vector<CUstream_st*> slots;              // every stream ever created, by slot (never freed)
     std::unordered_set<CUstream_st*> handles;     // user streams that are not destroyed
     std::unordered_set<CUevent_st*> events;
@@ -125,7 +138,7 @@ struct Scheduler {
     uint64_t next_id = 1;
     int next_number = 1;
     bool running = false;                         // an operation is being executed
-    const uint64_t seed = parse_seed();
+    uint64_t seed = parse_seed();
     std::mt19937_64 rng{seed * 0x9E3779B97F4A7C15ull + 12345};
 
     Scheduler() {
@@ -178,6 +191,19 @@ struct Scheduler {
         }
     }
 
+    void check_collective_order(const Op& op) {
+        const Work& w = op.work;
+        if (!w.collective) return;
+        auto it = last_collective.find(w.comm);
+        if (it != last_collective.end() && it->second.tick > at(op.clock, it->second.slot))
+            fatal("NCCL hazard: `%s` on %s is not ordered after `%s` on %s, the previous collective of the same "
+                  "communicator (no stream order, event wait or host synchronisation between them): NCCL does not "
+                  "order collectives of different streams, so ranks may run them in different orders and deadlock",
+                  w.what.c_str(), stream_name(op.stream).c_str(), it->second.what.c_str(),
+                  it->second.stream.c_str());
+        last_collective[w.comm] = {op.stream->slot, op.clock[op.stream->slot], w.what, stream_name(op.stream)};
+    }
+
     // The host has observed everything `c` covers: operations it covers no longer race with later work.
     void observe(const Clock& c) {
         join(host, c);
@@ -209,6 +235,7 @@ struct Scheduler {
         if (op->clock.size() <= (size_t)s->slot) op->clock.resize(s->slot + 1, 0);
         op->clock[s->slot] = at(s->clock, s->slot) + 1;
         check_hazards(*op);
+        check_collective_order(*op);
         const Work& w = op->work;
         if (!w.reads.empty() || !w.writes.empty())
             recent.push_back({op->id, s->slot, op->clock[s->slot], w.what, stream_name(s), w.reads, w.writes});
@@ -339,6 +366,16 @@ void drain_communicator(const void* comm) {
 uint64_t stream_seed() { return sched().seed; }
 
 }  // namespace cudasim::detail
+
+namespace cudasim {
+void set_stream_seed(uint64_t seed) {
+    detail::Scheduler& s = detail::sched();
+    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    s.seed = seed;
+    s.rng.seed(seed * 0x9E3779B97F4A7C15ull + 12345);
+}
+uint64_t stream_seed() { return detail::stream_seed(); }
+}  // namespace cudasim
 
 using namespace cudasim::detail;
 

@@ -90,13 +90,16 @@ const SymbolTable& symbols() {
     return *table;
 }
 
-// "llmc::layernorm_forward_kernel(__nv_bfloat16*, ...)" -> "llmc::layernorm_forward_kernel"; template arguments stay.
+// "llmc::layernorm_forward_kernel(__nv_bfloat16*, ...)" -> "llmc::layernorm_forward_kernel": the parameter list is
+// the parenthesis group that ends the name ("(anonymous namespace)::" and template arguments stay).
 std::string strip_parameters(const std::string& s) {
+    size_t end = s.size();
+    while (end > 0 && s[end - 1] != ')') end--;  // skip a trailing " const"
+    if (end == 0) return s;
     int depth = 0;
-    for (size_t i = 0; i < s.size(); i++) {
-        if (s[i] == '<') depth++;
-        else if (s[i] == '>') depth--;
-        else if (s[i] == '(' && depth == 0) return s.substr(0, i);
+    for (size_t i = end; i-- > 0;) {
+        if (s[i] == ')') depth++;
+        else if (s[i] == '(' && --depth == 0) return i ? s.substr(0, i) : s;
     }
     return s;
 }

@@ -4,10 +4,8 @@
 #include <cuda_runtime.h>
 
 #include "dev/cudasim/include/cudasim.h"
+#include "test/sim/death_test.h"
 #include "test/testing.h"
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -18,6 +16,7 @@
 #include <vector>
 
 using testing::check;
+using testing::aborts_with;
 using testing::check_close;
 
 // ---- kernels ---------------------------------------------------------------------------------------------------
@@ -210,30 +209,6 @@ std::vector<T> to_host(const T* d, size_t n) {
     std::vector<T> h(n);
     cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
     return h;
-}
-
-// Runs fn in a child process; returns true if it aborted and its stderr contains `needle`.
-bool aborts_with(const std::function<void()>& fn, const std::string& needle, std::string& err) {
-    std::fflush(stdout);
-    std::fflush(stderr);
-    int fds[2];
-    if (pipe(fds) != 0) return false;
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], 2);
-        fn();
-        _exit(0);
-    }
-    close(fds[1]);
-    err.clear();
-    char buf[512];
-    ssize_t r;
-    while ((r = read(fds[0], buf, sizeof buf)) > 0) err.append(buf, (size_t)r);
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && err.find(needle) != std::string::npos;
 }
 
 std::vector<float> random_floats(size_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {

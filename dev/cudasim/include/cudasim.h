@@ -50,6 +50,12 @@ void for_each_order(Fn&& fn, uint64_t seed = 0x5eed) {
     set_thread_order(saved, saved_seed);
 }
 
+// The stream scheduler's seed: which of the operations CUDA allows to run next runs next, when the host waits for
+// device work (see docs/cudasim.md). The initial seed comes from CUDASIM_STREAM_SEED (default 1); 0 runs them in the
+// order they were enqueued.
+void set_stream_seed(uint64_t seed);
+uint64_t stream_seed();
+
 // Number of kernel launches run and of fiber context switches so far (for tests and speed checks).
 uint64_t launch_count();
 uint64_t switch_count();
