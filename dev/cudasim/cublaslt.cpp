@@ -228,13 +228,19 @@ cublasStatus_t check_alignment(const Algo& algo, const Layout& l, const void* pt
 // alignment preferences do not cover these pointers, so a misaligned one is not refused but faults on the device
 // ("misaligned address", pytorch#194497): the caller must check. Reported as the device fault it is.
 void check_epilogue_pointers(const Desc& d, const Problem& p) {
-    if ((p.bias_in || p.bgrada || p.bgradb) && (uintptr_t)d.bias % kVectorBytes != 0)
-        cudasim::detail::fatal("cublasLtMatmul epilogue %u: misaligned address: the bias pointer %p is not 16-byte "
-                               "aligned (cudaErrorMisalignedAddress on a GPU: the fused epilogue assumes it)",
-                               d.epilogue, d.bias);
-    if (p.aux && (uintptr_t)d.aux % kVectorBytes != 0)
-        cudasim::detail::fatal("cublasLtMatmul epilogue %u: misaligned address: the aux pointer %p is not 16-byte "
-                               "aligned (cudaErrorMisalignedAddress on a GPU)", d.epilogue, d.aux);
+    for (int bi = 0; bi < p.batch; bi++) {
+        const uintptr_t bias = (uintptr_t)d.bias + (uintptr_t)(bi * d.bias_batch_stride) * elem_bytes(p.bias_type);
+        const uintptr_t aux = (uintptr_t)d.aux + (uintptr_t)(bi * d.aux_batch_stride) * elem_bytes(p.aux_type);
+        if ((p.bias_in || p.bgrada || p.bgradb) && bias % kVectorBytes != 0)
+            cudasim::detail::fatal("cublasLtMatmul epilogue %u: misaligned address: the bias vector%s at %p is not "
+                                   "16-byte aligned (cudaErrorMisalignedAddress on a GPU: the fused epilogue assumes "
+                                   "it, and the heuristic does not refuse it)",
+                                   d.epilogue, bi ? " of a batch entry" : "", (void*)bias);
+        if (p.aux && aux % kVectorBytes != 0)
+            cudasim::detail::fatal("cublasLtMatmul epilogue %u: misaligned address: the aux matrix%s at %p is not "
+                                   "16-byte aligned (cudaErrorMisalignedAddress on a GPU)",
+                                   d.epilogue, bi ? " of a batch entry" : "", (void*)aux);
+    }
 }
 
 void gemm(const Desc& d, const Layout& a, const Layout& b, const Layout& c, const Layout& dd, const Problem& p,

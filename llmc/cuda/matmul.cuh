@@ -62,9 +62,12 @@ public:
     GemmRunner(const GemmRunner&) = delete;
     GemmRunner& operator=(const GemmRunner&) = delete;
 
-    // Runs the GEMM; returns false (and runs nothing) when cuBLASLt has no algorithm for this configuration, so that
-    // the caller can fall back to a plainer epilogue.
+    // Runs the GEMM; returns false (and runs nothing) when cuBLASLt has no algorithm for this configuration, or when
+    // a fused epilogue's bias or aux pointer is not 16-byte aligned, so that the caller can fall back to a plainer
+    // epilogue. cuBLASLt's alignment preferences do not cover those two pointers: the heuristic may pick a kernel
+    // that assumes 16 bytes and then fault on the device (pytorch#194497), so the check is ours.
     bool try_run(const GemmArgs& g, cudaStream_t stream) {
+        if ((g.bias && (uintptr_t)g.bias % 16 != 0) || (g.aux && (uintptr_t)g.aux % 16 != 0)) return false;
         Plan& p = plan(g);
         if (!p.found) return false;
         if (g.bias) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,

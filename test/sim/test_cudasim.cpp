@@ -569,6 +569,8 @@ struct GemmCase {
     bool bf16_in = false, bf16_out = false;
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
 };
+// Elements between the bias vectors of a batch: each vector 16-byte aligned, as the fused epilogues need.
+size_t bias_stride(const GemmCase& g) { return (std::max(g.m, g.n) + 7) / 8 * 8; }
 
 template <class T>
 std::vector<T> convert(const std::vector<float>& v) {
@@ -602,7 +604,7 @@ void run_gemm_case(cublasLtHandle_t handle, const GemmCase& g) {
     const size_t lda = arows + g.pad, ldb = brows + g.pad, ldc = g.m + g.pad;
     const size_t sa = lda * acols + 3, sb = ldb * bcols + 5, sc = ldc * g.n + 1;  // batch strides with gaps
     auto A = random_floats(sa * g.batch, 100), B = random_floats(sb * g.batch, 200);
-    auto C = random_floats(sc * g.batch, 300), bias = random_floats(std::max(g.m, g.n) * g.batch, 400);
+    auto C = random_floats(sc * g.batch, 300), bias = random_floats(bias_stride(g) * g.batch, 400);
     if (g.bf16_in) for (auto* v : {&A, &B}) for (auto& x : *v) x = bf16_round(x);
     if (g.bf16_out) for (auto* v : {&C, &bias}) for (auto& x : *v) x = bf16_round(x);
     const size_t aux_ld = (g.m + 7) / 8 * 8 + 8, aux_stride = aux_ld * g.n;
@@ -623,7 +625,7 @@ void run_gemm_case(cublasLtHandle_t handle, const GemmCase& g) {
     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epilogue, sizeof g.epilogue);
     if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT && g.epilogue != CUBLASLT_EPILOGUE_GELU) {
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dBias, sizeof dBias);
-        const int64_t bstride = (int64_t)std::max(g.m, g.n);
+        const int64_t bstride = (int64_t)bias_stride(g);
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bstride, sizeof bstride);
     }
     if (g.epilogue & 128) {
@@ -670,7 +672,7 @@ void run_gemm_case(cublasLtHandle_t handle, const GemmCase& g) {
                 double acc = 0;
                 for (size_t p = 0; p < g.k; p++) acc += op_at(A, g.ta, lda, bi * sa, i, p) * op_at(B, g.tb, ldb, bi * sb, p, j);
                 acc = g.alpha * acc + g.beta * C[bi * sc + j * ldc + i];
-                if (bias_in) acc += bias[bi * std::max(g.m, g.n) + i];
+                if (bias_in) acc += bias[bi * bias_stride(g) + i];
                 wantAux[bi * aux_stride + j * aux_ld + i] = acc;
                 if (gelu) acc = gelu_ref(acc);
                 wantD[bi * sc + j * ldc + i] = acc;
@@ -701,11 +703,11 @@ void run_gemm_case(cublasLtHandle_t handle, const GemmCase& g) {
         check_close("cuBLASLt " + g.name + ": AUX pre-GELU output", ga.data(), wa.data(), ga.size(), rtol, atol);
     }
     if (bgrad) {
-        auto gotBias = download(dBias, std::max(g.m, g.n) * g.batch, g.bf16_out);
+        auto gotBias = download(dBias, bias_stride(g) * g.batch, g.bf16_out);
         std::vector<float> gb, wb;
         for (int bi = 0; bi < g.batch; bi++)
             for (size_t j = 0; j < g.n; j++) {
-                gb.push_back(gotBias[bi * std::max(g.m, g.n) + j]);
+                gb.push_back(gotBias[bi * bias_stride(g) + j]);
                 wb.push_back((float)wantBias[bi * g.n + j]);
             }
         check_close("cuBLASLt " + g.name + ": BGRADB bias gradient", gb.data(), wb.data(), gb.size(), rtol, atol);
