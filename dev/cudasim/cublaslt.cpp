@@ -440,10 +440,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     if (cublasStatus_t s = validate(d, a, b, c, dd, p)) return s;
     if (d.pointer_mode != CUBLASLT_POINTER_MODE_HOST)
         return complain(CUBLAS_STATUS_NOT_SUPPORTED, "only CUBLASLT_POINTER_MODE_HOST (alpha, beta on the host) is simulated");
+    // A null algo is an implicit heuristic query with the default preferences (every alignment declared 256).
     Algo algo;
-    if (!algo_p || !load_algo(*algo_p, algo))
+    if (!algo_p) {
+        if (cublasStatus_t s = choose_algorithm(Preference(), a, b, c, dd, algo)) return s;
+    } else if (!load_algo(*algo_p, algo)) {
         return complain(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the algo is not one cublasLtMatmulAlgoGetHeuristic "
-                                                     "returned (a null algo is not a heuristic request)");
+                                                     "returned");
+    }
     const float alpha = *static_cast<const float*>(alpha_p), beta = *static_cast<const float*>(beta_p);
     if (beta != 0.0f && !C) return complain(CUBLAS_STATUS_INVALID_VALUE, "beta != 0 with a null C");
     if (cublasStatus_t s = check_alignment(algo, a, A, "A")) return s;

@@ -8,7 +8,8 @@
 #   3. one NCCL rank end to end: ./train_gpt2 on synthetic shards, with checkpoints and a resume
 #   4. GPT-2 124M throughput: ./train_gpt2 -e d12 -t 1024 at B = 16, 32, 64 (tokens/s, MFU, memory)
 #   5. the same model in PyTorch (torch.compile, bf16 autocast, flash attention) in the same run
-#   6. the per-kernel benchmarks (dev/cuda)
+#   6. the per-kernel benchmarks (dev/cuda), and dev/cuda/cublaslt_rules: what the real cuBLASLt does with each
+#      configuration the simulator's cuBLASLt refuses (a MISMATCH line means the simulator is too lax)
 set -u
 cd "$(dirname "$0")/../.."
 B=.gpu_bundle

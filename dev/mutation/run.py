@@ -122,7 +122,7 @@ def main():
     results = []
     for m in mutations:
         path = os.path.join(TREE, m.file)
-        original = open(os.path.join(ROOT, m.file)).read()
+        original = open(path).read()  # the scratch copy, as copied at the start
         with open(path, "w") as f:
             f.write(original.replace(m.find, m.replace, 1))
         t0 = time.time()
