@@ -40,6 +40,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -138,6 +139,7 @@ struct Scheduler {
     uint64_t next_id = 1;
     int next_number = 1;
     bool running = false;                         // an operation is being executed
+    const std::thread::id owner = std::this_thread::get_id();  // the thread that runs device work in queries
     uint64_t seed = parse_seed();
     std::mt19937_64 rng{seed * 0x9E3779B97F4A7C15ull + 12345};
 
@@ -319,11 +321,13 @@ cudaError_t invalid_handle(const char* fn, const void* h) {
 }
 
 // A query: an unfinished target gets one scheduling step (so a polling loop makes progress), then is looked at.
+// Only the program's main thread (the first to use the scheduler) runs device work; another thread (a watchdog)
+// only looks.
 template <class Done>
 cudaError_t query(Done target_done) {
     Scheduler& s = sched();
     if (target_done()) return cudaSuccess;
-    if (!s.running) s.step();
+    if (!s.running && std::this_thread::get_id() == s.owner) s.step();
     return target_done() ? cudaSuccess : cudaErrorNotReady;
 }
 
