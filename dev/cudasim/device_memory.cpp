@@ -79,23 +79,22 @@ Memory& mem() {
     return *m;
 }
 
-// The allocation whose mapping holds addr (guard pages included), or null. The handler calls this without the lock:
-// it runs on the thread that faulted, which is not inside an allocation call.
-const Allocation* mapping_of(const void* addr) {
+// The entry of `m` (keyed by start address) whose [start, start + extent(entry)) holds addr, or null. The fault
+// handler calls these without the lock: it runs on the thread that faulted, which is not inside an allocation call.
+template <class Map, class Extent>
+const typename Map::mapped_type* containing(const Map& m, const void* addr, Extent extent) {
     const char* a = static_cast<const char*>(addr);
-    auto& d = mem().device;
-    auto it = d.upper_bound(a);
-    if (it == d.begin()) return nullptr;
-    --it;
-    return a < it->second.map + it->second.map_bytes ? &it->second : nullptr;
-}
-const PinnedAllocation* pinned_of(const void* addr) {
-    const char* a = static_cast<const char*>(addr);
-    auto& m = mem().pinned;
     auto it = m.upper_bound(a);
     if (it == m.begin()) return nullptr;
     --it;
-    return a < it->second.p + it->second.bytes ? &it->second : nullptr;
+    return a < it->first + extent(it->second) ? &it->second : nullptr;
+}
+// The device allocation whose mapping (guard pages included) holds addr.
+const Allocation* mapping_of(const void* addr) {
+    return containing(mem().device, addr, [](const Allocation& a) { return a.map_bytes; });
+}
+const PinnedAllocation* pinned_of(const void* addr) {
+    return containing(mem().pinned, addr, [](const PinnedAllocation& a) { return a.bytes; });
 }
 
 // First byte in [p, p + n) that is not the poison byte, or null.

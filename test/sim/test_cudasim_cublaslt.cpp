@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "dev/cuda/cublaslt_case.h"
 #include "llmc/bf16.h"
 #include "llmc/cuda/cuda_backend.h"
 #include "test/sim/death_test.h"
@@ -32,122 +33,63 @@ std::vector<float> random_bf16(size_t n, unsigned seed) {
     return v;
 }
 
-// ---- the library's rules, called directly ----------------------------------------------------------------------
-// One bf16 GEMM D (m x n) = A (m x k) B (k x n), column-major, with the given declared alignment of A and pointers.
-struct Direct {
-    cublasLtHandle_t h = nullptr;
-    cublasLtMatmulDesc_t desc = nullptr;
-    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
-    cublasLtMatmulPreference_t pref = nullptr;
-    Direct(uint64_t m, uint64_t n, uint64_t k, int64_t lda, int batch = 1, int64_t stride_a = 0) {
-        cublasLtCreate(&h);
-        cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-        cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, m, k, lda);
-        cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, n, (int64_t)k);
-        cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, m, n, (int64_t)m);
-        if (batch > 1) {
-            const int64_t sb = (int64_t)(k * n), sd = (int64_t)(m * n);
-            cublasLtMatrixLayout_t ls[3] = {la, lb, ld};
-            const int64_t strides[3] = {stride_a, sb, sd};
-            for (int i = 0; i < 3; i++) {
-                cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
-                cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i],
-                                                 sizeof strides[i]);
-            }
-        }
-        cublasLtMatmulPreferenceCreate(&pref);
-    }
-    ~Direct() {
-        cublasLtMatmulPreferenceDestroy(pref);
-        cublasLtMatrixLayoutDestroy(la);
-        cublasLtMatrixLayoutDestroy(lb);
-        cublasLtMatrixLayoutDestroy(ld);
-        cublasLtMatmulDescDestroy(desc);
-        cublasLtDestroy(h);
-    }
-    void declare_a(uint32_t bytes) {
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &bytes, sizeof bytes);
-    }
-    bool heuristic(cublasLtMatmulHeuristicResult_t& r) {
-        int n = 0;
-        return cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, ld, ld, pref, 1, &r, &n) == CUBLAS_STATUS_SUCCESS &&
-               n == 1;
-    }
-    cublasStatus_t run(const void* a, const void* b, void* d, const cublasLtMatmulHeuristicResult_t& r) {
-        const float one = 1.0f, zero = 0.0f;
-        return cublasLtMatmul(h, desc, &one, a, la, b, lb, &zero, d, ld, d, ld, &r.algo, nullptr, 0, nullptr);
-    }
-};
-
+// ---- the library's rules, called directly (the same cases dev/cuda/cublaslt_rules.cu asks a real GPU) --------
 void test_library_rules() {
     const uint64_t m = 16, n = 8, k = 16;
     bf16* buf = nullptr;
     cudaMalloc(&buf, 4096 * sizeof(bf16));
     cudaMemset(buf, 0, 4096 * sizeof(bf16));
     bf16 *a = buf, *b = buf + 1024, *d = buf + 2048;
-    cublasLtMatmulHeuristicResult_t r;
     std::printf("  (the cudasim cuBLASLt lines on stderr below are expected)\n");
     {
-        Direct g(m, n, k, (int64_t)m);
+        CublasLtCase g(m, n, k, (int64_t)m);
         check("aligned operands with the default declared alignment (256 bytes): an algorithm, and it runs",
-              g.heuristic(r) && g.run(a, b, d, r) == CUBLAS_STATUS_SUCCESS);
+              g.heuristic() && g.matmul(a, b, d) == CUBLAS_STATUS_SUCCESS);
         check("planted bug, A 2-byte aligned but declared 256 (the default): cublasLtMatmul is "
-              "CUBLAS_STATUS_NOT_SUPPORTED", g.heuristic(r) && g.run(a + 1, b, d, r) == CUBLAS_STATUS_NOT_SUPPORTED);
+              "CUBLAS_STATUS_NOT_SUPPORTED", g.heuristic() && g.matmul(a + 1, b, d) == CUBLAS_STATUS_NOT_SUPPORTED);
         g.declare_a(2);
         check("A 2-byte aligned and declared so: an algorithm, and it runs",
-              g.heuristic(r) && g.run(a + 1, b, d, r) == CUBLAS_STATUS_SUCCESS);
+              g.heuristic() && g.matmul(a + 1, b, d) == CUBLAS_STATUS_SUCCESS);
         g.declare_a(1);
-        check("A declared 1-byte aligned (less than a bf16 element): no algorithm", !g.heuristic(r));
+        check("A declared 1-byte aligned (less than a bf16 element): no algorithm", !g.heuristic());
     }
     {
-        Direct g(m, n, k, (int64_t)m + 1);  // ld 17: columns start 34 bytes apart, the heuristic picks a 2-byte kernel
+        CublasLtCase g(m, n, k, (int64_t)m + 1);  // ld 17: columns 34 bytes apart, the heuristic picks a 2-byte kernel
         check("an odd leading dimension with aligned pointers: the heuristic picks a kernel for it",
-              g.heuristic(r) && g.run(a, b, d, r) == CUBLAS_STATUS_SUCCESS);
+              g.heuristic() && g.matmul(a, b, d) == CUBLAS_STATUS_SUCCESS);
     }
     {
-        Direct g(m, n, k, (int64_t)m, 2, (int64_t)(m * k + 1));  // batch entry 1 of A starts 2 bytes off
+        CublasLtCase g(m, n, k, (int64_t)m, 2, (int64_t)(m * k + 1));  // batch entry 1 of A starts 2 bytes off
         g.declare_a(16);
         check("planted bug, a strided batch whose odd stride misaligns entry 1, declared 16: NOT_SUPPORTED",
-              g.heuristic(r) && g.run(a, b, d, r) == CUBLAS_STATUS_NOT_SUPPORTED);
+              g.heuristic() && g.matmul(a, b, d) == CUBLAS_STATUS_NOT_SUPPORTED);
         g.declare_a(2);
-        check("the same batch declared 2-byte aligned: runs", g.heuristic(r) && g.run(a, b, d, r) == CUBLAS_STATUS_SUCCESS);
+        check("the same batch declared 2-byte aligned: runs", g.heuristic() && g.matmul(a, b, d) == CUBLAS_STATUS_SUCCESS);
     }
     {
-        Direct g(m, n, k, (int64_t)m);
-        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_GELU_AUX;
-        cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
-        void* aux = buf + 3072;
-        cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
-        int64_t aux_ld = (int64_t)m + 2;
-        cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
-        check("GELU_AUX with an aux leading dimension not divisible by 8: no algorithm", !g.heuristic(r));
-        aux_ld = (int64_t)m + 8;
-        cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
+        CublasLtCase g(m, n, k, (int64_t)m);
+        g.epilogue(CUBLASLT_EPILOGUE_GELU_AUX);
+        g.aux(buf + 3072, (int64_t)m + 2);
+        check("GELU_AUX with an aux leading dimension not divisible by 8: no algorithm", !g.heuristic());
+        g.aux(buf + 3072, (int64_t)m + 8);
         check("GELU_AUX with aux LD = rows + 8: an algorithm, and it runs",
-              g.heuristic(r) && g.run(a, b, d, r) == CUBLAS_STATUS_SUCCESS);
+              g.heuristic() && g.matmul(a, b, d) == CUBLAS_STATUS_SUCCESS);
     }
     {
-        Direct g(m, n, k, (int64_t)m);
-        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BGRADB;
-        cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
-        void* grad = buf + 3072;
-        cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &grad, sizeof grad);
-        const cudaDataType_t f32 = CUDA_R_32F;
-        cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &f32, sizeof f32);
+        CublasLtCase g(m, n, k, (int64_t)m);
+        g.epilogue(CUBLASLT_EPILOGUE_BGRADB);
+        g.bias(buf + 3072, CUDA_R_32F);
         check("BGRADB with an fp32 gradient for a bf16 output (the gradient must have the output's type): no algorithm",
-              !g.heuristic(r));
+              !g.heuristic());
     }
     std::string err;
     check("planted bug, the BIAS epilogue with a bias pointer that is not 16-byte aligned: reported as the device "
           "fault (misaligned address) it is",
           aborts_with([&] {
-              Direct g(m, n, k, (int64_t)m);
-              const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-              cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
-              void* bias = buf + 3073;
-              cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
-              if (g.heuristic(r)) g.run(a, b, d, r);
-              cudaDeviceSynchronize();
+              CublasLtCase g(m, n, k, (int64_t)m);
+              g.epilogue(CUBLASLT_EPILOGUE_BIAS);
+              g.bias(buf + 3073, CUDA_R_16BF);
+              std::printf("%s\n", g.outcome(a, b, d));
           }, {"misaligned address", "bias"}, err), "stderr: %s", err.c_str());
     cudaFree(buf);
 }
