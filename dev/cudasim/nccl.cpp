@@ -170,9 +170,26 @@ ncclResult_t enqueue_collective(ncclComm* comm, cudaStream_t stream, std::string
     return ncclSuccess;
 }
 
+const char* type_name(ncclDataType_t t) {
+    switch (t) {
+        case ncclInt8: return "int8";
+        case ncclUint8: return "uint8";
+        case ncclInt32: return "int32";
+        case ncclUint32: return "uint32";
+        case ncclInt64: return "int64";
+        case ncclUint64: return "uint64";
+        case ncclFloat16: return "fp16";
+        case ncclFloat32: return "fp32";
+        case ncclFloat64: return "fp64";
+        case ncclBfloat16: return "bf16";
+        default: return "other";
+    }
+}
+
 std::string describe(const char* fn, size_t count, ncclDataType_t t, const ncclComm* comm) {
     char buf[128];
-    std::snprintf(buf, sizeof buf, "%s of %zu elements (type %d, communicator %p)", fn, count, (int)t, (const void*)comm);
+    std::snprintf(buf, sizeof buf, "%s of %zu %s elements (communicator %p)", fn, count, type_name(t),
+                  (const void*)comm);
     return buf;
 }
 

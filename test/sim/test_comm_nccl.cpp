@@ -1,14 +1,20 @@
 // The CUDA backend's NcclComm (llmc/cuda/comm_nccl.cu) under the simulator, with mpirun -np N: every collective on
 // the backend's comm stream, ordered with the main stream by the backend's events as the optimizer does it, and the
 // barrier after collectives still queued on the non-blocking streams (the simulator reports two collectives of one
-// communicator that nothing orders, so a barrier that does not wait for them fails here).
+// communicator that nothing orders, so a barrier that does not wait for them fails here). Then the optimizer's
+// stream contract (llmc/optimizer.h): after step() the main stream may read the parameters without a device
+// synchronisation (the next forward does), for ZeRO 0 and 1, which must agree bitwise.
 #include <cuda_bf16.h>
 
 #include "llmc/bf16.h"
 #include "llmc/cuda/cuda_backend.h"
 #include "llmc/cuda/cuda_comm.h"
+#include "llmc/model.h"
+#include "llmc/optimizer.h"
 #include "test/dist_testing.h"
+#include "test/optimizer_fixture.h"
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -96,6 +102,38 @@ void test_nccl_comm(llmc::CudaBackend& be, llmc::Comm& comm) {
     be.free(g);
 }
 
+// Two AdamW steps on the tiny model with rank-dependent gradients; the parameters are read right after step() on
+// the main stream only (Model::get_params synchronises the main stream, not the device). A step that leaves the main
+// stream unordered with the comm stream's parameter gather is reported (both write or read the parameters) or reads
+// stale values.
+std::vector<float> optimizer_run(llmc::CudaBackend& be, llmc::Comm& comm, int stage) {
+    using namespace optimizer_fixture;
+    llmc::GPT2<llmc::CudaBackend> model(be, tiny_config(), 1, 1, padded_for(comm.world_size()));
+    const size_t n = model.num_params();
+    model.set_params(initial_params(n));
+    llmc::OptimConfig cfg;
+    cfg.weight_decay = 0.1f;
+    llmc::Optimizer<llmc::CudaBackend> opt(be, model, comm, cfg, stage, 42);
+    std::vector<float> params;
+    for (int step = 1; step <= 2; step++) {
+        std::vector<float> g(n);
+        for (size_t i = 0; i < n; i++) g[i] = (float)((int)((i * 7 + comm.rank() * 3 + step) % 17) - 8) * 0x1p-6f;
+        be.copy_to_device(model.grads(), g.data(), n * sizeof(float));
+        opt.reduce_gradients(true);
+        opt.step(1e-2f, step);
+        params = model.get_params();
+    }
+    be.synchronize();
+    return params;
+}
+
+void test_optimizer_streams(llmc::CudaBackend& be, llmc::Comm& comm) {
+    const std::vector<float> z0 = optimizer_run(be, comm, 0), z1 = optimizer_run(be, comm, 1);
+    dt::check("Optimizer on the CUDA backend: parameters read on the main stream right after step() are the same "
+              "for ZeRO 0 and ZeRO 1 (gathered, ordered)",
+              z0.size() == z1.size() && std::memcmp(z0.data(), z1.data(), z0.size() * sizeof(float)) == 0);
+}
+
 }  // namespace
 
 int main() {
@@ -103,5 +141,6 @@ int main() {
         llmc::CudaBackend be;
         std::unique_ptr<llmc::Comm> nccl = llmc::create_comm(be, mpi.info(), llmc::CommOptions());
         test_nccl_comm(be, *nccl);
+        test_optimizer_streams(be, *nccl);
     });
 }
