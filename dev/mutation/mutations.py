@@ -75,12 +75,12 @@ MUTATIONS = [
     Mutation(
         "common-block-sum-reads-unwritten", "shared", "llmc/cuda/common.cuh",
         "    v = lane < num_warps ? scratch[lane] : 0.0f;\n    return warp_sum(v);\n",
-        "    v = scratch[lane];\n    return warp_sum(v);\n",
+        "    (void)num_warps;\n    v = scratch[lane];\n    return warp_sum(v);\n",
         "block_sum reads all 32 partial slots, also those no warp of a smaller block wrote"),
     Mutation(
         "classifier-reads-unwritten-partials", "shared", "llmc/cuda/classifier.cuh",
         "    m = lane < num_warps ? smax[lane] : -3.402823466e38f;\n    s = lane < num_warps ? ssum[lane] : 0.0f;\n",
-        "    m = smax[lane];\n    s = ssum[lane];\n",
+        "    (void)num_warps;\n    m = smax[lane];\n    s = ssum[lane];\n",
         "the classifier combines all 32 per-warp slots, also unwritten ones"),
     Mutation(
         "classifier-no-barrier-before-overwrite", "shared", "llmc/cuda/classifier.cuh",

@@ -129,7 +129,8 @@ def main():
         try:
             ok, log = make(args.jobs)
             if not ok:
-                verdict, by = "BUILD ERROR", log.strip().splitlines()[-1][:120] if log.strip() else ""
+                errors = [l for l in log.splitlines() if "error" in l] or log.strip().splitlines()[-1:]
+                verdict, by = "BUILD ERROR", errors[0][:160] if errors else ""
             else:
                 rc, timed_out, failed, total, out = run_tests(args.filter, args.timeout)
                 if timed_out:
@@ -153,7 +154,7 @@ def main():
     for m, verdict, by, _ in results:
         print(f"| {m.id} | {m.cls} | {m.file} | {verdict} | {by} |")
     print(f"\nscore: {caught} of {len(results)} planted bugs caught (TEST_FILTER='{args.filter}')")
-    return 0 if caught == len(results) else 1
+    return 0 if caught == len(results) else 1  # a survivor or a mutation that does not build fails the target
 
 
 if __name__ == "__main__":
