@@ -8,9 +8,9 @@
 // The data starts 256-byte aligned (cudaMalloc's guarantee) and its size rounded up to 256 bytes ends exactly at the
 // second guard page, so a load or store just past the rounded end, or anywhere in a guard page, faults at once and
 // the SIGSEGV handler reports the kernel, block, thread and address. The tail slack (size rounded up to 256 bytes)
-// and the front slack (the rest of the first page) are filled with the poison byte: reads there give NaN, and writes
-// are found by checking those bytes after each kernel (the allocations its pointer arguments point into) and at
-// cudaFree. A GPU would not fault in the slack either (allocations are rounded up); compute-sanitizer would.
+// and the front slack (the rest of the first page) hold the poison (a signalling NaN pattern, below): reads there
+// give NaN, and writes, even x += 0, are found by checking those bytes after each kernel (the allocations its
+// pointer arguments point into) and at cudaFree. A GPU would not fault in the slack either (allocations are rounded up); compute-sanitizer would.
 //
 // Pinned host memory (cudaMallocHost / cudaHostAlloc): page-aligned mappings of whole pages. While a device
 // operation that reads such memory is pending (deferred by the stream scheduler), its pages are read-only; while one
@@ -97,10 +97,18 @@ const PinnedAllocation* pinned_of(const void* addr) {
     return containing(mem().pinned, addr, [](const PinnedAllocation& a) { return a.bytes; });
 }
 
-// First byte in [p, p + n) that is not the poison byte, or null.
+// Fresh device memory, slack included, holds the bytes BF FF repeated (by address parity): a signalling NaN both as
+// bf16 (0xFFBF) and as fp32 (0xFFBFFFBF), so reads before writes give NaN, and any arithmetic on it (even x + 0,
+// which leaves an ordinary NaN's bits alone) turns it into a quiet NaN: a read-modify-write of slack bytes changes
+// them and is found.
+unsigned char poison_at(const char* p) { return ((uintptr_t)p & 1) ? 0xFF : 0xBF; }
+void fill_poison(char* p, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] = (char)poison_at(p + i);
+}
+// First byte in [p, p + n) that is not the poison, or null.
 const char* first_changed(const char* p, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if ((unsigned char)p[i] != kPoisonByte) return p + i;
+        if ((unsigned char)p[i] != poison_at(p + i)) return p + i;
     return nullptr;
 }
 
@@ -234,7 +242,7 @@ void* device_alloc(size_t bytes) {
     a.user = a.data_end() - rounded;
     a.size = bytes;
     a.serial = ++mem().serial;
-    std::memset(a.data(), kPoisonByte, data_bytes);  // fresh device memory is garbage: reads before writes give NaN
+    fill_poison(a.data(), data_bytes);  // fresh device memory is garbage: reads before writes give NaN
     mem().device[a.map] = a;
     mem().device_bytes += bytes;
     return a.user;
