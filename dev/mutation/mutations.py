@@ -187,8 +187,13 @@ MUTATIONS = [
         "        (void)a;\n        return 256;\n",
         "the GEMM runner declares every pointer 256-byte aligned, whatever its offset"),
     Mutation(
-        "gemm-batch-ignores-stride", "cublaslt", "llmc/cuda/matmul.cuh",
-        "        if (batch > 1) al = std::min(al, alignment((const void*)(uintptr_t)(stride * elem_bytes)));\n",
+        "gemm-fallback-drops-bias", "cublaslt", "llmc/cuda/matmul.cuh",
+        "    if (bias) LLMC_LAUNCH(add_bias_kernel, grid_size(N * OC, 256), 256, 0, stream, out, bias, N, OC);\n",
         "",
-        "a strided batch declares the base pointer's alignment although an odd stride misaligns later entries"),
+        "the unfused fallback (taken for a misaligned bias) forgets to add the bias"),
+    Mutation(
+        "gemm-gelu-fallback-skips-gelu", "cublaslt", "llmc/cuda/matmul.cuh",
+        "    linear_forward(gemm, pre_gelu, inp, w, bias, N, C, OC, stream);\n    gelu_forward(out, pre_gelu, N * OC, stream);\n",
+        "    linear_forward(gemm, pre_gelu, inp, w, bias, N, C, OC, stream);\n",
+        "the GELU fallback (OC not a multiple of 8, or a misaligned aux buffer) leaves out the GELU"),
 ]

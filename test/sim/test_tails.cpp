@@ -5,6 +5,7 @@
 //     epsilon), with the error bounded from the fp32 two-pass formula;
 //   - every op with scratch state run small, then large, then small again: the two small runs must be bitwise equal
 //     (a kernel that reads partials or scratch it did not write sees the large run's leftovers);
+//   - attention with odd head sizes, whose batched GEMMs have odd batch strides (misaligned later entries);
 //   - AdamW over shards of one tensor with non-zero seed offsets: bitwise the update of the whole tensor.
 // References are computed in double from the same bf16 inputs. Notation (as in test_kernels.cpp): U = 2^-8 is bf16's
 // unit roundoff, u = 2^-24 fp32's; an fp32 sum of n terms is off by at most (n + 2) u times the sum of magnitudes.
@@ -314,6 +315,55 @@ void test_size_orders(CudaBackend& be) {
     });
 }
 
+// ---- attention with odd head sizes ------------------------------------------------------------------------------
+// hs = 3 or 5 makes every batch stride of the attention GEMMs (T hs and T T elements) odd, so later batch entries are
+// only 2-byte aligned: the GEMM runner must declare that (a runner declaring the base pointers' alignment gets
+// CUBLAS_STATUS_NOT_SUPPORTED from cuBLASLt). Forward output against a double reference on the same bf16 inputs.
+// Bound: the scores s_j are stored in bf16 (|ds_j| <= U |s_j|); the softmax moves p_j by at most p_j (|ds_j| +
+// sum_i p_i |ds_i|) <= 2 p_j U max|s|; p is stored in bf16 (U p_j); y = sum_j p_j v_j is rounded to bf16 (U |y|);
+// the simulator's GEMM accumulates in double. So |dy| <= sum_j p_j |v_j| (2 U max|s| + U) (1 + 4U) + U |y|.
+void test_attention_odd_heads(CudaBackend& be, size_t B, size_t T, size_t C, size_t NH) {
+    Buffers b(be);
+    const size_t hs = C / NH;
+    const Vec qkv = random_bf16(B * T * 3 * C, -1, 1), dy = random_bf16(B * T * C, -1, 1);
+    bf16 *d_qkv = b.bf(qkv), *d_out = b.bf(Vec(B * T * C, 0.0f)), *d_att = b.bf(Vec(B * NH * T * T, 0.0f)),
+         *d_dy = b.bf(dy), *d_dqkv = b.bf(Vec(B * T * 3 * C, 0.0f));
+    be.attention_forward(d_out, d_att, d_qkv, B, T, C, NH);
+    be.attention_backward(d_dqkv, d_dy, d_qkv, d_att, B, T, C, NH);
+    std::vector<double> want(B * T * C), bound(B * T * C);
+    const double scale = 1.0 / std::sqrt((double)hs);
+    for (size_t bi = 0; bi < B; bi++)
+        for (size_t h = 0; h < NH; h++)
+            for (size_t t = 0; t < T; t++) {
+                auto at = [&](size_t pos, size_t part, size_t d) { return (double)qkv[(bi * T + pos) * 3 * C + part * C + h * hs + d]; };
+                std::vector<double> sc(t + 1);
+                double mx = -1e300, smax = 0, sum = 0;
+                for (size_t j = 0; j <= t; j++) {
+                    double dot = 0;
+                    for (size_t d = 0; d < hs; d++) dot += at(t, 0, d) * at(j, 1, d);
+                    sc[j] = dot * scale;
+                    mx = std::max(mx, sc[j]), smax = std::max(smax, std::fabs(sc[j]));
+                }
+                for (size_t j = 0; j <= t; j++) sum += std::exp(sc[j] - mx);
+                for (size_t d = 0; d < hs; d++) {
+                    double y = 0, mag = 0;
+                    for (size_t j = 0; j <= t; j++) {
+                        const double p = std::exp(sc[j] - mx) / sum;
+                        y += p * at(j, 2, d), mag += p * std::fabs(at(j, 2, d));
+                    }
+                    const size_t i = (bi * T + t) * C + h * hs + d;
+                    want[i] = y;
+                    bound[i] = mag * (2 * U * smax + U) * (1 + 4 * U) + U * std::fabs(y);
+                }
+            }
+    const std::string tag = " (B=" + std::to_string(B) + ", T=" + std::to_string(T) + ", C=" + std::to_string(C) +
+                            ", NH=" + std::to_string(NH) + ": odd batch strides)";
+    check_bound("attention_forward out" + tag, b.get(d_out, B * T * C), want, bound);
+    const Vec dq = b.get(d_dqkv, B * T * 3 * C);
+    testing::check("attention_backward runs and gives finite gradients" + tag,
+                   std::all_of(dq.begin(), dq.end(), [](float x) { return std::isfinite(x); }));
+}
+
 // ---- AdamW over shards ------------------------------------------------------------------------------------------
 void test_adamw_shards(CudaBackend& be) {
     const size_t n = 1000;
@@ -364,6 +414,8 @@ int main() {
     test_layernorm_rows(be, 257, 64);
     test_layernorm_rows(be, 1031, 40);
     test_size_orders(be);
+    test_attention_odd_heads(be, 2, 7, 6, 2);
+    test_attention_odd_heads(be, 1, 5, 10, 2);
     test_adamw_shards(be);
     return testing::finish();
 }
