@@ -20,7 +20,7 @@ constexpr int kMaxThreadsPerBlock = 1024;
 constexpr int kNumSMs = 132;
 constexpr int kClockRateKHz = 1980000;                    // cudaDevAttrClockRate: an H100 SXM's boost clock
 constexpr size_t kDeviceMemory = size_t(80) << 30;        // reported by cudaMemGetInfo / totalGlobalMem
-constexpr unsigned char kPoisonByte = 0xFF;               // fresh device and shared memory: NaN in fp32 and bf16
+constexpr unsigned char kPoisonByte = 0xFF;               // fresh shared and pinned memory: NaN in fp32 and bf16
 constexpr size_t kDeviceAlignment = 256;                  // what cudaMalloc guarantees
 
 // ---- messages ------------------------------------------------------------------------------------------------

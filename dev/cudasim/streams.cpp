@@ -92,7 +92,6 @@ struct Op {
 
 // An operation with exact ranges, kept until the host has observed it (every later operation is then ordered after).
 struct Recent {
-    uint64_t id;
     int slot;
     uint64_t tick;  // its own entry of its clock
     std::string what, stream;
@@ -240,7 +239,7 @@ struct Scheduler {
         check_collective_order(*op);
         const Work& w = op->work;
         if (!w.reads.empty() || !w.writes.empty())
-            recent.push_back({op->id, s->slot, op->clock[s->slot], w.what, stream_name(s), w.reads, w.writes});
+            recent.push_back({s->slot, op->clock[s->slot], w.what, stream_name(s), w.reads, w.writes});
         for (const Work::Pinned& p : w.pinned) protect_pinned(p.p, p.n, p.device_writes, op->id, w.what);
         s->queue.push_back(op);
         s->last_op = op->id;
