@@ -144,6 +144,12 @@ test: deps
 	@$(MAKE) --no-print-directory asan-build
 	@bash test/run_tests.sh
 
+# Planted bugs in the CUDA code, each run against the tests that exercise it (dev/mutation/run.py, docs/cudasim.md).
+# Not part of `make test`: it rebuilds and reruns the simulator tests once per mutation (about an hour on 2 cores).
+.PHONY: mutation-test
+mutation-test:
+	@python3 dev/mutation/run.py $(MUTATION_ARGS)
+
 clean:
 	rm -rf $(BUILD) $(CPU_BINS) $(CUDA_BINS)
 

@@ -30,10 +30,10 @@ gen() {
 }
 # run_ref NAME BINARY [ENV...]: BINARY on build/ref/NAME (with the environment ENV), its check lines tagged NAME.
 run_ref() {
-    local name="$1" bin="$2" log="$OUT/$1.log"; shift 2
+    local name="$1" bin="$2" log="$OUT/$1${3:+_${3##*=}}.log"; shift 2
     env "$@" "$bin" --ref "$OUT/$name" >"$log" 2>&1
     local rc=$?
-    sed -E "s|^(PASS\|FAIL\|SKIP) |\1 [$name, ${bin##*/}] |" "$log"
+    sed -E "s|^(PASS\|FAIL\|SKIP) |\1 [$name, ${bin##*/}${*:+, $*}] |" "$log"
     if [ $rc -ne 0 ]; then fail "$bin $name" "exited with status $rc (see $log)"; fi
 }
 
@@ -41,8 +41,10 @@ gen small --layers 2 --heads 4 --channels 64 --max-seq-len 32 --vocab 250 --batc
     && run_ref small ./test_gpt2_cpu
 gen odd --layers 3 --heads 3 --channels 96 --max-seq-len 32 --vocab 100 --batch 3 --seq-len 24 --seed 7 --perturb \
     && run_ref odd ./test_gpt2_cpu OMP_NUM_THREADS=1  # one thread here, all cores for small: both paths covered
-gen tiny --layers 1 --heads 2 --channels 32 --max-seq-len 8 --vocab 64 --batch 1 --seq-len 8 --seed 3 --perturb \
-    && run_ref tiny build/test_gpt2_sim
+# The simulator under three stream-scheduler seeds (docs/cudasim.md).
+if gen tiny --layers 1 --heads 2 --channels 32 --max-seq-len 8 --vocab 64 --batch 1 --seq-len 8 --seed 3 --perturb; then
+    for seed in 1 2 3; do run_ref tiny build/test_gpt2_sim CUDASIM_STREAM_SEED=$seed; done
+fi
 
 # The CUDA backend on a real GPU (./test_gpt2, bf16 tolerances), when this machine has one: reported as a skip, never
 # as a pass, when it does not.

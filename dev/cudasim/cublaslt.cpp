@@ -2,12 +2,20 @@
 // library's conventions (column-major storage, op() from TRANSA/TRANSB, leading dimensions, strided batches), for the
 // subset the llmc CUDA backend uses (see /work/cuda_contract.md): fp32 or bf16 A/B, fp32 or bf16 C/D,
 // CUBLAS_COMPUTE_32F with fp32 scale, epilogues DEFAULT, BIAS, GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS, BGRADA, BGRADB.
-// Products accumulate in double; results round once to the output type. Anything else returns
+// Products accumulate in double; results round once to the output type. The GEMM is an operation on the caller's
+// stream (it runs when the stream scheduler gets to it, like a kernel). Anything else returns
 // CUBLAS_STATUS_NOT_SUPPORTED (or INVALID_VALUE where the real library does) with a line on stderr.
+//
+// The library refuses what the real one refuses (docs/cudasim.md lists each rule and its source): the heuristic
+// returns an algorithm for the alignment the preferences declare (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, default
+// 256), and cublasLtMatmul fails with CUBLAS_STATUS_NOT_SUPPORTED when a matrix (or a strided batch's entry) is less
+// aligned than that algorithm needs; the fused epilogues assume a 16-byte aligned bias and aux buffer (a misaligned
+// one is a device fault, as on a GPU); the GELU aux leading dimension and batch stride must be multiples of 8.
 #include <cublasLt.h>
 
 #include "dev/cudasim/state.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -41,7 +49,7 @@ struct Desc {
 
 struct Preference {
     uint64_t max_workspace = 0;
-    uint32_t min_alignment[4] = {256, 256, 256, 256};  // A, B, C, D: only steer algorithm choice; recorded, ignored
+    uint32_t min_alignment[4] = {256, 256, 256, 256};  // A, B, C, D: the alignment the caller guarantees
 };
 struct Handle { int unused = 0; };
 
@@ -145,8 +153,135 @@ cublasStatus_t validate(const Desc& d, const Layout& a, const Layout& b, const L
         if (d.aux_ld < (int64_t)p.m || d.aux_ld % 8 != 0)
             return complain(CUBLAS_STATUS_INVALID_VALUE, "EPILOGUE_AUX_LD %lld must be >= rows (%llu) and divisible by 8",
                             (long long)d.aux_ld, (unsigned long long)p.m);
+        if (p.batch > 1 && d.aux_batch_stride % 8 != 0)
+            return complain(CUBLAS_STATUS_INVALID_VALUE, "EPILOGUE_AUX_BATCH_STRIDE %lld must be divisible by 8",
+                            (long long)d.aux_batch_stride);
+    }
+    if ((p.bgrada || p.bgradb) && p.bias_type != (int)dd.type)
+        return complain(CUBLAS_STATUS_NOT_SUPPORTED, "bias gradient elements must have the output's type (Ctype)");
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// ---- algorithms and alignment --------------------------------------------------------------------------------
+// The simulated library has kernels for every alignment from the element size up to 16 bytes (vector loads). The
+// heuristic picks, for each matrix, the most aligned kernel that the declared alignment (preference, default 256)
+// and the leading dimension (each column starts ld elements after the previous one) allow. cublasLtMatmul then needs
+// every matrix pointer, and every entry of a strided batch, aligned that much: a caller that declares more than its
+// pointers have gets CUBLAS_STATUS_NOT_SUPPORTED (as PyTorch found on sm80/sm90, pytorch#92201, #97205).
+constexpr uint64_t kAlgoMarker = 0xC0DA5111ull;
+constexpr unsigned kVectorBytes = 16;
+
+struct Algo {
+    unsigned align[4];  // A, B, C, D: bytes each matrix must be aligned to
+};
+
+size_t elem_bytes(int type) { return type == CUDA_R_32F ? 4 : 2; }
+// Largest power of two dividing v, capped at 256 (0 counts as fully aligned).
+unsigned pow2_alignment(uint64_t v) {
+    unsigned al = 256;
+    while (al > 1 && v % al != 0) al >>= 1;
+    return al;
+}
+
+cublasStatus_t choose_algorithm(const Preference& pref, const Layout& a, const Layout& b, const Layout& c,
+                                const Layout& d, Algo& algo) {
+    const Layout* ls[4] = {&a, &b, &c, &d};
+    const char* names = "ABCD";
+    for (int i = 0; i < 4; i++) {
+        const unsigned declared = pref.min_alignment[i], elem = (unsigned)elem_bytes(ls[i]->type);
+        if (declared < elem || (declared & (declared - 1)) != 0)
+            return complain(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic: no algorithm for matrix %c declared %u-byte "
+                            "aligned (elements are %u bytes; alignments are powers of two)", names[i], declared, elem);
+        unsigned r = std::min(declared, kVectorBytes);
+        if (ls[i]->cols > 1) r = std::min(r, pow2_alignment((uint64_t)ls[i]->ld * elem));
+        algo.align[i] = std::max(r, elem);
     }
     return CUBLAS_STATUS_SUCCESS;
+}
+
+void store_algo(const Algo& algo, cublasLtMatmulAlgo_t& out) {
+    std::memset(&out, 0, sizeof out);
+    out.data[0] = kAlgoMarker;
+    for (int i = 0; i < 4; i++) out.data[1 + i] = algo.align[i];
+}
+bool load_algo(const cublasLtMatmulAlgo_t& in, Algo& algo) {
+    if (in.data[0] != kAlgoMarker) return false;
+    for (int i = 0; i < 4; i++) algo.align[i] = (unsigned)in.data[1 + i];
+    return true;
+}
+
+cublasStatus_t check_alignment(const Algo& algo, const Layout& l, const void* ptr, const char* name) {
+    const int i = name[0] - 'A';
+    const unsigned need = algo.align[i];
+    for (int bi = 0; bi < l.batch; bi++) {
+        const uintptr_t p = (uintptr_t)ptr + (uintptr_t)(bi * l.stride) * elem_bytes(l.type);
+        if (p % need != 0)
+            return complain(CUBLAS_STATUS_NOT_SUPPORTED,
+                            "cublasLtMatmul: matrix %s%s at %p is not %u-byte aligned, which the algorithm the "
+                            "heuristic chose for the declared CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_%s_BYTES needs",
+                            name, bi ? " (an entry of the strided batch)" : "", (void*)p, need, name);
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// The fused epilogue kernels read the bias and write the aux matrix with 16-byte vector accesses; cuBLASLt's
+// alignment preferences do not cover these pointers, so a misaligned one is not refused but faults on the device
+// ("misaligned address", pytorch#194497): the caller must check. Reported as the device fault it is.
+void check_epilogue_pointers(const Desc& d, const Problem& p) {
+    for (int bi = 0; bi < p.batch; bi++) {
+        const uintptr_t bias = (uintptr_t)d.bias + (uintptr_t)(bi * d.bias_batch_stride) * elem_bytes(p.bias_type);
+        const uintptr_t aux = (uintptr_t)d.aux + (uintptr_t)(bi * d.aux_batch_stride) * elem_bytes(p.aux_type);
+        if ((p.bias_in || p.bgrada || p.bgradb) && bias % kVectorBytes != 0)
+            cudasim::detail::fatal("cublasLtMatmul epilogue %u: misaligned address: the bias vector%s at %p is not "
+                                   "16-byte aligned (cudaErrorMisalignedAddress on a GPU: the fused epilogue assumes "
+                                   "it, and the heuristic does not refuse it)",
+                                   d.epilogue, bi ? " of a batch entry" : "", (void*)bias);
+        if (p.aux && aux % kVectorBytes != 0)
+            cudasim::detail::fatal("cublasLtMatmul epilogue %u: misaligned address: the aux matrix%s at %p is not "
+                                   "16-byte aligned (cudaErrorMisalignedAddress on a GPU)",
+                                   d.epilogue, bi ? " of a batch entry" : "", (void*)aux);
+    }
+}
+
+void gemm(const Desc& d, const Layout& a, const Layout& b, const Layout& c, const Layout& dd, const Problem& p,
+          float alpha, float beta, const void* A, const void* B, const void* C, void* Dm) {
+    const bool ta = d.transa == CUBLAS_OP_T, tb = d.transb == CUBLAS_OP_T;
+    const size_t m = p.m, n = p.n, k = p.k;
+    std::vector<float> opa(m * k), opb(n * k);  // op(A) row i and op(B) column j, each contiguous over k
+    for (int bi = 0; bi < p.batch; bi++) {
+        const size_t ao = (size_t)(bi * a.stride), bo = (size_t)(bi * b.stride);
+        const size_t co = (size_t)(bi * c.stride), dof = (size_t)(bi * dd.stride);
+        for (size_t i = 0; i < m; i++)
+            for (size_t kk = 0; kk < k; kk++)  // op(A)(i,kk) = A(i,kk) or A(kk,i), column-major
+                opa[i * k + kk] = load(A, a.type, ao + (ta ? i * a.ld + kk : kk * a.ld + i));
+        for (size_t j = 0; j < n; j++)
+            for (size_t kk = 0; kk < k; kk++)  // op(B)(kk,j) = B(kk,j) or B(j,kk)
+                opb[j * k + kk] = load(B, b.type, bo + (tb ? kk * b.ld + j : j * b.ld + kk));
+        if (p.bgrada || p.bgradb) {  // bias gradient: sums over the k dimension of op(A) rows or op(B) columns
+            const size_t len = p.bgrada ? m : n;
+            const std::vector<float>& src = p.bgrada ? opa : opb;
+            for (size_t r = 0; r < len; r++) {
+                double s = 0;
+                for (size_t kk = 0; kk < k; kk++) s += src[r * k + kk];
+                store(d.bias, p.bias_type, (size_t)(bi * d.bias_batch_stride) + r, s);
+            }
+        }
+#pragma omp parallel for schedule(static)
+        for (size_t j = 0; j < n; j++) {
+            for (size_t i = 0; i < m; i++) {
+                const float* x = &opa[i * k];
+                const float* y = &opb[j * k];
+                double acc = 0;
+                for (size_t kk = 0; kk < k; kk++) acc += (double)x[kk] * y[kk];
+                acc *= alpha;
+                if (beta != 0.0f) acc += (double)beta * load(C, c.type, co + j * c.ld + i);  // C unread when beta == 0
+                if (p.bias_in) acc += load(d.bias, p.bias_type, (size_t)(bi * d.bias_batch_stride) + i);
+                if (p.aux) store(d.aux, p.aux_type, (size_t)(bi * d.aux_batch_stride) + j * d.aux_ld + i, acc);
+                if (p.gelu) acc = gelu_tanh(acc);
+                store(Dm, dd.type, dof + j * dd.ld + i, acc);
+            }
+        }
+    }
 }
 
 }  // namespace
@@ -279,8 +414,12 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     *count = 0;
     Problem p;
     if (validate(*D(desc), *L(a), *L(b), *L(c), *L(d), p) != CUBLAS_STATUS_SUCCESS) return CUBLAS_STATUS_NOT_SUPPORTED;
+    Algo algo;
+    if (choose_algorithm(*reinterpret_cast<Preference*>(pref), *L(a), *L(b), *L(c), *L(d), algo) !=
+        CUBLAS_STATUS_SUCCESS)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     std::memset(&results[0], 0, sizeof results[0]);
-    results[0].algo.data[0] = 0xC0DA5111ull;  // marks an algo from this simulator
+    store_algo(algo, results[0].algo);
     results[0].workspaceSize = 0;
     results[0].state = CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.0f;
@@ -291,7 +430,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void* alpha_p, const void* A,
                               cublasLtMatrixLayout_t a_l, const void* B, cublasLtMatrixLayout_t b_l, const void* beta_p,
                               const void* C, cublasLtMatrixLayout_t c_l, void* Dm, cublasLtMatrixLayout_t d_l,
-                              const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t) {
+                              const cublasLtMatmulAlgo_t* algo_p, void*, size_t, cudaStream_t stream) {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (!desc || !a_l || !b_l || !c_l || !d_l || !alpha_p || !beta_p || !A || !B || !Dm)
         return complain(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: null argument");
@@ -299,45 +438,32 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     const Layout &a = *L(a_l), &b = *L(b_l), &c = *L(c_l), &dd = *L(d_l);
     Problem p;
     if (cublasStatus_t s = validate(d, a, b, c, dd, p)) return s;
+    if (d.pointer_mode != CUBLASLT_POINTER_MODE_HOST)
+        return complain(CUBLAS_STATUS_NOT_SUPPORTED, "only CUBLASLT_POINTER_MODE_HOST (alpha, beta on the host) is simulated");
+    // A null algo is an implicit heuristic query with the default preferences (every alignment declared 256).
+    Algo algo;
+    if (!algo_p) {
+        if (cublasStatus_t s = choose_algorithm(Preference(), a, b, c, dd, algo)) return s;
+    } else if (!load_algo(*algo_p, algo)) {
+        return complain(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the algo is not one cublasLtMatmulAlgoGetHeuristic "
+                                                     "returned");
+    }
     const float alpha = *static_cast<const float*>(alpha_p), beta = *static_cast<const float*>(beta_p);
     if (beta != 0.0f && !C) return complain(CUBLAS_STATUS_INVALID_VALUE, "beta != 0 with a null C");
-    const bool ta = d.transa == CUBLAS_OP_T, tb = d.transb == CUBLAS_OP_T;
-    const size_t m = p.m, n = p.n, k = p.k;
-    std::vector<float> opa(m * k), opb(n * k);  // op(A) row i and op(B) column j, each contiguous over k
-    for (int bi = 0; bi < p.batch; bi++) {
-        const size_t ao = (size_t)(bi * a.stride), bo = (size_t)(bi * b.stride);
-        const size_t co = (size_t)(bi * c.stride), dof = (size_t)(bi * dd.stride);
-        for (size_t i = 0; i < m; i++)
-            for (size_t kk = 0; kk < k; kk++)  // op(A)(i,kk) = A(i,kk) or A(kk,i), column-major
-                opa[i * k + kk] = load(A, a.type, ao + (ta ? i * a.ld + kk : kk * a.ld + i));
-        for (size_t j = 0; j < n; j++)
-            for (size_t kk = 0; kk < k; kk++)  // op(B)(kk,j) = B(kk,j) or B(j,kk)
-                opb[j * k + kk] = load(B, b.type, bo + (tb ? kk * b.ld + j : j * b.ld + kk));
-        if (p.bgrada || p.bgradb) {  // bias gradient: sums over the k dimension of op(A) rows or op(B) columns
-            const size_t len = p.bgrada ? m : n;
-            const std::vector<float>& src = p.bgrada ? opa : opb;
-            for (size_t r = 0; r < len; r++) {
-                double s = 0;
-                for (size_t kk = 0; kk < k; kk++) s += src[r * k + kk];
-                store(d.bias, p.bias_type, (size_t)(bi * d.bias_batch_stride) + r, s);
-            }
-        }
-#pragma omp parallel for schedule(static)
-        for (size_t j = 0; j < n; j++) {
-            for (size_t i = 0; i < m; i++) {
-                const float* x = &opa[i * k];
-                const float* y = &opb[j * k];
-                double acc = 0;
-                for (size_t kk = 0; kk < k; kk++) acc += (double)x[kk] * y[kk];
-                acc *= alpha;
-                if (beta != 0.0f) acc += (double)beta * load(C, c.type, co + j * c.ld + i);  // C unread when beta == 0
-                if (p.bias_in) acc += load(d.bias, p.bias_type, (size_t)(bi * d.bias_batch_stride) + i);
-                if (p.aux) store(d.aux, p.aux_type, (size_t)(bi * d.aux_batch_stride) + j * d.aux_ld + i, acc);
-                if (p.gelu) acc = gelu_tanh(acc);
-                store(Dm, dd.type, dof + j * dd.ld + i, acc);
-            }
-        }
-    }
+    if (cublasStatus_t s = check_alignment(algo, a, A, "A")) return s;
+    if (cublasStatus_t s = check_alignment(algo, b, B, "B")) return s;
+    if (C && beta != 0.0f) if (cublasStatus_t s = check_alignment(algo, c, C, "C")) return s;
+    if (cublasStatus_t s = check_alignment(algo, dd, Dm, "D")) return s;
+    check_epilogue_pointers(d, p);
+    // Enqueued with copies of everything it reads from the descriptors: they may change or die before it runs.
+    cudasim::detail::Work w;
+    char what[192];
+    std::snprintf(what, sizeof what, "cublasLtMatmul %llux%llux%llu (batch %d, epilogue %u)", (unsigned long long)p.m,
+                  (unsigned long long)p.n, (unsigned long long)p.k, p.batch, d.epilogue);
+    w.what = what;
+    w.run = [d, a, b, c, dd, p, alpha, beta, A, B, C, Dm] { gemm(d, a, b, c, dd, p, alpha, beta, A, B, C, Dm); };
+    if (cudasim::detail::enqueue(stream, std::move(w)) != cudaSuccess)
+        return complain(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: unknown stream %p", (void*)stream);
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -30,6 +30,8 @@ public:
     Stack(const Stack&) = delete;
     Stack& operator=(const Stack&) = delete;
     char* top() const { return base_ + bytes_; }
+    // The guard page below the stack: a fault there is a stack overflow.
+    bool in_guard(const void* addr) const { return addr >= (const void*)map_ && addr < (const void*)base_; }
     char* bottom() const { return base_; }
     size_t size() const { return bytes_; }
 private:

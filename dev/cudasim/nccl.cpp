@@ -1,19 +1,35 @@
 // NCCL on the CPU: every collective is the matching MPI collective on MPI_COMM_WORLD (duplicated per communicator),
-// on the host memory that the simulator's "device" buffers are. Calls complete before they return, so streams and
-// ncclGroupStart/End need no work (each rank issues the same collectives in the same order, as NCCL requires).
+// on the host memory that the simulator's "device" buffers are. A collective is an operation on its stream: it runs
+// when the stream scheduler gets to it (dev/cudasim/streams.cpp), and this rank's collectives run in the order they
+// were issued, over all communicators. NCCL requires every rank to issue the collectives of a communicator in the
+// same order; with that, the ranks' MPI calls match and cannot deadlock (the restriction the simulator adds: ranks
+// must also agree on the order across communicators, which NCCL recommends to avoid deadlocks anyway). The MPI
+// calls are non-blocking and waited for with a timeout (CUDASIM_NCCL_TIMEOUT_S, default 300 s): a rank whose peer
+// never runs its matching collective (it exited, or never synchronised the stream holding it) is reported instead
+// of hanging. ncclGroupStart/End need no work (each collective is enqueued when it is called, in order).
 // bf16 reductions are done in fp32 and rounded once; ncclAvg is the fp32 sum divided by the number of ranks.
 // Without MPI initialised, a communicator of one rank still works (collectives become copies).
 #include <nccl.h>
 
 #include <mpi.h>
 
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
+
+#include "dev/cudasim/state.h"
 
 struct ncclComm {
     int rank = 0, nranks = 1;
     MPI_Comm comm = MPI_COMM_NULL;  // null when nranks == 1 and MPI is not initialised
+    std::atomic<bool> aborted{false};  // ncclCommAbort: queued collectives are dropped, a waiting one gives up
 };
 
 namespace {
@@ -110,8 +126,71 @@ ncclResult_t check_args(ncclComm_t comm, ncclDataType_t t, ncclRedOp_t op, bool 
     return ncclSuccess;
 }
 
-ncclResult_t mpi_ok(int rc, const char* what) {
-    return rc == MPI_SUCCESS ? ncclSuccess : complain(ncclSystemError, what);
+double timeout_seconds() {
+    const char* e = std::getenv("CUDASIM_NCCL_TIMEOUT_S");
+    return e && *e ? std::atof(e) : 300.0;
+}
+
+// Completes a started non-blocking MPI collective. A failure here is an asynchronous error of the collective's
+// kernel on a GPU: reported, and the process stops.
+void wait_for(ncclComm* comm, int rc, MPI_Request& req, const std::string& what) {
+    if (rc != MPI_SUCCESS) cudasim::detail::fatal("%s: the MPI call failed (code %d)", what.c_str(), rc);
+    static const double timeout = timeout_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (long spins = 0;; spins++) {
+        int flag = 0;
+        if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            cudasim::detail::fatal("%s: MPI_Test failed", what.c_str());
+        if (flag) return;
+        if (comm->aborted) return;  // ncclCommAbort from another thread: give up (the request is abandoned)
+        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (waited > timeout)
+            cudasim::detail::fatal("%s (rank %d of %d) waited %.0f s for the other ranks: one of them never ran its "
+                                   "matching collective (it exited or failed, never synchronised the stream holding "
+                                   "it, or issued collectives in a different order)",
+                                   what.c_str(), comm->rank, comm->nranks, waited);
+        if (spins > 1000) usleep(50);  // leave the cores to the peer ranks (tests oversubscribe)
+    }
+}
+
+// Enqueues a collective: `run` does the MPI work when the stream scheduler gets to it.
+ncclResult_t enqueue_collective(ncclComm* comm, cudaStream_t stream, std::string what, const void* send,
+                                size_t send_bytes, const void* recv, size_t recv_bytes, std::function<void()> run) {
+    cudasim::detail::Work w;
+    w.what = std::move(what);
+    w.collective = true;
+    w.comm = comm;
+    if (send && send_bytes) w.reads.push_back({static_cast<const char*>(send), send_bytes});
+    if (recv && recv_bytes) w.writes.push_back({static_cast<const char*>(recv), recv_bytes});
+    w.run = [comm, run = std::move(run)] {
+        if (!comm->aborted) run();
+    };
+    if (cudasim::detail::enqueue(stream, std::move(w)) != cudaSuccess)
+        return complain(ncclInvalidArgument, "collective on an unknown stream");
+    return ncclSuccess;
+}
+
+const char* type_name(ncclDataType_t t) {
+    switch (t) {
+        case ncclInt8: return "int8";
+        case ncclUint8: return "uint8";
+        case ncclInt32: return "int32";
+        case ncclUint32: return "uint32";
+        case ncclInt64: return "int64";
+        case ncclUint64: return "uint64";
+        case ncclFloat16: return "fp16";
+        case ncclFloat32: return "fp32";
+        case ncclFloat64: return "fp64";
+        case ncclBfloat16: return "bf16";
+        default: return "other";
+    }
+}
+
+std::string describe(const char* fn, size_t count, ncclDataType_t t, const ncclComm* comm) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%s of %zu %s elements (communicator %p)", fn, count, type_name(t),
+                  (const void*)comm);
+    return buf;
 }
 
 }  // namespace
@@ -166,6 +245,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId, int ran
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     if (!comm) return ncclSuccess;
+    cudasim::detail::drain_communicator(comm);  // its queued collectives complete first
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (comm->comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm->comm);
@@ -173,7 +253,12 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     return ncclSuccess;
 }
 ncclResult_t ncclCommFinalize(ncclComm_t) { return ncclSuccess; }
-ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
+// Abort: queued collectives of the communicator are dropped and one waiting for its peers gives up. The object is
+// leaked on purpose: queued operations still refer to it.
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+    if (comm) comm->aborted = true;
+    return ncclSuccess;
+}
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
     if (!comm || !count) return ncclInvalidArgument;
     *count = comm->nranks;
@@ -211,71 +296,93 @@ const char* ncclGetErrorString(ncclResult_t r) {
 const char* ncclGetLastError(ncclComm_t) { return ""; }
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
-                           cudaStream_t) {
+                           cudaStream_t stream) {
     MPI_Op mop;
     if (ncclResult_t r = check_args(comm, t, op, true, &mop)) return r;
-    Widened w = widen(send, count, t);
-    if (comm->comm != MPI_COMM_NULL && count)
-        if (ncclResult_t r = mpi_ok(MPI_Allreduce(MPI_IN_PLACE, w.data(), (int)count, w.type, mop, comm->comm), "MPI_Allreduce"))
-            return r;
-    narrow(w, recv, count, t, op, comm->nranks);
-    return ncclSuccess;
+    const std::string what = describe("ncclAllReduce", count, t, comm);
+    const size_t bytes = count * type_size(t);
+    return enqueue_collective(comm, stream, what, send, bytes, recv, bytes, [=] {
+        Widened w = widen(send, count, t);
+        if (comm->comm != MPI_COMM_NULL && count) {
+            MPI_Request req;
+            wait_for(comm, MPI_Iallreduce(MPI_IN_PLACE, w.data(), (int)count, w.type, mop, comm->comm, &req), req, what);
+        }
+        narrow(w, recv, count, t, op, comm->nranks);
+    });
 }
 
 ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op, int root,
-                        ncclComm_t comm, cudaStream_t) {
+                        ncclComm_t comm, cudaStream_t stream) {
     MPI_Op mop;
     if (ncclResult_t r = check_args(comm, t, op, true, &mop)) return r;
     if (root < 0 || root >= comm->nranks) return complain(ncclInvalidArgument, "ncclReduce: bad root");
     const bool is_root = comm->rank == root;
-    Widened w = widen(send, count, t);  // a copy, so the root may reduce in place (recv == send)
-    if (comm->comm != MPI_COMM_NULL && count)
-        if (ncclResult_t r = mpi_ok(MPI_Reduce(is_root ? MPI_IN_PLACE : w.data(), is_root ? w.data() : nullptr,
-                                               (int)count, w.type, mop, root, comm->comm),
-                                    "MPI_Reduce"))
-            return r;
-    if (is_root) narrow(w, recv, count, t, op, comm->nranks);
-    return ncclSuccess;
+    const std::string what = describe("ncclReduce", count, t, comm);
+    const size_t bytes = count * type_size(t);
+    return enqueue_collective(comm, stream, what, send, bytes, recv, is_root ? bytes : 0, [=] {
+        Widened w = widen(send, count, t);  // a copy, so the root may reduce in place (recv == send)
+        if (comm->comm != MPI_COMM_NULL && count) {
+            MPI_Request req;
+            wait_for(comm, MPI_Ireduce(is_root ? MPI_IN_PLACE : w.data(), is_root ? w.data() : nullptr, (int)count,
+                                       w.type, mop, root, comm->comm, &req), req, what);
+        }
+        if (is_root) narrow(w, recv, count, t, op, comm->nranks);
+    });
 }
 
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t t, ncclRedOp_t op,
-                               ncclComm_t comm, cudaStream_t) {
+                               ncclComm_t comm, cudaStream_t stream) {
     MPI_Op mop;
     if (ncclResult_t r = check_args(comm, t, op, true, &mop)) return r;
-    Widened all = widen(send, recvcount * comm->nranks, t);  // a copy, so recv may overlap send (in-place use)
-    Widened mine = widen(send, recvcount, t);                  // same element type; overwritten with the result
-    if (comm->comm != MPI_COMM_NULL && recvcount) {
-        if (ncclResult_t r = mpi_ok(MPI_Reduce_scatter_block(all.data(), mine.data(), (int)recvcount, all.type, mop, comm->comm),
-                                    "MPI_Reduce_scatter_block"))
-            return r;
-    } else {
-        mine = std::move(all);
-    }
-    narrow(mine, recv, recvcount, t, op, comm->nranks);
-    return ncclSuccess;
+    const std::string what = describe("ncclReduceScatter", recvcount, t, comm);
+    const size_t bytes = recvcount * type_size(t);
+    return enqueue_collective(comm, stream, what, send, bytes * comm->nranks, recv, bytes, [=] {
+        Widened all = widen(send, recvcount * comm->nranks, t);  // a copy, so recv may overlap send (in-place use)
+        Widened mine = widen(send, recvcount, t);                  // same element type; overwritten with the result
+        if (comm->comm != MPI_COMM_NULL && recvcount) {
+            MPI_Request req;
+            wait_for(comm, MPI_Ireduce_scatter_block(all.data(), mine.data(), (int)recvcount, all.type, mop,
+                                                     comm->comm, &req), req, what);
+        } else {
+            mine = std::move(all);
+        }
+        narrow(mine, recv, recvcount, t, op, comm->nranks);
+    });
 }
 
-ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t t, ncclComm_t comm, cudaStream_t) {
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t t, ncclComm_t comm,
+                           cudaStream_t stream) {
     MPI_Op unused;
     if (ncclResult_t r = check_args(comm, t, ncclSum, false, &unused)) return r;
+    const std::string what = describe("ncclAllGather", sendcount, t, comm);
     const size_t bytes = sendcount * type_size(t);
-    std::vector<char> mine(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);  // in-place safe
-    if (comm->comm != MPI_COMM_NULL && bytes)
-        return mpi_ok(MPI_Allgather(mine.data(), (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, comm->comm), "MPI_Allgather");
-    if (bytes) std::memcpy(recv, mine.data(), bytes);
-    return ncclSuccess;
+    return enqueue_collective(comm, stream, what, send, bytes, recv, bytes * comm->nranks, [=] {
+        std::vector<char> mine(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);  // in place
+        if (comm->comm != MPI_COMM_NULL && bytes) {
+            MPI_Request req;
+            wait_for(comm, MPI_Iallgather(mine.data(), (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, comm->comm,
+                                          &req), req, what);
+        } else if (bytes) {
+            std::memcpy(recv, mine.data(), bytes);
+        }
+    });
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
-                           cudaStream_t) {
+                           cudaStream_t stream) {
     MPI_Op unused;
     if (ncclResult_t r = check_args(comm, t, ncclSum, false, &unused)) return r;
     if (root < 0 || root >= comm->nranks) return complain(ncclInvalidArgument, "ncclBroadcast: bad root");
+    const std::string what = describe("ncclBroadcast", count, t, comm);
     const size_t bytes = count * type_size(t);
-    if (comm->rank == root && send != recv && bytes) std::memmove(recv, send, bytes);
-    if (comm->comm != MPI_COMM_NULL && bytes)
-        return mpi_ok(MPI_Bcast(recv, (int)bytes, MPI_BYTE, root, comm->comm), "MPI_Bcast");
-    return ncclSuccess;
+    const bool is_root = comm->rank == root;
+    return enqueue_collective(comm, stream, what, is_root ? send : nullptr, bytes, recv, bytes, [=] {
+        if (is_root && send != recv && bytes) std::memmove(recv, send, bytes);
+        if (comm->comm != MPI_COMM_NULL && bytes) {
+            MPI_Request req;
+            wait_for(comm, MPI_Ibcast(recv, (int)bytes, MPI_BYTE, root, comm->comm, &req), req, what);
+        }
+    });
 }
 
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t s) {

@@ -1,43 +1,30 @@
-// The CUDA runtime API on the CPU: device memory is host memory, streams and events are trivially ordered because
-// every launch and copy completes before the call returns, and the device is a plausible fake sm_90 part.
+// The CUDA runtime API on the CPU: memory (device_memory.cpp), copies and memsets as deferred stream operations
+// (streams.cpp) with CUDA's synchronisation rules, errors, and a plausible fake sm_90 device.
 //
 // The API functions are declared by the CUDA toolkit's own cuda_runtime_api.h (extern "C"); this file defines them.
 // Copies and memsets check their pointers against the live allocations, so a copy in the wrong direction or past the
-// end of a buffer fails here instead of only on a GPU.
+// end of a buffer fails when it is issued instead of only on a GPU.
 #include <cuda_runtime.h>
 
+#include "dev/cudasim/include/cudasim.h"
 #include "dev/cudasim/state.h"
 
-#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
+#include <memory>
 #include <mutex>
-#include <set>
 #include <unordered_map>
-
-struct CUstream_st { int id; };
-struct CUevent_st {
-    unsigned flags = 0;
-    bool recorded = false;
-    std::chrono::steady_clock::time_point time;
-};
+#include <vector>
 
 namespace cudasim::detail {
 namespace {
 
 struct Runtime {
     std::mutex mu;
-    std::map<const char*, size_t> device;  // device allocations: start -> bytes
-    std::map<const char*, size_t> pinned;  // cudaMallocHost allocations
-    size_t device_bytes = 0;
-    std::set<cudaStream_t> streams;
-    std::set<cudaEvent_t> events;
     std::unordered_map<const void*, size_t> dynamic_shared_limit;
     cudaError_t last_error = cudaSuccess;
-    int next_stream_id = 1;
 };
 Runtime& rt() { static Runtime r; return r; }
 
@@ -50,21 +37,20 @@ cudaError_t fail(cudaError_t e, const char* fmt, ...) {
     return set_last_error(e);
 }
 
-// Does [p, p+n) lie inside one allocation of `m`?
-bool inside(const std::map<const char*, size_t>& m, const void* p, size_t n) {
-    const char* c = static_cast<const char*>(p);
-    auto it = m.upper_bound(c);
-    if (it == m.begin()) return false;
-    --it;
-    return c >= it->first && c + n <= it->first + it->second;
+enum class Mem { Device, Pinned, Pageable };
+Mem classify(const void* p, size_t n) {
+    if (is_device_range(p, n)) return Mem::Device;
+    if (is_pinned_range(p, n)) return Mem::Pinned;
+    return Mem::Pageable;
 }
-bool is_device(const void* p, size_t n) { return inside(rt().device, p, n); }
+const char* mem_name(Mem m) { return m == Mem::Device ? "device memory" : m == Mem::Pinned ? "pinned host memory"
+                                                                                            : "pageable host memory"; }
 
-cudaError_t check_copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, const char* fn) {
-    if (n == 0) return cudaSuccess;
+cudaError_t check_copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, const char* fn, Mem& dm, Mem& sm) {
     if (!dst || !src) return fail(cudaErrorInvalidValue, "%s: null pointer", fn);
-    std::lock_guard<std::mutex> lock(rt().mu);
-    const bool dst_dev = is_device(dst, n), src_dev = is_device(src, n);
+    dm = classify(dst, n);
+    sm = classify(src, n);
+    const bool dst_dev = dm == Mem::Device, src_dev = sm == Mem::Device;
     bool ok = true;
     switch (kind) {
         case cudaMemcpyHostToHost: ok = !dst_dev && !src_dev; break;
@@ -77,9 +63,35 @@ cudaError_t check_copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind
     if (!ok)
         return fail(cudaErrorInvalidValue,
                     "%s(dst=%p, src=%p, %zu bytes, kind=%d): dst is %s, src is %s (a device range must lie inside one "
-                    "cudaMalloc allocation)", fn, dst, src, n, (int)kind,
-                    dst_dev ? "device memory" : "not a device range", src_dev ? "device memory" : "not a device range");
+                    "cudaMalloc allocation)", fn, dst, src, n, (int)kind, mem_name(dm), mem_name(sm));
     return cudaSuccess;
+}
+
+// Ranges the hazard detector and the pinned-page protection know about.
+void add_range(Work& w, const void* p, size_t n, Mem m, bool write) {
+    Range r{static_cast<const char*>(p), n};
+    (write ? w.writes : w.reads).push_back(r);
+    if (m == Mem::Pinned) w.pinned.push_back({p, n, write});
+}
+
+// A copy as a stream operation. Pageable host sources are staged when the call is made (as the driver does), so
+// the caller may reuse them; everything else is read and written when the operation runs.
+Work copy_work(void* dst, const void* src, size_t n, Mem dm, Mem sm, const char* fn) {
+    Work w;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s %zu bytes %s -> %s (dst %p, src %p)", fn, n, mem_name(sm), mem_name(dm), dst,
+                  src);
+    w.what = buf;
+    if (sm == Mem::Pageable) {
+        auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                          static_cast<const char*>(src) + n);
+        w.run = [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); };
+    } else {
+        add_range(w, src, n, sm, false);
+        w.run = [dst, src, n] { std::memmove(dst, src, n); };
+    }
+    add_range(w, dst, n, dm, true);
+    return w;
 }
 
 }  // namespace
@@ -89,6 +101,16 @@ void report(const char* prefix, const char* fmt, va_list ap) {
     std::fprintf(stderr, "%s", prefix);
     std::vfprintf(stderr, fmt, ap);
     std::fprintf(stderr, "\n");
+}
+
+void fatal(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    report("cudasim: ", fmt, ap);
+    va_end(ap);
+    std::fprintf(stderr, "cudasim: (stream scheduler seed %llu: CUDASIM_STREAM_SEED; thread order %s)\n",
+                 (unsigned long long)stream_seed(), order_name(thread_order()));
+    std::abort();
 }
 
 cudaError_t set_last_error(cudaError_t e) {
@@ -111,27 +133,19 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
     if (!ptr) return set_last_error(cudaErrorInvalidValue);
     *ptr = nullptr;
     if (size == 0) return cudaSuccess;
-    std::lock_guard<std::mutex> lock(rt().mu);
-    if (rt().device_bytes + size > kDeviceMemory)
-        return fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu): out of the simulated device's %zu bytes", size,
-                    kDeviceMemory);
-    void* p = std::aligned_alloc(256, (size + 255) / 256 * 256);
-    if (!p) return fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu): host allocation failed", size);
-    std::memset(p, kPoisonByte, size);  // fresh device memory is garbage: make reads before writes give NaN
-    rt().device[static_cast<const char*>(p)] = size;
-    rt().device_bytes += size;
+    void* p = device_alloc(size);
+    if (!p)
+        return fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu): out of the simulated device's %zu bytes (%zu in use)",
+                    size, kDeviceMemory, device_bytes_in_use());
     *ptr = p;
     return cudaSuccess;
 }
 
+// cudaFree synchronises the device (work still queued may use the buffer), then unmaps it.
 cudaError_t cudaFree(void* ptr) {
     if (!ptr) return cudaSuccess;
-    std::lock_guard<std::mutex> lock(rt().mu);
-    auto it = rt().device.find(static_cast<const char*>(ptr));
-    if (it == rt().device.end()) return fail(cudaErrorInvalidValue, "cudaFree(%p): not a cudaMalloc pointer", ptr);
-    rt().device_bytes -= it->second;
-    rt().device.erase(it);
-    std::free(ptr);
+    synchronize_device();
+    if (!device_free(ptr)) return fail(cudaErrorInvalidValue, "cudaFree(%p): not a cudaMalloc pointer", ptr);
     return cudaSuccess;
 }
 
@@ -139,10 +153,8 @@ cudaError_t cudaMallocHost(void** ptr, size_t size) {
     if (!ptr) return set_last_error(cudaErrorInvalidValue);
     *ptr = nullptr;
     if (size == 0) return cudaSuccess;
-    void* p = std::aligned_alloc(256, (size + 255) / 256 * 256);
+    void* p = pinned_alloc(size);
     if (!p) return fail(cudaErrorMemoryAllocation, "cudaMallocHost(%zu): host allocation failed", size);
-    std::lock_guard<std::mutex> lock(rt().mu);
-    rt().pinned[static_cast<const char*>(p)] = size;
     *ptr = p;
     return cudaSuccess;
 }
@@ -151,112 +163,65 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int) { return cudaMa
 
 cudaError_t cudaFreeHost(void* ptr) {
     if (!ptr) return cudaSuccess;
-    std::lock_guard<std::mutex> lock(rt().mu);
-    auto it = rt().pinned.find(static_cast<const char*>(ptr));
-    if (it == rt().pinned.end()) return fail(cudaErrorInvalidValue, "cudaFreeHost(%p): not a cudaMallocHost pointer", ptr);
-    rt().pinned.erase(it);
-    std::free(ptr);
+    synchronize_device();
+    if (!pinned_free(ptr)) return fail(cudaErrorInvalidValue, "cudaFreeHost(%p): not a cudaMallocHost pointer", ptr);
     return cudaSuccess;
 }
 
+// Synchronous copies follow CUDA's "API synchronization behavior" rules: device -> host, pinned host -> device and
+// host -> host return when the copy is done; pageable host -> device synchronises the legacy stream, stages the
+// source and returns before the device is written; device -> device does not wait.
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
-    if (cudaError_t e = check_copy(dst, src, count, kind, "cudaMemcpy")) return e;
-    if (count) std::memmove(dst, src, count);
-    return cudaSuccess;
-}
-
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t) {
-    if (cudaError_t e = check_copy(dst, src, count, kind, "cudaMemcpyAsync")) return e;
-    if (count) std::memmove(dst, src, count);
-    return cudaSuccess;
-}
-
-cudaError_t cudaMemset(void* ptr, int value, size_t count) {
     if (count == 0) return cudaSuccess;
-    {
-        std::lock_guard<std::mutex> lock(rt().mu);
-        if (!is_device(ptr, count))
-            return fail(cudaErrorInvalidValue, "cudaMemset(%p, %d, %zu): not inside one cudaMalloc allocation", ptr,
-                        value, count);
-    }
-    std::memset(ptr, value, count);
+    Mem dm, sm;
+    if (cudaError_t e = check_copy(dst, src, count, kind, "cudaMemcpy", dm, sm)) return e;
+    if (sm == Mem::Pageable && dm == Mem::Device) synchronize_stream(nullptr);
+    enqueue(nullptr, copy_work(dst, src, count, dm, sm, "cudaMemcpy"));
+    const bool waits = dm != Mem::Device || sm == Mem::Pinned;
+    if (waits) synchronize_stream(nullptr);
     return cudaSuccess;
 }
 
-cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t) { return cudaMemset(ptr, value, count); }
+// Asynchronous copies run when the stream gets to them; only a host-to-host copy completes before returning.
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
+    if (count == 0) return cudaSuccess;
+    Mem dm, sm;
+    if (cudaError_t e = check_copy(dst, src, count, kind, "cudaMemcpyAsync", dm, sm)) return e;
+    if (cudaError_t e = enqueue(stream, copy_work(dst, src, count, dm, sm, "cudaMemcpyAsync")))
+        return fail(e, "cudaMemcpyAsync: unknown stream %p", (void*)stream);
+    if (dm != Mem::Device && sm != Mem::Device) return synchronize_stream(stream);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
+    if (count == 0) return cudaSuccess;
+    if (!is_device_range(ptr, count))
+        return fail(cudaErrorInvalidValue, "cudaMemset(%p, %d, %zu): not inside one cudaMalloc allocation", ptr, value,
+                    count);
+    Work w;
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "cudaMemset %zu bytes at %p", count, ptr);
+    w.what = buf;
+    w.writes.push_back({static_cast<const char*>(ptr), count});
+    w.run = [ptr, value, count] { std::memset(ptr, value, count); };
+    if (cudaError_t e = enqueue(stream, std::move(w))) return fail(e, "cudaMemsetAsync: unknown stream %p", (void*)stream);
+    return cudaSuccess;
+}
+
+// cudaMemset on device memory is asynchronous with respect to the host (on the legacy default stream).
+cudaError_t cudaMemset(void* ptr, int value, size_t count) { return cudaMemsetAsync(ptr, value, count, nullptr); }
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
-    std::lock_guard<std::mutex> lock(rt().mu);
-    if (free_bytes) *free_bytes = kDeviceMemory - rt().device_bytes;
+    const size_t used = device_bytes_in_use();
+    if (free_bytes) *free_bytes = kDeviceMemory - used;
     if (total) *total = kDeviceMemory;
     return cudaSuccess;
 }
 
-// ---- streams and events: everything completes before the call returns -----------------------------------------
-cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) {
-    if (!s) return set_last_error(cudaErrorInvalidValue);
-    std::lock_guard<std::mutex> lock(rt().mu);
-    *s = new CUstream_st{rt().next_stream_id++};
-    rt().streams.insert(*s);
+cudaError_t cudaDeviceReset(void) {
+    synchronize_device();
     return cudaSuccess;
 }
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
-    std::lock_guard<std::mutex> lock(rt().mu);
-    if (!rt().streams.erase(s)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy(%p): unknown stream", (void*)s);
-    delete s;
-    return cudaSuccess;
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned int) {
-    std::lock_guard<std::mutex> lock(rt().mu);
-    if (!rt().events.count(e)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: unknown event %p", (void*)e);
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
-    if (!e) return set_last_error(cudaErrorInvalidValue);
-    std::lock_guard<std::mutex> lock(rt().mu);
-    *e = new CUevent_st;
-    (*e)->flags = flags;
-    rt().events.insert(*e);
-    return cudaSuccess;
-}
-cudaError_t cudaEventDestroy(cudaEvent_t e) {
-    std::lock_guard<std::mutex> lock(rt().mu);
-    if (!rt().events.erase(e)) return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy(%p): unknown event", (void*)e);
-    delete e;
-    return cudaSuccess;
-}
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
-    std::lock_guard<std::mutex> lock(rt().mu);
-    if (!rt().events.count(e)) return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord(%p): unknown event", (void*)e);
-    e->recorded = true;
-    e->time = std::chrono::steady_clock::now();
-    return cudaSuccess;
-}
-cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-    std::lock_guard<std::mutex> lock(rt().mu);
-    if (!rt().events.count(e)) return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize(%p): unknown event", (void*)e);
-    return cudaSuccess;
-}
-cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-    std::lock_guard<std::mutex> lock(rt().mu);
-    if (!ms || !rt().events.count(start) || !rt().events.count(end))
-        return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: unknown event");
-    if ((start->flags | end->flags) & cudaEventDisableTiming)
-        return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: event created with cudaEventDisableTiming");
-    if (!start->recorded || !end->recorded)
-        return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: event not recorded");
-    *ms = std::chrono::duration<float, std::milli>(end->time - start->time).count();
-    return cudaSuccess;
-}
-
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
 
 // ---- errors --------------------------------------------------------------------------------------------------
 cudaError_t cudaGetLastError(void) {

@@ -1,4 +1,5 @@
-// The launcher: runs a grid block by block, and each block's threads as fibers scheduled in the chosen order.
+// The launcher: checks a launch when it is enqueued, and when the stream scheduler runs it, runs the grid block by
+// block, each block's threads as fibers scheduled in the thread order that was current at the launch.
 #include <cuda_runtime.h>
 
 #include "dev/cudasim/fiber.h"
@@ -55,7 +56,7 @@ struct Sim {
 
     void (*body)(void*) = nullptr;
     void* body_ctx = nullptr;
-    const char* kernel_name = nullptr;
+    std::string kernel_name;  // of the grid being run
     const void* kernel = nullptr;
 };
 
@@ -85,19 +86,14 @@ Sim& sim() {
 
 std::string where() {
     Sim& s = sim();
-    char buf[256];
+    char buf[512];
     if (!s.current) return "host code";
-    std::snprintf(buf, sizeof buf, "kernel %s%s%p, block (%u,%u,%u), thread (%u,%u,%u)", s.kernel_name ? s.kernel_name : "",
-                  s.kernel_name ? " at " : "at ", s.kernel, g_blockIdx.x, g_blockIdx.y, g_blockIdx.z, s.current->tid.x,
-                  s.current->tid.y, s.current->tid.z);
+    std::snprintf(buf, sizeof buf, "kernel %s, block (%u,%u,%u), thread (%u,%u,%u)", s.kernel_name.c_str(),
+                  g_blockIdx.x, g_blockIdx.y, g_blockIdx.z, s.current->tid.x, s.current->tid.y, s.current->tid.z);
     return buf;
 }
 
-[[noreturn]] void die(const std::string& msg) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "cudasim: %s\n", msg.c_str());
-    std::abort();
-}
+[[noreturn]] void die(const std::string& msg) { fatal("%s", msg.c_str()); }
 
 // Back to the scheduler; returns when the scheduler resumes this fiber.
 void yield() {
@@ -164,9 +160,9 @@ bool resume(Fiber& f) {
     }
     char buf[512];
     std::snprintf(buf, sizeof buf,
-                  "kernel %s%p, block (%u,%u,%u) of %d threads is stuck: %d exited, %d wait at __syncthreads "
+                  "kernel %s, block (%u,%u,%u) of %d threads is stuck: %d exited, %d wait at __syncthreads "
                   "(first: linear thread %d), %d wait in a warp collective (first: linear thread %d).%s",
-                  s.kernel_name ? s.kernel_name : "", s.kernel, g_blockIdx.x, g_blockIdx.y, g_blockIdx.z, s.nthreads,
+                  s.kernel_name.c_str(), g_blockIdx.x, g_blockIdx.y, g_blockIdx.z, s.nthreads,
                   done, barrier, first_barrier, warp, first_warp,
                   (barrier && done) ? " Divergent __syncthreads: some threads returned before a barrier the others wait at."
                   : (barrier && warp) ? " Divergent barrier/warp collective: threads wait at different sync points."
@@ -224,6 +220,7 @@ void schedule_warp_serial() {
 
 void run_block(std::mt19937_64& rng) {
     Sim& s = sim();
+    poison_static_shared();  // shared memory starts with garbage on a GPU, in every block
     for (int i = 0; i < s.nthreads; i++) {
         Fiber& f = s.fibers[i];
         f.state = State::Ready;
@@ -237,31 +234,44 @@ void run_block(std::mt19937_64& rng) {
     else schedule_rounds(rng);
 }
 
-}  // namespace
+std::string kernel_display_name(const void* kernel, const char* name) {
+    return name ? std::string(name) : function_name(kernel);
+}
 
-void run_grid(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t,
-              void (*body)(void*), void* ctx) {
-    Sim& s = sim();
-    if (s.current) die(where() + ": kernel launch from inside a kernel (dynamic parallelism) is not supported");
-    s.kernel = kernel;
-    s.kernel_name = name;
+// Checks the configuration as a GPU does at launch time (cudaErrorInvalidConfiguration and friends).
+void check_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes) {
     const long long nthreads = (long long)block.x * block.y * block.z;
     char buf[512];
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || nthreads == 0 || nthreads > kMaxThreadsPerBlock ||
         block.z > 64 || grid.y > 65535 || grid.z > 65535) {
-        std::snprintf(buf, sizeof buf, "launch of kernel %s%p with grid (%u,%u,%u), block (%u,%u,%u): invalid "
-                      "configuration (cudaErrorInvalidConfiguration on a GPU)", name ? name : "", kernel, grid.x,
-                      grid.y, grid.z, block.x, block.y, block.z);
+        std::snprintf(buf, sizeof buf, "launch of kernel %s with grid (%u,%u,%u), block (%u,%u,%u): invalid "
+                      "configuration (cudaErrorInvalidConfiguration on a GPU)",
+                      kernel_display_name(kernel, name).c_str(), grid.x, grid.y, grid.z, block.x, block.y, block.z);
         die(buf);
     }
     const size_t limit = max_dynamic_shared(kernel);
     if (shared_bytes > limit) {
-        std::snprintf(buf, sizeof buf, "launch of kernel %s%p with %zu bytes of dynamic shared memory: the limit is "
+        std::snprintf(buf, sizeof buf, "launch of kernel %s with %zu bytes of dynamic shared memory: the limit is "
                       "%zu (raise it up to %zu with cudaFuncSetAttribute(kernel, "
-                      "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes))", name ? name : "", kernel, shared_bytes,
-                      limit, kMaxDynamicShared);
+                      "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes))", kernel_display_name(kernel, name).c_str(),
+                      shared_bytes, limit, kMaxDynamicShared);
         die(buf);
     }
+}
+
+// Runs the grid now, in the thread order captured at the launch.
+void run_grid(const void* kernel, const std::string& name, dim3 grid, dim3 block, size_t shared_bytes, Order order,
+              uint64_t seed, void (*body)(void*), void* ctx) {
+    Sim& s = sim();
+    if (s.current) die(where() + ": kernel launch from inside a kernel (dynamic parallelism) is not supported");
+    install_fault_handler();
+    const Order saved_order = s.order;
+    const uint64_t saved_seed = s.seed;
+    s.order = order;
+    s.seed = seed;
+    s.kernel = kernel;
+    s.kernel_name = name;
+    const long long nthreads = (long long)block.x * block.y * block.z;
     s.launches++;
     s.body = body;
     s.body_ctx = ctx;
@@ -293,7 +303,41 @@ void run_grid(const void* kernel, const char* name, dim3 grid, dim3 block, size_
         run_block(rng);
     }
     s.kernel = nullptr;
-    s.kernel_name = nullptr;
+    s.kernel_name.clear();
+    s.order = saved_order;
+    s.seed = saved_seed;
+}
+
+}  // namespace
+
+void enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes,
+                    cudaStream_t stream, void (*body)(void*), std::shared_ptr<void> ctx,
+                    std::vector<const void*> pointers) {
+    Sim& s = sim();
+    if (s.current) die(where() + ": kernel launch from inside a kernel (dynamic parallelism) is not supported");
+    check_launch(kernel, name, grid, block, shared_bytes);
+    const std::string kname = kernel_display_name(kernel, name);
+    char what[512];
+    std::snprintf(what, sizeof what, "kernel %s<<<(%u,%u,%u), (%u,%u,%u), %zu>>>", kname.c_str(), grid.x, grid.y,
+                  grid.z, block.x, block.y, block.z, shared_bytes);
+    Work w;
+    w.what = what;
+    const Order order = s.order;
+    const uint64_t seed = s.seed;
+    w.run = [=] {
+        run_grid(kernel, kname, grid, block, shared_bytes, order, seed, body, ctx.get());
+        check_guard_bytes(pointers, ("kernel " + kname).c_str());
+    };
+    if (enqueue(stream, std::move(w)) != cudaSuccess)
+        die("launch of kernel " + kname + " on an invalid stream handle (cudaErrorInvalidResourceHandle on a GPU)");
+}
+
+std::string current_location() { return where(); }
+bool in_kernel() { return sim().current != nullptr; }
+bool is_fiber_stack_guard(const void* addr) {
+    for (const auto& st : sim().stacks)
+        if (st->in_guard(addr)) return true;
+    return false;
 }
 
 void syncthreads() { (void)syncthreads_count(0); }

@@ -11,7 +11,8 @@
 #      the encoder backward must handle as fast)
 #   5. the same model in PyTorch (torch.compile, bf16 autocast, flash attention) in the same run
 #   6. the per-kernel benchmarks (dev/cuda), and the SASS check (test/sass_check.py) with the toolkit's cuobjdump;
-#      attention checks itself against a plain GPU reference first
+#      attention checks itself against a plain GPU reference first; dev/cuda/cublaslt_rules: what the real cuBLASLt
+#      does with each configuration the simulator's cuBLASLt refuses (a MISMATCH line means the simulator is too lax)
 #   7. PyTorch's scaled_dot_product_attention at the attention benchmark's shapes (dev/bench/pytorch_sdpa.py), and
 #      the --dry-run memory plan of the B = 64 run beside its measured peak
 #   8. with 2 or more GPUs: the NCCL collectives' watchdog (a stopped rank ends the job, named; no false alarm)

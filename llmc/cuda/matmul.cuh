@@ -28,7 +28,7 @@
 
 namespace llmc {
 
-// One GEMM: D = alpha op(A) op(B) + beta C, column-major, m x n result, k inner, optionally batched with strides.
+// One GEMM: D = alpha op(A) op(B) + beta C, column-major, m x n result, k inner.
 // A, B are bf16; C/D are bf16 or fp32 (d_type); C is D (in place accumulation when beta = 1).
 struct GemmArgs {
     void* d = nullptr;
@@ -37,8 +37,6 @@ struct GemmArgs {
     bool trans_a = false, trans_b = false;
     size_t m = 0, n = 0, k = 0;
     size_t lda = 0, ldb = 0, ldd = 0;
-    size_t stride_a = 0, stride_b = 0, stride_d = 0;  // elements between batch entries
-    size_t batch = 1;
     float alpha = 1.0f, beta = 0.0f;
     cudaDataType_t d_type = CUDA_R_16BF;
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
@@ -62,9 +60,12 @@ public:
     GemmRunner(const GemmRunner&) = delete;
     GemmRunner& operator=(const GemmRunner&) = delete;
 
-    // Runs the GEMM; returns false (and runs nothing) when cuBLASLt has no algorithm for this configuration, so that
-    // the caller can fall back to a plainer epilogue.
+    // Runs the GEMM; returns false (and runs nothing) when cuBLASLt has no algorithm for this configuration, or when
+    // a fused epilogue's bias or aux pointer is not 16-byte aligned, so that the caller can fall back to a plainer
+    // epilogue. cuBLASLt's alignment preferences do not cover those two pointers: the heuristic may pick a kernel
+    // that assumes 16 bytes and then fault on the device (pytorch#194497), so the check is ours.
     bool try_run(const GemmArgs& g, cudaStream_t stream) {
+        if ((g.bias && (uintptr_t)g.bias % 16 != 0) || (g.aux && (uintptr_t)g.aux % 16 != 0)) return false;
         Plan& p = plan(g);
         if (!p.found) return false;
         if (g.bias) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
@@ -77,15 +78,15 @@ public:
     }
     void run(const GemmArgs& g, cudaStream_t stream) {
         if (!try_run(g, stream))
-            fail("cuBLASLt has no algorithm for a %zux%zux%zu GEMM (trans %d%d, batch %zu, epilogue %d)", g.m, g.n, g.k,
-                 (int)g.trans_a, (int)g.trans_b, g.batch, (int)g.epilogue);
+            fail("cuBLASLt has no algorithm for a %zux%zux%zu GEMM (trans %d%d, epilogue %d)", g.m, g.n, g.k,
+                 (int)g.trans_a, (int)g.trans_b, (int)g.epilogue);
     }
     size_t num_plans() const { return plans_.size(); }
 
 private:
     struct Key {
         int trans_a, trans_b, d_type, epilogue;
-        size_t m, n, k, lda, ldb, ldd, stride_a, stride_b, stride_d, batch;
+        size_t m, n, k, lda, ldb, ldd;
         unsigned align_a, align_b, align_d, align_bias, align_aux, unused;  // `unused` leaves no padding bytes
         bool operator<(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) < 0; }
     };
@@ -103,30 +104,13 @@ private:
         while (al > 1 && a % al != 0) al >>= 1;
         return al;
     }
-    // The alignment every matrix of a strided batch has: entry i starts stride * i elements after the first, so an
-    // odd stride (attention at odd T * hs) leaves later entries less aligned than the base pointer.
-    static unsigned batch_alignment(const void* p, size_t stride, size_t elem_bytes, size_t batch) {
-        unsigned al = alignment(p);
-        if (batch > 1) al = std::min(al, alignment((const void*)(uintptr_t)(stride * elem_bytes)));
-        return al;
-    }
-
-    static cublasLtMatrixLayout_t make_layout(cudaDataType_t type, size_t rows, size_t cols, size_t ld, size_t batch,
-                                              size_t stride) {
+    static cublasLtMatrixLayout_t make_layout(cudaDataType_t type, size_t rows, size_t cols, size_t ld) {
         cublasLtMatrixLayout_t l;
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, rows, cols, (int64_t)ld));
-        if (batch > 1) {
-            int32_t count = (int32_t)batch;
-            int64_t off = (int64_t)stride;
-            CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-            CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &off,
-                                                          sizeof(off)));
-        }
         return l;
     }
 
     Plan& plan(const GemmArgs& g) {
-        if (g.batch > 2147483647u) fail("GEMM batch count %zu does not fit cuBLASLt's int32", g.batch);
         Key key;
         std::memset(&key, 0, sizeof key);  // the key is compared bytewise, padding included
         key.trans_a = g.trans_a;
@@ -135,11 +119,9 @@ private:
         key.epilogue = (int)g.epilogue;
         key.m = g.m; key.n = g.n; key.k = g.k;
         key.lda = g.lda; key.ldb = g.ldb; key.ldd = g.ldd;
-        key.stride_a = g.stride_a; key.stride_b = g.stride_b; key.stride_d = g.stride_d;
-        key.batch = g.batch;
-        key.align_a = batch_alignment(g.a, g.stride_a, 2, g.batch);  // A and B are bf16
-        key.align_b = batch_alignment(g.b, g.stride_b, 2, g.batch);
-        key.align_d = batch_alignment(g.d, g.stride_d, g.d_type == CUDA_R_32F ? 4 : 2, g.batch);
+        key.align_a = alignment(g.a);
+        key.align_b = alignment(g.b);
+        key.align_d = alignment(g.d);
         key.align_bias = g.bias ? alignment(g.bias) : 0;
         key.align_aux = g.aux ? alignment(g.aux) : 0;
         auto it = plans_.find(key);
@@ -167,11 +149,9 @@ private:
                                                         sizeof(g.aux)));
         }
         // Stored shapes: op(A) is m x k, so A is k x m when transposed; op(B) is k x n.
-        p.la = g.trans_a ? make_layout(CUDA_R_16BF, g.k, g.m, g.lda, g.batch, g.stride_a)
-                         : make_layout(CUDA_R_16BF, g.m, g.k, g.lda, g.batch, g.stride_a);
-        p.lb = g.trans_b ? make_layout(CUDA_R_16BF, g.n, g.k, g.ldb, g.batch, g.stride_b)
-                         : make_layout(CUDA_R_16BF, g.k, g.n, g.ldb, g.batch, g.stride_b);
-        p.ld = make_layout(g.d_type, g.m, g.n, g.ldd, g.batch, g.stride_d);
+        p.la = g.trans_a ? make_layout(CUDA_R_16BF, g.k, g.m, g.lda) : make_layout(CUDA_R_16BF, g.m, g.k, g.lda);
+        p.lb = g.trans_b ? make_layout(CUDA_R_16BF, g.n, g.k, g.ldb) : make_layout(CUDA_R_16BF, g.k, g.n, g.ldb);
+        p.ld = make_layout(g.d_type, g.m, g.n, g.ldd);
 
         cublasLtMatmulPreference_t pref;
         CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));

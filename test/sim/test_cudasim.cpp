@@ -4,10 +4,8 @@
 #include <cuda_runtime.h>
 
 #include "dev/cudasim/include/cudasim.h"
+#include "test/sim/death_test.h"
 #include "test/testing.h"
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -18,6 +16,7 @@
 #include <vector>
 
 using testing::check;
+using testing::aborts_with;
 using testing::check_close;
 
 // ---- kernels ---------------------------------------------------------------------------------------------------
@@ -210,30 +209,6 @@ std::vector<T> to_host(const T* d, size_t n) {
     std::vector<T> h(n);
     cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
     return h;
-}
-
-// Runs fn in a child process; returns true if it aborted and its stderr contains `needle`.
-bool aborts_with(const std::function<void()>& fn, const std::string& needle, std::string& err) {
-    std::fflush(stdout);
-    std::fflush(stderr);
-    int fds[2];
-    if (pipe(fds) != 0) return false;
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], 2);
-        fn();
-        _exit(0);
-    }
-    close(fds[1]);
-    err.clear();
-    char buf[512];
-    ssize_t r;
-    while ((r = read(fds[0], buf, sizeof buf)) > 0) err.append(buf, (size_t)r);
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && err.find(needle) != std::string::npos;
 }
 
 std::vector<float> random_floats(size_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
@@ -487,11 +462,15 @@ void test_failures_are_reported() {
     cudaMalloc(&out, 64 * sizeof(float));
     std::string err;
     check("divergent __syncthreads aborts with a clear message",
-          aborts_with([&] { cudasim::launch(divergent_barrier, dim3(1), dim3(64), 0, nullptr, out); },
-                      "Divergent __syncthreads", err), "stderr: %s", err.c_str());
+          aborts_with([&] {
+              cudasim::launch(divergent_barrier, dim3(1), dim3(64), 0, nullptr, out);
+              cudaDeviceSynchronize();
+          }, "Divergent __syncthreads", err), "stderr: %s", err.c_str());
     check("shuffle with an exited partner lane aborts",
-          aborts_with([&] { cudasim::launch(shuffle_after_exit, dim3(1), dim3(32), 0, nullptr, out); },
-                      "exited", err), "stderr: %s", err.c_str());
+          aborts_with([&] {
+              cudasim::launch(shuffle_after_exit, dim3(1), dim3(32), 0, nullptr, out);
+              cudaDeviceSynchronize();
+          }, "exited", err), "stderr: %s", err.c_str());
     check("over 48 KiB of dynamic shared memory without cudaFuncSetAttribute aborts",
           aborts_with([&] { cudasim::launch(big_dynamic, dim3(1), dim3(32), 64 * 1024, nullptr, out); },
                       "cudaFuncAttributeMaxDynamicSharedMemorySize", err), "stderr: %s", err.c_str());
@@ -499,6 +478,7 @@ void test_failures_are_reported() {
           aborts_with([&] {
               cudasim::set_thread_order(cudasim::Order::WarpSerial);
               cudasim::launch(divergent_barrier, dim3(1), dim3(64), 0, nullptr, out);
+              cudaDeviceSynchronize();
           }, "Divergent __syncthreads", err), "stderr: %s", err.c_str());
     check("a block of 2048 threads aborts",
           aborts_with([&] { cudasim::launch(big_dynamic, dim3(1), dim3(2048), 0, nullptr, out); },
@@ -542,6 +522,9 @@ void test_runtime() {
     cudaEventRecord(e1, s);
     cudaEventRecord(e2, s);
     float ms = -1;
+    check("cudaEventElapsedTime is cudaErrorNotReady before the events ran",
+          cudaEventElapsedTime(&ms, e0, e1) == cudaErrorNotReady);
+    cudaEventSynchronize(e1);
     check("cudaEventElapsedTime", cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess && ms >= 0.0f);
     std::printf("  (one more expected error line on stderr)\n");
     check("cudaEventElapsedTime refuses a DisableTiming event", cudaEventElapsedTime(&ms, e0, e2) != cudaSuccess);
@@ -586,6 +569,8 @@ struct GemmCase {
     bool bf16_in = false, bf16_out = false;
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
 };
+// Elements between the bias vectors of a batch: each vector 16-byte aligned, as the fused epilogues need.
+size_t bias_stride(const GemmCase& g) { return (std::max(g.m, g.n) + 7) / 8 * 8; }
 
 template <class T>
 std::vector<T> convert(const std::vector<float>& v) {
@@ -619,7 +604,7 @@ void run_gemm_case(cublasLtHandle_t handle, const GemmCase& g) {
     const size_t lda = arows + g.pad, ldb = brows + g.pad, ldc = g.m + g.pad;
     const size_t sa = lda * acols + 3, sb = ldb * bcols + 5, sc = ldc * g.n + 1;  // batch strides with gaps
     auto A = random_floats(sa * g.batch, 100), B = random_floats(sb * g.batch, 200);
-    auto C = random_floats(sc * g.batch, 300), bias = random_floats(std::max(g.m, g.n) * g.batch, 400);
+    auto C = random_floats(sc * g.batch, 300), bias = random_floats(bias_stride(g) * g.batch, 400);
     if (g.bf16_in) for (auto* v : {&A, &B}) for (auto& x : *v) x = bf16_round(x);
     if (g.bf16_out) for (auto* v : {&C, &bias}) for (auto& x : *v) x = bf16_round(x);
     const size_t aux_ld = (g.m + 7) / 8 * 8 + 8, aux_stride = aux_ld * g.n;
@@ -640,7 +625,7 @@ void run_gemm_case(cublasLtHandle_t handle, const GemmCase& g) {
     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epilogue, sizeof g.epilogue);
     if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT && g.epilogue != CUBLASLT_EPILOGUE_GELU) {
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dBias, sizeof dBias);
-        const int64_t bstride = (int64_t)std::max(g.m, g.n);
+        const int64_t bstride = (int64_t)bias_stride(g);
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bstride, sizeof bstride);
     }
     if (g.epilogue & 128) {
@@ -687,7 +672,7 @@ void run_gemm_case(cublasLtHandle_t handle, const GemmCase& g) {
                 double acc = 0;
                 for (size_t p = 0; p < g.k; p++) acc += op_at(A, g.ta, lda, bi * sa, i, p) * op_at(B, g.tb, ldb, bi * sb, p, j);
                 acc = g.alpha * acc + g.beta * C[bi * sc + j * ldc + i];
-                if (bias_in) acc += bias[bi * std::max(g.m, g.n) + i];
+                if (bias_in) acc += bias[bi * bias_stride(g) + i];
                 wantAux[bi * aux_stride + j * aux_ld + i] = acc;
                 if (gelu) acc = gelu_ref(acc);
                 wantD[bi * sc + j * ldc + i] = acc;
@@ -718,11 +703,11 @@ void run_gemm_case(cublasLtHandle_t handle, const GemmCase& g) {
         check_close("cuBLASLt " + g.name + ": AUX pre-GELU output", ga.data(), wa.data(), ga.size(), rtol, atol);
     }
     if (bgrad) {
-        auto gotBias = download(dBias, std::max(g.m, g.n) * g.batch, g.bf16_out);
+        auto gotBias = download(dBias, bias_stride(g) * g.batch, g.bf16_out);
         std::vector<float> gb, wb;
         for (int bi = 0; bi < g.batch; bi++)
             for (size_t j = 0; j < g.n; j++) {
-                gb.push_back(gotBias[bi * std::max(g.m, g.n) + j]);
+                gb.push_back(gotBias[bi * bias_stride(g) + j]);
                 wb.push_back((float)wantBias[bi * g.n + j]);
             }
         check_close("cuBLASLt " + g.name + ": BGRADB bias gradient", gb.data(), wb.data(), gb.size(), rtol, atol);
@@ -803,8 +788,9 @@ void report_speed() {
     std::vector<float> hx(1024, 1.0f);
     float* x = to_device(hx);
     float* out;
-    cudaMalloc(&out, sizeof(float));
+    cudaMalloc(&out, 4 * sizeof(float));  // one sum per block
     for (int r = 0; r < 4; r++) cudasim::launch(block_sum, dim3(4), dim3(256), 0, nullptr, x, out);
+    cudaDeviceSynchronize();
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const uint64_t sw = cudasim::switch_count() - s0;
     std::printf("# speed: %llu context switches in %.3f s (%.0f ns each, launch overhead included)\n",

@@ -4,8 +4,9 @@
 //   cudasim::set_thread_order(cudasim::Order::Shuffled, seed)             // scheduling order of the fibers
 //   cudasim::for_each_order([&](cudasim::Order o) { ... })                // run a test under every order
 //
-// A launch runs synchronously: blocks one after another (in the order's block order), and inside a block every
-// thread as a fiber. Fibers yield only at __syncthreads, __syncwarp and warp collectives; between yield points the
+// A launch is enqueued on its stream and runs when the stream scheduler gets to it (a host synchronisation that needs
+// it, see docs/cudasim.md), in the thread order current at the launch: blocks one after another (in the order's block
+// order), and inside a block every thread as a fiber. Fibers yield only at __syncthreads, __syncwarp and warp collectives; between yield points the
 // scheduler resumes the runnable fibers in the current order (Forward: thread 0 first; Reverse: last thread first;
 // Shuffled: a fresh pseudo-random permutation each round), or runs one warp at a time up to the next __syncthreads
 // (WarpSerial: warp 0 first; WarpSerialReverse: last warp first). A kernel that lacks a barrier reads data another
@@ -16,9 +17,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace cudasim {
 
@@ -47,15 +50,29 @@ void for_each_order(Fn&& fn, uint64_t seed = 0x5eed) {
     set_thread_order(saved, saved_seed);
 }
 
-// Number of kernel launches and of fiber context switches so far (for tests and speed checks).
+// The stream scheduler's seed: which of the operations CUDA allows to run next runs next, when the host waits for
+// device work (see docs/cudasim.md). The initial seed comes from CUDASIM_STREAM_SEED (default 1); 0 runs them in the
+// order they were enqueued.
+void set_stream_seed(uint64_t seed);
+uint64_t stream_seed();
+
+// Number of kernel launches run and of fiber context switches so far (for tests and speed checks).
 uint64_t launch_count();
 uint64_t switch_count();
 
 namespace detail {
-// Runs the grid. body(ctx) is the kernel call of one CUDA thread. `kernel` identifies the function for
-// cudaFuncSetAttribute limits; `name` (may be null) is used in error messages.
-void run_grid(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
-              void (*body)(void*), void* ctx);
+// Checks the launch and enqueues the grid on `stream`. body(ctx) is the kernel call of one CUDA thread. `kernel`
+// identifies the function for cudaFuncSetAttribute limits; `name` (may be null: the symbol table gives it) is used in
+// messages. `pointers` are the kernel's pointer arguments: after the grid ran, the slack around the allocations they
+// point into is checked for out-of-bounds writes.
+void enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes,
+                    cudaStream_t stream, void (*body)(void*), std::shared_ptr<void> ctx,
+                    std::vector<const void*> pointers);
+
+template <class T>
+void collect_pointer(std::vector<const void*>& out, const T& v) {
+    if constexpr (std::is_pointer_v<T>) out.push_back((const void*)v);
+}
 
 template <class Kernel, class Params>
 struct Call {
@@ -69,15 +86,19 @@ struct Call {
 };
 }  // namespace detail
 
-// Launch `kernel` like kernel<<<grid, block, shared_bytes, stream>>>(args...), synchronously.
+// Launch `kernel` like kernel<<<grid, block, shared_bytes, stream>>>(args...): the arguments are converted to the
+// kernel's parameter types now, the grid runs when the stream scheduler reaches it.
 template <class... P, class... A>
 void launch_named(const char* name, void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes,
                   cudaStream_t stream, A&&... args) {
     static_assert(sizeof...(P) == sizeof...(A), "cudasim::launch: wrong number of kernel arguments");
     using Params = std::tuple<std::decay_t<P>...>;
-    detail::Call<void (*)(P...), Params> call{kernel, Params(std::forward<A>(args)...)};
-    detail::run_grid(reinterpret_cast<const void*>(kernel), name, grid, block, shared_bytes, stream,
-                     &detail::Call<void (*)(P...), Params>::run, &call);
+    using CallT = detail::Call<void (*)(P...), Params>;
+    auto call = std::make_shared<CallT>(CallT{kernel, Params(std::forward<A>(args)...)});
+    std::vector<const void*> pointers;
+    std::apply([&](const auto&... p) { (detail::collect_pointer(pointers, p), ...); }, call->params);
+    detail::enqueue_launch(reinterpret_cast<const void*>(kernel), name, grid, block, shared_bytes, stream,
+                           &CallT::run, std::shared_ptr<void>(call), std::move(pointers));
 }
 template <class... P, class... A>
 void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, A&&... args) {

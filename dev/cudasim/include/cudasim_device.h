@@ -17,9 +17,10 @@
 // ---- qualifiers ----------------------------------------------------------------------------------------------
 // The toolkit's host_defines.h already makes __global__, __device__, __host__ empty and __forceinline__ an inline
 // attribute under a host compiler. __shared__ variables must be one object per block shared by all the block's
-// fibers: blocks run one after another on this OS thread, so a thread_local static object is exactly that.
-// thread_local (unlike static) also makes `extern __shared__ T smem[];` valid: it names the simulator's dynamic
-// shared memory buffer (see dev/cudasim/shared_memory.cpp for the names that are bound).
+// fibers: blocks run one after another on this OS thread, so a thread_local static object is exactly that. Every
+// such object is poisoned at the start of every block (found in the executable's symbol table, see
+// dev/cudasim/shared_memory.cpp). thread_local (unlike static) also makes `extern __shared__ T smem[];` valid: it
+// names the simulator's dynamic shared memory buffer (see shared_memory.cpp for the names that are bound).
 #undef __shared__
 #define __shared__ thread_local
 #ifndef __launch_bounds__

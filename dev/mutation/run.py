@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Mutation testing of the CUDA code (`make mutation-test`; docs/cudasim.md, "Mutation testing").
+
+For each planted bug of dev/mutation/mutations.py: apply it to a scratch copy of the tree (build/mutation/tree, whose
+build directory is kept between mutations so each rebuild is incremental), build the test programs, run the tests
+(TEST_FILTER, by default the ones that run CUDA code: the simulator's and the reference test), and record whether any
+test failed (caught) or all passed (survived). Prints a table and the score; exits non-zero if a mutation survived or
+a snippet does not match exactly once.
+
+  python3 dev/mutation/run.py                  every mutation
+  python3 dev/mutation/run.py --check          only verify that every snippet matches exactly once
+  python3 dev/mutation/run.py --only ID,ID     some mutations
+  python3 dev/mutation/run.py --filter "sim"   another test filter (space-separated substrings of test names)
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mutations import MUTATIONS  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+SCRATCH = os.path.join(ROOT, "build", "mutation")
+TREE = os.path.join(SCRATCH, "tree")
+DEFAULT_FILTER = "sim reference"
+BUILD_TARGETS = ["test-binaries", "test_gpt2_cpu"]
+
+
+def fail(msg):
+    print(f"mutation-test: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def check_snippets(mutations):
+    bad = []
+    ids = set()
+    for m in mutations:
+        if m.id in ids:
+            bad.append(f"{m.id}: duplicate id")
+        ids.add(m.id)
+        path = os.path.join(ROOT, m.file)
+        if not os.path.exists(path):
+            bad.append(f"{m.id}: {m.file} does not exist")
+            continue
+        n = open(path).read().count(m.find)
+        if n != 1:
+            bad.append(f"{m.id}: the snippet occurs {n} times in {m.file} (expected exactly once)")
+    if bad:
+        fail("stale mutation list (update dev/mutation/mutations.py):\n  " + "\n  ".join(bad))
+
+
+def copy_tree():
+    """The repository's files (tracked and untracked, not ignored) into TREE; TREE/build is kept."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    for f in files:
+        if not f or not os.path.isfile(os.path.join(ROOT, f)):
+            continue
+        dst = os.path.join(TREE, f)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(os.path.join(ROOT, f), dst)
+    # Start from this checkout's build products, so the first build is incremental too.
+    if not os.path.isdir(os.path.join(TREE, "build")) and os.path.isdir(os.path.join(ROOT, "build")):
+        shutil.copytree(os.path.join(ROOT, "build"), os.path.join(TREE, "build"), symlinks=True,
+                        ignore=shutil.ignore_patterns("mutation", "test-logs", "test-tmp"))
+
+
+def make(jobs):
+    r = subprocess.run(["nice", "make", f"-j{jobs}", "--no-print-directory"] + BUILD_TARGETS, cwd=TREE,
+                       capture_output=True, text=True)
+    return r.returncode == 0, r.stdout + r.stderr
+
+
+def run_tests(test_filter, timeout_s):
+    env = dict(os.environ, TEST_FILTER=test_filter, CUDASIM_NCCL_TIMEOUT_S="60")
+    try:
+        r = subprocess.run(["bash", "test/run_tests.sh"], cwd=TREE, env=env, capture_output=True, text=True,
+                           timeout=timeout_s)
+        out, rc, timed_out = r.stdout, r.returncode, False
+    except subprocess.TimeoutExpired as e:
+        out, rc, timed_out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), -1, True
+    failed = [m.group(1) for m in re.finditer(r"^(\S+)\s+\d+ passed\s+([1-9]\d*) failed", out, re.M)]
+    total = re.search(r"^(\d+) passed, (\d+) failed, (\d+) skipped", out, re.M)
+    return rc, timed_out, failed, total, out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--check", action="store_true", help="only check that every snippet matches exactly once")
+    ap.add_argument("--only", default="", help="comma-separated mutation ids")
+    ap.add_argument("--filter", default=DEFAULT_FILTER, help="TEST_FILTER for test/run_tests.sh")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds for one mutation's test run")
+    args = ap.parse_args()
+
+    mutations = MUTATIONS
+    if args.only:
+        wanted = set(args.only.split(","))
+        unknown = wanted - {m.id for m in MUTATIONS}
+        if unknown:
+            fail("unknown mutation ids: " + ", ".join(sorted(unknown)))
+        mutations = [m for m in MUTATIONS if m.id in wanted]
+    check_snippets(MUTATIONS)
+    print(f"{len(MUTATIONS)} mutations, every snippet found exactly once")
+    if args.check:
+        return 0
+
+    os.makedirs(TREE, exist_ok=True)
+    copy_tree()
+    ok, log = make(args.jobs)
+    if not ok:
+        fail("the unmutated scratch tree does not build:\n" + log[-3000:])
+    rc, timed_out, failed, total, out = run_tests(args.filter, args.timeout)
+    if rc != 0 or failed:
+        fail(f"the unmutated tree fails the tests ({', '.join(failed) or 'exit status %d' % rc}):\n" + out[-3000:])
+    print(f"unmutated: {total.group(0) if total else '?'} (TEST_FILTER='{args.filter}')")
+
+    results = []
+    for m in mutations:
+        path = os.path.join(TREE, m.file)
+        original = open(path).read()  # the scratch copy, as copied at the start
+        with open(path, "w") as f:
+            f.write(original.replace(m.find, m.replace, 1))
+        t0 = time.time()
+        try:
+            ok, log = make(args.jobs)
+            if not ok:
+                errors = [l for l in log.splitlines() if "error" in l] or log.strip().splitlines()[-1:]
+                verdict, by = "BUILD ERROR", errors[0][:160] if errors else ""
+            else:
+                rc, timed_out, failed, total, out = run_tests(args.filter, args.timeout)
+                if timed_out:
+                    verdict, by = "caught", "timeout"
+                elif failed or rc != 0:
+                    verdict, by = "caught", ", ".join(failed) or f"exit status {rc}"
+                else:
+                    verdict, by = "SURVIVED", total.group(0) if total else ""
+        finally:
+            with open(path, "w") as f:
+                f.write(original)
+        dt = time.time() - t0
+        results.append((m, verdict, by, dt))
+        print(f"{verdict:11s} {m.id:42s} {m.cls:9s} {dt:6.0f} s  {by}", flush=True)
+    make(args.jobs)  # leave the scratch build unmutated
+
+    caught = sum(1 for r in results if r[1] == "caught")
+    print()
+    print("| mutation | class | file | result | failing tests |")
+    print("|---|---|---|---|---|")
+    for m, verdict, by, _ in results:
+        print(f"| {m.id} | {m.cls} | {m.file} | {verdict} | {by} |")
+    print(f"\nscore: {caught} of {len(results)} planted bugs caught (TEST_FILTER='{args.filter}')")
+    return 0 if caught == len(results) else 1  # a survivor or a mutation that does not build fails the target
+
+
+if __name__ == "__main__":
+    sys.exit(main())
