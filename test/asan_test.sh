@@ -28,7 +28,9 @@ run() {
     local name="$1"; shift
     local log="$LOGS/$name.log" start=$SECONDS
     "$@" >"$log" 2>&1
-    local rc=$? p f
+    local rc=$? p f r
+    # The reports this test's processes wrote (asan.PID, ubsan.PID) take its name: NAME.asan.PID.
+    for r in "$LOGS"/asan.* "$LOGS"/ubsan.*; do [ -e "$r" ] && mv "$r" "$LOGS/$name.${r##*/}"; done
     p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log")
     grep '^SKIP ' "$log" | sed "s|^SKIP |SKIP asan $name: |"
     skipped=$((skipped + $(grep -c '^SKIP ' "$log")))
@@ -59,11 +61,16 @@ run generate bash test/generate_test.sh
 run prepare_data bash test/test_prepare_data.sh
 
 # Any sanitizer report, from any process of any test above, fails the run.
-reports=$(ls "$LOGS" | grep -E '^(asan|ubsan)\.' || true)
+reports=$(ls "$LOGS" | grep -E '\.(asan|ubsan)\.[0-9]+$' || true)
 if [ -n "$reports" ]; then
-    echo "FAIL sanitizer reports:"
-    for r in $reports; do echo "  $LOGS/$r:"; grep -E 'ERROR|runtime error|SUMMARY' "$LOGS/$r" | head -3 | sed 's/^/      /'; done
-    failed=$((failed + 1))
+    # One FAIL line per report, naming the test and the report's first lines, so that a summary that shows only
+    # FAIL lines (make test's) still says what went wrong; the whole report is printed below it.
+    for r in $reports; do
+        first=$(grep -m3 -E 'ERROR|runtime error|SUMMARY|#[0-9]+ 0x' "$LOGS/$r" | tr '\n' ' ' | head -c 600)
+        echo "FAIL sanitizer report $LOGS/$r (from the test ${r%%.*}): $first"
+        sed 's/^/      /' "$LOGS/$r" | head -60
+        failed=$((failed + 1))
+    done
 else
     echo "PASS no sanitizer report (AddressSanitizer, UndefinedBehaviorSanitizer, LeakSanitizer) from any process"
     passed=$((passed + 1))
