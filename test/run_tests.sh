@@ -11,6 +11,7 @@ LOGS=build/test-logs
 mkdir -p "$LOGS"
 passed=0; failed=0; skipped=0
 ONLY="${TEST_FILTER:-}"
+FAIL_FAST="${TEST_FAIL_FAST:-}"  # set: once a test has failed, the remaining ones are not run (mutation testing)
 
 # run NAME CMD...: run one test program.
 run() {
@@ -20,6 +21,7 @@ run() {
         for pat in $ONLY; do [[ "$name" == *"$pat"* ]] && want=1; done
         [ $want -eq 1 ] || return
     fi
+    [ -n "$FAIL_FAST" ] && [ "$failed" -gt 0 ] && return
     local log="$LOGS/$name.log" start=$SECONDS
     "$@" >"$log" 2>&1
     local rc=$?

@@ -3,10 +3,11 @@
 Each mutation replaces one exact snippet of one file, which must occur exactly once: when the code changes, the
 harness stops on the stale entry and names it, so the list is easy to keep up to date. Classes:
   stream    a missing or misordered wait between streams / the host (event, stream synchronisation, pinned reuse)
-  shared    shared memory: a missing barrier, a read of a slot no thread wrote
+  shared    shared memory: a missing barrier, __syncwarp or cp.async wait, a read of a slot no thread wrote
   bounds    an out-of-bounds global load or store
-  tail      partial blocks and row or column tails
-  numerics  accumulation precision, epsilon, derivative and seed-offset errors
+  tail      partial blocks, row or column tails, causal-mask edges
+  vector    the host's choice between a kernel's 16-byte vector path and its scalar path
+  numerics  accumulation precision, epsilon, derivative, seed offsets, online-softmax rescaling, MMA fragment layout
   cublaslt  the GEMM runner's alignment declarations and fallbacks
 """
 from dataclasses import dataclass
@@ -28,12 +29,11 @@ MUTATIONS = [
         "optimizer-reduce-no-main-wait", "stream", "llmc/optimizer.h",
         "            be_.main_waits_comm();  // nothing on the main stream reads the gradients before they are reduced\n",
         "",
-        "the main stream no longer waits for the comm stream's gradient reductions"),
+        "ZeRO 0/1: the main stream no longer waits for the comm stream's gradient reductions"),
     Mutation(
         "optimizer-bucket-no-comm-wait", "stream", "llmc/optimizer.h",
-        "        if (bucket_done_[bucket]) fail(\"Optimizer::bucket_ready: bucket %zu announced twice in one micro-step\", bucket);\n"
-        "        be_.comm_waits_main();\n",
-        "        if (bucket_done_[bucket]) fail(\"Optimizer::bucket_ready: bucket %zu announced twice in one micro-step\", bucket);\n",
+        "                 bucket);\n        be_.comm_waits_main();\n        reduce_bucket(bucket);\n",
+        "                 bucket);\n        reduce_bucket(bucket);\n",
         "a bucket's reduction may run before the backward has written its gradients"),
     Mutation(
         "optimizer-gather-no-comm-wait", "stream", "llmc/optimizer.h",
@@ -45,6 +45,17 @@ MUTATIONS = [
         "        if (stage_ >= 1) be_.main_waits_comm();  // the next forward reads the gathered parameters\n",
         "",
         "the next forward may read parameters before the gather wrote them"),
+    Mutation(
+        "zero2-buffer-reuse-no-event-wait", "stream", "llmc/optimizer.h",
+        "        be_.stream_wait_event(be_.main_stream(), k.reduced);\n",
+        "",
+        "ZeRO 2: a bucket buffer is read into the accumulator and zeroed for the next bucket without waiting for "
+        "its reduction's event"),
+    Mutation(
+        "zero2-event-on-main-stream", "stream", "llmc/optimizer.h",
+        "        if (k) be_.event_record(k->reduced, st);\n",
+        "        if (k) be_.event_record(k->reduced, be_.main_stream());\n",
+        "ZeRO 2: the buffer's event is recorded on the main stream, not after the reduction on the comm stream"),
     Mutation(
         "backend-wait-before-record", "stream", "llmc/cuda/cuda_backend.cu",
         "    CUDA_CHECK(cudaEventRecord(main_done_, main_));\n    CUDA_CHECK(cudaStreamWaitEvent(comm_, main_done_, 0));\n",
@@ -68,10 +79,10 @@ MUTATIONS = [
         "the barrier's collective on the legacy stream is not ordered after the non-blocking streams' collectives"),
     # ---- shared memory ---------------------------------------------------------------------------------------
     Mutation(
-        "common-block-sum-no-war-barrier", "shared", "llmc/cuda/common.cuh",
-        "    v = warp_sum(v);\n    __syncthreads();\n    if (lane == 0) scratch[warp] = v;\n",
-        "    v = warp_sum(v);\n    if (lane == 0) scratch[warp] = v;\n",
-        "block_sum's write-after-read barrier: a second reduction overwrites partials still being read"),
+        "common-block-sum-no-raw-barrier", "shared", "llmc/cuda/common.cuh",
+        "    if (lane == 0) scratch[warp] = v;\n    __syncthreads();\n    v = lane < num_warps ? scratch[lane] : 0.0f;\n",
+        "    if (lane == 0) scratch[warp] = v;\n    v = lane < num_warps ? scratch[lane] : 0.0f;\n",
+        "block_sum reads the per-warp partials before the other warps wrote them"),
     Mutation(
         "common-block-sum-reads-unwritten", "shared", "llmc/cuda/common.cuh",
         "    v = lane < num_warps ? scratch[lane] : 0.0f;\n    return warp_sum(v);\n",
@@ -83,46 +94,85 @@ MUTATIONS = [
         "    (void)num_warps;\n    m = smax[lane];\n    s = ssum[lane];\n",
         "the classifier combines all 32 per-warp slots, also unwritten ones"),
     Mutation(
-        "classifier-no-barrier-before-overwrite", "shared", "llmc/cuda/classifier.cuh",
-        "    // Thread 0 read x[target] above; make sure that read happened before anyone overwrites the row.\n    __syncthreads();\n",
-        "",
-        "the gradient overwrites the row before thread 0 read the target logit"),
+        "classifier-target-read-after-overwrite", "shared", "llmc/cuda/classifier.cuh",
+        "    const float x_target = threadIdx.x == 0 && valid ? to_float(x[target]) : 0.0f;\n",
+        "#define x_target (valid ? to_float(x[target]) : 0.0f)\n",
+        "thread 0 reads the target logit when it writes the loss, after the block's last barrier, when other "
+        "threads may already have overwritten the row with the gradient"),
     Mutation(
         "reduce-column-sums-no-barrier", "shared", "llmc/cuda/reduce.cuh",
-        "    warp_sums[warp][lane] = acc;\n    __syncthreads();\n",
-        "    warp_sums[warp][lane] = acc;\n",
-        "column sums read the warp partials before the other warps wrote them"),
+        "    for (int e = 0; e < W; e++) warp_sums[warp][lane * W + e] = acc[e];\n    __syncthreads();\n",
+        "    for (int e = 0; e < W; e++) warp_sums[warp][lane * W + e] = acc[e];\n",
+        "column sums: warp 0 reads the other warps' partials before they wrote them"),
     Mutation(
         "layernorm-backward-no-partials-init", "shared", "llmc/cuda/layernorm.cuh",
-        "    for (size_t c = threadIdx.x; c < C; c += blockDim.x) dw[c] = db[c] = 0.0f;\n",
+        "    for (unsigned j = lane; j < packs; j += 32) {  // the same lanes own these packs below\n"
+        "        store_floats(dw + j * W, zero);\n"
+        "        store_floats(db + j * W, zero);\n"
+        "    }\n",
+        "    (void)zero;\n",
+        "the backward's shared dweight/dbias slices are not zeroed before they are accumulated"),
+    Mutation(
+        "layernorm-backward-no-barrier-before-slice-sums", "shared", "llmc/cuda/layernorm.cuh",
+        "    __syncthreads();\n    const size_t G = gridDim.x;\n",
+        "    const size_t G = gridDim.x;\n",
+        "the block adds its warps' shared slices before every warp has finished its rows"),
+    Mutation(
+        "attention-forward-no-barrier-between-tiles", "shared", "llmc/cuda/attention.cuh",
+        "        __syncthreads();  // tile kt visible to all; every warp is done with tile kt - 1, whose buffer is "
+        "refilled next\n",
         "",
-        "the backward's shared dweight/dbias partials are not zeroed before they are accumulated"),
+        "flash forward: a warp reads a K/V tile other threads' cp.async have not landed, and the next tile's copies "
+        "overwrite a buffer other warps still read"),
+    Mutation(
+        "attention-dq-no-cp-async-wait", "shared", "llmc/cuda/attention.cuh",
+        "    cp_async_commit();\n    cp_async_wait<0>();\n    __syncthreads();\n\n    // D and L",
+        "    cp_async_commit();\n    __syncthreads();\n\n    // D and L",
+        "dQ kernel: the barrier is passed before the thread's cp.async group of Q / dO has completed, so D reads "
+        "dO tiles that have not arrived"),
+    Mutation(
+        "attention-dkv-refill-without-barrier", "shared", "llmc/cuda/attention.cuh",
+        "        cp_async_wait<0>();\n        __syncthreads();\n        if (qt + 1 < num_qt) load_queries(",
+        "        cp_async_wait<0>();\n        if (qt + 1 < num_qt) load_queries(",
+        "dK/dV kernel: no barrier between query tiles: tiles read before other threads' copies landed, buffers "
+        "refilled while other warps read them"),
+    Mutation(
+        "attention-store-rows-no-syncwarp", "shared", "llmc/cuda/attention.cuh",
+        "    __syncwarp();\n    for (int c = lane; c < 16 * MT * kChunks; c += 32) {\n",
+        "    for (int c = lane; c < 16 * MT * kChunks; c += 32) {\n",
+        "the output staging tile is copied out before the other lanes of the warp have written their fragments"),
     # ---- bounds ------------------------------------------------------------------------------------------------
     Mutation(
         "encoder-forward-off-by-one", "bounds", "llmc/cuda/encoder.cuh",
-        "    if (i >= N * C) return;\n    size_t n = i / C, c = i % C, t = n % T;\n",
-        "    if (i > N * C) return;\n    size_t n = i / C, c = i % C, t = n % T;\n",
-        "the encoder's last thread writes one element past the output"),
+        "    if (i >= N * C) return;\n",
+        "    if (i > N * C) return;\n",
+        "the encoder's thread just past the end reads a token past the input and writes past the output"),
     Mutation(
         "gelu-forward-off-by-one", "bounds", "llmc/cuda/gelu.cuh",
-        "    if (i < n) out[i] = to_bf16(gelu_f(to_float(inp[i])));\n",
-        "    if (i <= n) out[i] = to_bf16(gelu_f(to_float(inp[i])));\n",
-        "GELU forward reads and writes one element past the end"),
-    Mutation(
-        "attention-permute-off-by-one", "bounds", "llmc/cuda/attention.cuh",
-        "    if (i >= B * NH * T * hs) return;\n    size_t d = i % hs, t = (i / hs) % T, h = (i / (hs * T)) % NH, b = i / (hs * T * NH);\n    size_t C = NH * hs;\n    const bf16* src",
-        "    if (i > B * NH * T * hs) return;\n    size_t d = i % hs, t = (i / hs) % T, h = (i / (hs * T)) % NH, b = i / (hs * T * NH);\n    size_t C = NH * hs;\n    const bf16* src",
-        "the q/k/v permute reads and writes one element past the end"),
+        "    if (i >= n) return;\n    float x[W];\n",
+        "    if (i > n) return;\n    float x[W];\n",
+        "GELU forward reads and writes one pack past the end"),
     Mutation(
         "adamw-off-by-one", "bounds", "llmc/cuda/adamw.cuh",
-        "    if (i >= n) return;\n    float g = grad_scale * grads[i];\n",
-        "    if (i > n) return;\n    float g = grad_scale * grads[i];\n",
-        "AdamW updates one element past its shard"),
+        "    if (i >= n) return;\n    float g[W], mi[W], vi[W], w[W];\n",
+        "    if (i > n) return;\n    float g[W], mi[W], vi[W], w[W];\n",
+        "AdamW updates one pack past its shard"),
+    Mutation(
+        "attention-tile-load-past-end", "bounds", "llmc/cuda/attention.cuh",
+        "        const bool ok = row0 + r + i * kRowStep < T;\n",
+        "        const bool ok = row0 + r + i * kRowStep <= T;\n",
+        "the attention tile loads copy row T (past the sequence, past the buffer for the last one) instead of "
+        "zero-filling it"),
+    Mutation(
+        "common-sum-rows-unroll-past-end", "bounds", "llmc/cuda/common.cuh",
+        "    for (; i + kReduceUnroll <= n; i += kReduceUnroll) {\n",
+        "    for (; i < n; i += kReduceUnroll) {\n",
+        "sum_rows' unrolled loop loads up to 3 rows past the last one"),
     # ---- tails -------------------------------------------------------------------------------------------------
     Mutation(
         "matmul-bias-partials-no-row-clamp", "tail", "llmc/cuda/matmul.cuh",
-        "    size_t r0 = g * rows_per_block, r1 = r0 + rows_per_block < N ? r0 + rows_per_block : N;\n",
-        "    size_t r0 = g * rows_per_block, r1 = r0 + rows_per_block;\n",
+        "    const size_t r0 = g * rows_per_block, r1 = r0 + rows_per_block < N ? r0 + rows_per_block : N;\n",
+        "    const size_t r0 = g * rows_per_block, r1 = r0 + rows_per_block;\n",
         "the last row block of the bias gradient runs past the last row"),
     Mutation(
         "layernorm-backward-no-row-clamp", "tail", "llmc/cuda/layernorm.cuh",
@@ -133,17 +183,43 @@ MUTATIONS = [
         "reduce-column-sums-tail-write", "tail", "llmc/cuda/reduce.cuh",
         "    if (warp == 0 && c < C) {\n",
         "    if (warp == 0) {\n",
-        "column sums write the columns past C of the last 32-column block"),
+        "column sums write the columns past C of the last column block"),
     Mutation(
-        "encoder-wte-chunks-floor", "tail", "llmc/cuda/encoder.cuh",
-        "    size_t chunks = ceil_div(C, block);\n",
-        "    size_t chunks = C / block;\n",
-        "the encoder backward launches too few channel chunks when C is not a multiple of the block"),
+        "encoder-wte-col-chunks-floor", "tail", "llmc/cuda/encoder.cuh",
+        "col_chunks = ceil_div(packs, block);\n",
+        "col_chunks = packs / block;\n",
+        "the dwte launch counts too few channel chunks per position chunk when the packs do not fill the blocks"),
     Mutation(
-        "attention-softmax-skips-diagonal", "tail", "llmc/cuda/attention.cuh",
-        "    for (size_t j = lane; j <= t; j += 32) sum += expf(to_float(row[j]) - mx);\n",
-        "    for (size_t j = lane; j < t; j += 32) sum += expf(to_float(row[j]) - mx);\n",
-        "the causal softmax's normaliser leaves out the diagonal"),
+        "launch-grid-size-floor", "tail", "llmc/cuda/launch.cuh",
+        "    size_t g = ceil_div(n, block);\n",
+        "    size_t g = n / block;\n",
+        "grid_size rounds down: the last partial block of every 1-D launch is missing"),
+    Mutation(
+        "common-sum-rows-drops-last-row", "tail", "llmc/cuda/common.cuh",
+        "    for (; i < n; i++) {\n",
+        "    for (; i + 1 < n; i++) {\n",
+        "sum_rows' remainder loop stops one row early when the row count is not a multiple of the unroll"),
+    Mutation(
+        "attention-forward-mask-sees-next-key", "tail", "llmc/cuda/attention.cuh",
+        "[T](int row, int key) { return key <= row && key < T; }",
+        "[T](int row, int key) { return key <= row + 1 && key < T; }",
+        "flash forward's causal mask is off by one: each query also sees the next key"),
+    Mutation(
+        "attention-dkv-mask-skips-diagonal", "tail", "llmc/cuda/attention.cuh",
+        "[T](int key, int query) { return query >= key && query < T && key < T; }",
+        "[T](int key, int query) { return query > key && query < T && key < T; }",
+        "dK/dV kernel's causal mask drops the diagonal (each key's own query)"),
+    # ---- vector / scalar path selection ------------------------------------------------------------------------
+    Mutation(
+        "vector-path-any-size", "vector", "llmc/cuda/common.cuh",
+        "    return n % width == 0 && (aligned16(ptrs) && ...);\n",
+        "    return (aligned16(ptrs) && ...);\n",
+        "the vector path is chosen for sizes that are not a multiple of the pack width"),
+    Mutation(
+        "vector-path-ignores-alignment", "vector", "llmc/cuda/common.cuh",
+        "    return n % width == 0 && (aligned16(ptrs) && ...);\n",
+        "    return n % width == 0;\n",
+        "the vector path is chosen for pointers that are not 16-byte aligned"),
     # ---- numerics ----------------------------------------------------------------------------------------------
     Mutation(
         "layernorm-no-epsilon", "numerics", "llmc/cuda/layernorm.cuh",
@@ -152,18 +228,23 @@ MUTATIONS = [
         "layernorm without epsilon: constant rows give inf"),
     Mutation(
         "matmul-bias-partials-bf16-accumulation", "numerics", "llmc/cuda/matmul.cuh",
-        "    float acc = 0.0f;\n    for (size_t r = r0; r < r1; r++) acc += to_float(dout[r * OC + col]);\n    partials[g * OC + col] = acc;\n",
-        "    bf16 acc = to_bf16(0.0f);\n    for (size_t r = r0; r < r1; r++) acc = to_bf16(to_float(acc) + to_float(dout[r * OC + col]));\n    partials[g * OC + col] = to_float(acc);\n",
+        "    sum_rows(acc, r1 - r0, [&](size_t r) { return col + (r0 + r) * OC; });\n",
+        "    for (size_t r = r0; r < r1; r++) {\n"
+        "        float v[W];\n"
+        "        load_floats(v, col + r * OC);\n"
+        "LLMC_UNROLL\n"
+        "        for (int e = 0; e < W; e++) acc[e] = to_float(to_bf16(acc[e] + v[e]));\n"
+        "    }\n",
         "the bias gradient's row-block partial sums accumulate in bf16"),
     Mutation(
-        "reduce-partials-bf16-accumulation", "numerics", "llmc/cuda/reduce.cuh",
-        "        for (size_t g = warp; g < G; g += kColumnSumWarps) acc += partials[g * C + c];\n",
-        "        for (size_t g = warp; g < G; g += kColumnSumWarps) acc = to_float(to_bf16(acc + partials[g * C + c]));\n",
-        "the column sums of the partials accumulate in bf16"),
+        "reduce-column-sums-bf16-accumulation", "numerics", "llmc/cuda/reduce.cuh",
+        "            for (size_t w = 0; w < kColumnSumWarps; w++) s[e] += warp_sums[w][lane * W + e];\n",
+        "            for (size_t w = 0; w < kColumnSumWarps; w++) s[e] = to_float(to_bf16(s[e] + warp_sums[w][lane * W + e]));\n",
+        "column sums add the warps' partials in bf16"),
     Mutation(
         "adamw-ignores-seed-offset", "numerics", "llmc/cuda/adamw.cuh",
-        "    params[i] = stochastic_round_bf16(w, hash_index(seed, seed_offset + i));\n",
-        "    params[i] = stochastic_round_bf16(w, hash_index(seed, i));\n",
+        "hash_index(seed, seed_offset + i + e)",
+        "hash_index(seed, i + e)",
         "AdamW's stochastic rounding ignores the shard's offset in its tensor"),
     Mutation(
         "gelu-backward-wrong-derivative", "numerics", "llmc/cuda/gelu.cuh",
@@ -172,9 +253,25 @@ MUTATIONS = [
         "GELU's derivative misses the factor 3 of the cubic term"),
     Mutation(
         "classifier-online-max-no-rescale", "numerics", "llmc/cuda/classifier.cuh",
-        "        if (v > m) {\n            s *= expf(m - v);\n            m = v;\n        }\n",
-        "        if (v > m) m = v;\n",
+        "        if (pm > m) {\n            s *= expf(m - pm);\n            m = pm;\n        }\n",
+        "        if (pm > m) m = pm;\n",
         "the classifier's online softmax does not rescale its running sum when the maximum grows"),
+    Mutation(
+        "attention-online-softmax-no-rescale", "numerics", "llmc/cuda/attention.cuh",
+        "                LLMC_UNROLL\n"
+        "                for (int nt = 0; nt < NTD; nt++) o[mt][nt][2 * hh] *= alpha, o[mt][nt][2 * hh + 1] *= alpha;\n",
+        "",
+        "flash forward does not rescale the output accumulator when a later key tile raises the row maximum"),
+    Mutation(
+        "attention-lse-missing-max", "numerics", "llmc/cuda/attention.cuh",
+        "lse[(size_t)bh * T + row] = m[mt][hh] + log2f(sum);",
+        "lse[(size_t)bh * T + row] = log2f(sum);",
+        "the saved log-sum-exp leaves out the running maximum, so the backward's recomputed P is off"),
+    Mutation(
+        "mma-pack-bf16x2-swapped", "numerics", "llmc/cuda/mma.cuh",
+        "    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);\n",
+        "    const __nv_bfloat162 v = __floats2bfloat162_rn(hi, lo);\n",
+        "P / dS fragments packed with the two columns swapped (the wrong half of the register)"),
     # ---- cuBLASLt alignment and fallbacks ----------------------------------------------------------------------
     Mutation(
         "gemm-no-epilogue-alignment-check", "cublaslt", "llmc/cuda/matmul.cuh",
@@ -188,12 +285,12 @@ MUTATIONS = [
         "the GEMM runner declares every pointer 256-byte aligned, whatever its offset"),
     Mutation(
         "gemm-fallback-drops-bias", "cublaslt", "llmc/cuda/matmul.cuh",
-        "    if (bias) LLMC_LAUNCH(add_bias_kernel, grid_size(N * OC, 256), 256, 0, stream, out, bias, N, OC);\n",
-        "",
+        "    return bias ? add_bias(out, bias, N, OC, stream) : true;\n",
+        "    return true;\n",
         "the unfused fallback (taken for a misaligned bias) forgets to add the bias"),
     Mutation(
         "gemm-gelu-fallback-skips-gelu", "cublaslt", "llmc/cuda/matmul.cuh",
-        "    linear_forward(gemm, pre_gelu, inp, w, bias, N, C, OC, stream);\n    gelu_forward(out, pre_gelu, N * OC, stream);\n",
-        "    linear_forward(gemm, pre_gelu, inp, w, bias, N, C, OC, stream);\n",
+        "    return gelu_forward(out, pre_gelu, N * OC, stream) && vec_bias;\n",
+        "    return vec_bias;\n",
         "the GELU fallback (OC not a multiple of 8, or a misaligned aux buffer) leaves out the GELU"),
 ]

@@ -2,15 +2,17 @@
 """Mutation testing of the CUDA code (`make mutation-test`; docs/cudasim.md, "Mutation testing").
 
 For each planted bug of dev/mutation/mutations.py: apply it to a scratch copy of the tree (build/mutation/tree, whose
-build directory is kept between mutations so each rebuild is incremental), build the test programs, run the tests
-(TEST_FILTER, by default the ones that run CUDA code: the simulator's and the reference test), and record whether any
-test failed (caught) or all passed (survived). Prints a table and the score; exits non-zero if a mutation survived or
-a snippet does not match exactly once.
+build directory is kept between mutations so each rebuild is incremental), build the test programs (the simulator
+build; with --nvcc also the CUDA programs, so a planted bug must be valid GPU code too), run the tests (TEST_FILTER, by
+default the ones that run CUDA code: the simulator's and the reference test) up to the first failing one, and record
+whether any test failed (caught) or all passed (survived). Prints a table and the score; exits
+non-zero if a mutation survived or does not build, or a snippet does not match exactly once.
 
   python3 dev/mutation/run.py                  every mutation
   python3 dev/mutation/run.py --check          only verify that every snippet matches exactly once
   python3 dev/mutation/run.py --only ID,ID     some mutations
   python3 dev/mutation/run.py --filter "sim"   another test filter (space-separated substrings of test names)
+  python3 dev/mutation/run.py --nvcc           also build train_gpt2 / test_gpt2 with nvcc for every mutation
 """
 import argparse
 import os
@@ -28,6 +30,7 @@ SCRATCH = os.path.join(ROOT, "build", "mutation")
 TREE = os.path.join(SCRATCH, "tree")
 DEFAULT_FILTER = "sim reference"
 BUILD_TARGETS = ["test-binaries", "test_gpt2_cpu"]
+NVCC_TARGETS = ["train_gpt2", "test_gpt2"]
 
 
 def fail(msg):
@@ -60,23 +63,28 @@ def copy_tree():
     for f in files:
         if not f or not os.path.isfile(os.path.join(ROOT, f)):
             continue
-        dst = os.path.join(TREE, f)
+        src, dst = os.path.join(ROOT, f), os.path.join(TREE, f)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        shutil.copy2(os.path.join(ROOT, f), dst)
+        # Only changed files, with a fresh mtime: make then rebuilds what depends on them even when the scratch
+        # build is newer than the source's own mtime (copy2 would keep that and leave stale objects in place).
+        if not os.path.isfile(dst) or open(src, "rb").read() != open(dst, "rb").read():
+            shutil.copyfile(src, dst)
+            shutil.copymode(src, dst)
     # Start from this checkout's build products, so the first build is incremental too.
     if not os.path.isdir(os.path.join(TREE, "build")) and os.path.isdir(os.path.join(ROOT, "build")):
         shutil.copytree(os.path.join(ROOT, "build"), os.path.join(TREE, "build"), symlinks=True,
                         ignore=shutil.ignore_patterns("mutation", "test-logs", "test-tmp"))
 
 
-def make(jobs):
-    r = subprocess.run(["nice", "make", f"-j{jobs}", "--no-print-directory"] + BUILD_TARGETS, cwd=TREE,
+def make(jobs, nvcc=False):
+    targets = BUILD_TARGETS + (NVCC_TARGETS if nvcc else [])
+    r = subprocess.run(["nice", "make", f"-j{jobs}", "--no-print-directory"] + targets, cwd=TREE,
                        capture_output=True, text=True)
     return r.returncode == 0, r.stdout + r.stderr
 
 
 def run_tests(test_filter, timeout_s):
-    env = dict(os.environ, TEST_FILTER=test_filter, CUDASIM_NCCL_TIMEOUT_S="60")
+    env = dict(os.environ, TEST_FILTER=test_filter, TEST_FAIL_FAST="1", CUDASIM_NCCL_TIMEOUT_S="60")
     try:
         r = subprocess.run(["bash", "test/run_tests.sh"], cwd=TREE, env=env, capture_output=True, text=True,
                            timeout=timeout_s)
@@ -94,6 +102,7 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated mutation ids")
     ap.add_argument("--filter", default=DEFAULT_FILTER, help="TEST_FILTER for test/run_tests.sh")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--nvcc", action="store_true", help="also build the CUDA programs with nvcc for every mutation")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds for one mutation's test run")
     args = ap.parse_args()
 
@@ -111,7 +120,7 @@ def main():
 
     os.makedirs(TREE, exist_ok=True)
     copy_tree()
-    ok, log = make(args.jobs)
+    ok, log = make(args.jobs, args.nvcc)
     if not ok:
         fail("the unmutated scratch tree does not build:\n" + log[-3000:])
     rc, timed_out, failed, total, out = run_tests(args.filter, args.timeout)
@@ -127,7 +136,7 @@ def main():
             f.write(original.replace(m.find, m.replace, 1))
         t0 = time.time()
         try:
-            ok, log = make(args.jobs)
+            ok, log = make(args.jobs, args.nvcc)
             if not ok:
                 errors = [l for l in log.splitlines() if "error" in l] or log.strip().splitlines()[-1:]
                 verdict, by = "BUILD ERROR", errors[0][:160] if errors else ""
