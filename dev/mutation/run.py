@@ -65,9 +65,11 @@ def copy_tree():
             continue
         src, dst = os.path.join(ROOT, f), os.path.join(TREE, f)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        # Only changed files, with a fresh mtime: make then rebuilds what depends on them even when the scratch
-        # build is newer than the source's own mtime (copy2 would keep that and leave stale objects in place).
-        if not os.path.isfile(dst) or open(src, "rb").read() != open(dst, "rb").read():
+        if not os.path.isfile(dst):  # a new scratch tree: keep the mtimes that this checkout's build products match
+            shutil.copy2(src, dst)
+        elif open(src, "rb").read() != open(dst, "rb").read():
+            # A changed file gets a fresh mtime: make then rebuilds what depends on it even when the scratch build
+            # is newer than the source's own mtime (copy2 would keep that and leave stale objects in place).
             shutil.copyfile(src, dst)
             shutil.copymode(src, dst)
     # Start from this checkout's build products, so the first build is incremental too.
