@@ -1,4 +1,4 @@
-// Collective communication over flat buffers (DESIGN.md, "Comm").
+// Collective communication over flat buffers (docs/distributed.md).
 //
 // A collective takes (buffer, count, dtype, op) and is enqueued: on the CUDA backend (NCCL) on the given stream,
 // ordered by the caller through streams and events; on the CPU backend (MPI) it runs immediately on host buffers.

@@ -1,4 +1,4 @@
-// Training metrics: one JSON object per line in <output dir>/metrics.jsonl (DESIGN.md, "Contracts"), written by
+// Training metrics: one JSON object per line in <output dir>/metrics.jsonl (docs/formats.md), written by
 // rank 0 only. Each line is flushed as it is written, so a crash loses at most the line being written and a
 // resumed run appends to the same file.
 #pragma once

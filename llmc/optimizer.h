@@ -66,7 +66,7 @@
 // State: m, v and the fp32 master weights cover ZeRO 0's whole buffer or ZeRO >= 1's shard, [state_offset(),
 // state_offset() + state_count()) of the flat buffer. The master is a separate fp32 copy on every backend (one code
 // path), initialised from the parameters at construction (act_to_floats). What the model and the optimizer allocate
-// is zero_memory() (llmc/zero.h), checked against the allocations in test/test_optimizer.cpp.
+// is zero_memory() (llmc/zero.h), checked against the allocations in test/unit/test_optimizer.cpp.
 //
 // bf16 stochastic rounding (CUDA): the random bits of an element are a function of (seed, t, tensor, the element's
 // index in its tensor) only: the same on every rank and for every world size and ZeRO stage, so a bf16 run rounds
@@ -233,7 +233,7 @@ public:
         return norm;
     }
 
-    // step() in two halves, for a training loop that looks at the norm before deciding (issue 6: skipping
+    // step() in two halves, for a training loop that looks at the norm before deciding (the trainer skips
     // non-finite and outlier steps). grad_norm() is collective (every rank calls it); then either apply(lr, t)
     // (clipping with the scale grad_norm() computed, AdamW, gather, zeroed gradients) or skip() (the gradients are
     // dropped; parameters and m, v, master are untouched).

@@ -50,7 +50,7 @@ namespace llmc {
 // Model FLOPs per token of one training step (forward + backward), for MFU: 6 per parameter that takes part in a
 // matmul (one multiply-add forward, two backward) plus the attention score and value products, 12 * L * C * T
 // (PaLM's appendix B count). The position embedding (maxT x C) is a table lookup, no matmul: it is not counted
-// (wte is: it is the classifier's weight). GPT-2 124M at T = 1024: 855.4 MFLOP per token (DESIGN.md).
+// (wte is: it is the classifier's weight). GPT-2 124M at T = 1024: 855.4 MFLOP per token.
 inline double flops_per_token(const GPT2Config& c, size_t num_params, size_t T) {
     const double matmul_params = (double)num_params - (double)c.max_seq_len * (double)c.channels;
     return 6.0 * matmul_params + 12.0 * (double)c.num_layers * (double)c.channels * (double)T;
@@ -183,7 +183,7 @@ public:
         sc.final_fraction = o_.final_lr_fraction;
         validate_schedule(sc);
 
-        // Checkpoints and resume (issue 6, llmc/checkpoint.h): -y 1 continues from the newest intact checkpoint.
+        // Checkpoints and resume (llmc/checkpoint.h): -y 1 continues from the newest intact checkpoint.
         CheckpointMeta run_id;  // what this run is; a checkpoint must agree to be resumed
         run_id.config = cfg, run_id.batch_size = o_.batch_size, run_id.seq_len = o_.seq_len;
         run_id.total_batch = (long long)total_batch, run_id.seed = o_.seed, run_id.shuffle = o_.shuffle;
@@ -262,7 +262,7 @@ public:
             std::printf("%s\n", zero_summary(opt.plan(), model.layout(), zero_stage, sizeof(typename Backend::act_t), (int)grad_accum).c_str());
             std::fflush(stdout);
         }
-        if (o_.show_placement) {  // every rank, one line (test/multinode_test.sh): only the GPU follows the local rank
+        if (o_.show_placement) {  // every rank, one line (test/e2e/multinode_test.sh): only the GPU follows the local rank
             const DistInfo& d = comm_.info();
             std::printf("placement: rank %d of %d | node %d of %d, local rank %d of %d, gpu %d (%s) | data: sequences "
                         "[%zu, %zu) of each micro-step's %zu | ZeRO-%d shard [%zu, %zu)\n",

@@ -11,8 +11,8 @@
 #include "llmc/cuda/cuda_comm.h"
 #include "llmc/model.h"
 #include "llmc/optimizer.h"
-#include "test/dist_testing.h"
-#include "test/optimizer_fixture.h"
+#include "test/fixtures/dist_testing.h"
+#include "test/fixtures/optimizer_fixture.h"
 
 #include <cstring>
 #include <string>

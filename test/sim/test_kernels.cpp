@@ -37,7 +37,7 @@
 #include "llmc/cuda/cuda_backend.h"
 #include "llmc/cuda/encoder_groups.h"
 #include "llmc/error.h"
-#include "test/testing.h"
+#include "test/fixtures/testing.h"
 
 using llmc::CpuBackend;
 using llmc::CudaBackend;
