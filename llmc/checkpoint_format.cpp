@@ -30,7 +30,7 @@ std::string hex32(uint32_t x) {
 // ---- metadata --------------------------------------------------------------------------------------------------
 // meta.json carries its own checksum: "meta_crc32c" is the CRC-32C of the file's bytes with that value written as
 // "00000000". The reader checks the bytes as they are on disk (no re-serialisation), then every field's JSON type
-// and range; the checks against the run (data position, metrics.jsonl, ...) are the trainer's (trainer.h).
+// and range; the checks against the run (data position, metrics.jsonl, ...) are the trainer's (trainer_resume.h).
 
 namespace {
 
@@ -171,7 +171,8 @@ LoaderPosition position_from_json(const nlohmann::json& j, const std::string& pa
 }
 
 // Entry i of "files": model.bin (i = 0) or optim_<i - 1>.bin, whose range starts where the previous one ended.
-CheckpointFileInfo file_from_json(const nlohmann::json& jf, size_t i, const CheckpointMeta& m, const std::string& path) {
+CheckpointFileInfo file_from_json(const nlohmann::json& jf, size_t i, const CheckpointMeta& m,
+                                  const std::string& path) {
     const std::string at = "files[" + std::to_string(i) + "]";
     CheckpointFileInfo f;
     char want[32];

@@ -1,5 +1,6 @@
 // The checkpoint store: where a run's checkpoints live in its output directory, which of them are complete and
-// usable for a resume, and which are kept (retention). The files inside a checkpoint are the format's (checkpoint_format.h).
+// usable for a resume, and which are kept (retention). The files inside a checkpoint are the format's
+// (checkpoint_format.h).
 //
 // <output dir>/ckpt_<step, 8 digits>/ holds one checkpoint. A directory is complete iff its meta.json exists
 // (meta.json is written last); meta.json is removed first when a checkpoint directory is rewritten or deleted, so

@@ -100,8 +100,9 @@ private:
         loss_acc_ = std::make_unique<DeviceArray<Backend, float>>(be_, 1);
         inputs_.resize(shape_.B * shape_.T), targets_.resize(shape_.B * shape_.T);
         if (data_.val)
-            validator_ = std::make_unique<Validator<Backend>>(be_, comm_, *data_.val, validation_windows(o_, data_.val.get()),
-                                                              shape_.grad_accum, shape_.B, shape_.T, std::move(hellaswag));
+            validator_ = std::make_unique<Validator<Backend>>(
+                be_, comm_, *data_.val, validation_windows(o_, data_.val.get()), shape_.grad_accum, shape_.B, shape_.T,
+                loss_acc_->get(), std::move(hellaswag));
     }
 
     // -y 1 with a checkpoint to continue: its parameters, optimizer state, data position and step guard; else the

@@ -233,7 +233,8 @@ inline std::vector<McExample> read_checked_hellaswag(const TrainOptions& o, size
 inline std::unique_ptr<Tokenizer> load_tokenizer(const TrainOptions& o, const GPT2Config& cfg) {
     FILE* f = std::fopen(o.tokenizer.c_str(), "rb");
     if (!f) {
-        std::printf("note: no tokenizer at %s, samples are off (make one with ./gpt2_tokenizer)\n", o.tokenizer.c_str());
+        std::printf("note: no tokenizer at %s, samples are off (make one with ./gpt2_tokenizer)\n",
+                    o.tokenizer.c_str());
         return nullptr;
     }
     std::fclose(f);

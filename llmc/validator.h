@@ -23,9 +23,11 @@ template <class Backend>
 class Validator {
 public:
     // `windows` windows of -d tokens of `val` (DataLoader's evaluation pass), each `grad_accum` batches of B x T.
+    // `loss_acc`: one device float, the trainer's loss accumulator (free between steps; the memory plan,
+    // llmc/memory_plan.h, counts one).
     Validator(Backend& be, Comm& comm, DataLoader& val, size_t windows, size_t grad_accum, size_t B, size_t T,
-              std::vector<McExample> hellaswag)
-        : be_(be), comm_(comm), val_(val), windows_(windows), grad_accum_(grad_accum), T_(T), acc_(be, 1),
+              float* loss_acc, std::vector<McExample> hellaswag)
+        : be_(be), comm_(comm), val_(val), windows_(windows), grad_accum_(grad_accum), T_(T), acc_(loss_acc),
           inputs_(B * T), targets_(B * T), hellaswag_(std::move(hellaswag)) {}
 
     Evaluation evaluate(GPT2<Backend>& model) {
@@ -41,7 +43,7 @@ private:
     // partial, so ranks may score fewer than B sequences, or none: each adds its losses scaled by 1 / (tokens scored
     // by all ranks), and the sum over ranks is the mean over every scored token.
     float loss(GPT2<Backend>& model) {
-        float* acc = acc_.get();
+        float* acc = acc_;
         be_.memset_zero(acc, sizeof(float));
         const float scale = 1.0f / (float)(val_.eval_sequences(windows_) * T_);
         for (size_t w = 0; w < windows_; w++)
@@ -61,7 +63,7 @@ private:
     Comm& comm_;
     DataLoader& val_;
     const size_t windows_, grad_accum_, T_;
-    DeviceArray<Backend, float> acc_;
+    float* const acc_;
     std::vector<int> inputs_, targets_;
     const std::vector<McExample> hellaswag_;
 };
