@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Edit a checkpoint's meta.json and give it a valid checksum again, as a deliberate forger would: the tests use it
-to check what the trainer validates beyond the checksum (llmc/checkpoint.cpp, docs/checkpoints.md).
+to check what the trainer validates beyond the checksum (llmc/checkpoint_format.cpp, llmc/trainer_resume.h, docs/checkpoints.md).
 
   meta_tool.py META.JSON 'PYTHON'        runs PYTHON with `m` bound to the parsed metadata (`p`: the path of
                                          meta.json, `d` its directory, f(name): the entry of a file in m["files"],

@@ -1,23 +1,23 @@
-// Checkpoint files, metadata and retention (see checkpoint.h).
-#include "checkpoint.h"
+// Checkpoint files: meta.json and the optimizer-state files, written, read and verified (see checkpoint_format.h).
+#include "checkpoint_format.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "crc32c.h"
 #include "file_util.h"
+#include "layout.h"
+#include "model_file.h"
 
 namespace llmc {
 
 namespace {
-
-const char* META_NAME = "meta.json";
 
 std::string hex32(uint32_t x) {
     char buf[16];
@@ -27,64 +27,10 @@ std::string hex32(uint32_t x) {
 
 }  // namespace
 
-// ---- paths -----------------------------------------------------------------------------------------------------
-
-std::string checkpoint_dir(const std::string& out_dir, int step) {
-    char name[32];
-    std::snprintf(name, sizeof name, "ckpt_%08d", step);
-    return out_dir + "/" + name;
-}
-
-std::vector<int> list_checkpoint_steps(const std::string& out_dir) {
-    std::vector<int> steps;
-    DIR* d = opendir(out_dir.c_str());
-    if (!d) return steps;
-    while (dirent* e = readdir(d)) {
-        const char* n = e->d_name;
-        if (std::strncmp(n, "ckpt_", 5) != 0 || n[5] == 0) continue;
-        bool digits = true;
-        for (const char* c = n + 5; *c; c++) digits = digits && *c >= '0' && *c <= '9';
-        if (!digits || std::strlen(n + 5) > 9) continue;
-        struct stat st;
-        if (stat((out_dir + "/" + n).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) steps.push_back(std::atoi(n + 5));
-    }
-    closedir(d);
-    std::sort(steps.begin(), steps.end());
-    return steps;
-}
-
-bool checkpoint_complete(const std::string& dir) {
-    struct stat st;
-    return stat((dir + "/" + META_NAME).c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-static void fsync_dir(const std::string& dir) {
-    int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
-
-static std::string parent_of(const std::string& path) {
-    size_t slash = path.find_last_of('/');
-    return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-}
-
-void make_checkpoint_directory(const std::string& dir) {
-    std::string path;
-    for (size_t i = 0; i <= dir.size(); i++) {
-        if ((i == dir.size() || dir[i] == '/') && !path.empty() && mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
-            fail("%s: cannot create directory (%s)", path.c_str(), std::strerror(errno));
-        if (i < dir.size()) path += dir[i];
-    }
-    fsync_dir(parent_of(dir));
-}
-
 // ---- metadata --------------------------------------------------------------------------------------------------
 // meta.json carries its own checksum: "meta_crc32c" is the CRC-32C of the file's bytes with that value written as
 // "00000000". The reader checks the bytes as they are on disk (no re-serialisation), then every field's JSON type
-// and range; the checks against the run (data position, metrics.jsonl, ...) are the trainer's (trainer.h).
+// and range; the checks against the run (data position, metrics.jsonl, ...) are the trainer's (trainer_resume.h).
 
 namespace {
 
@@ -177,102 +123,131 @@ nlohmann::json meta_to_json(const CheckpointMeta& m) {
     };
 }
 
-CheckpointMeta meta_from_json(const nlohmann::json& j, const std::string& path) {
-    CheckpointMeta m;
+namespace {
+
+// The parts of meta_from_json, in the order the file is checked (the first problem is the one reported).
+GPT2Config model_from_json(const nlohmann::json& j, const std::string& path) {
+    const nlohmann::json& c = field(j, "model", "model", path);
+    const __int128 dim = (__int128)1 << 24;
+    GPT2Config cfg;
+    cfg.max_seq_len = (size_t)int_field(c, "max_seq_len", "model.max_seq_len", 1, dim, path);
+    cfg.vocab_size = (size_t)int_field(c, "vocab_size", "model.vocab_size", 1, dim, path);
+    cfg.padded_vocab_size = (size_t)int_field(c, "padded_vocab_size", "model.padded_vocab_size", 1, dim, path);
+    cfg.num_layers = (size_t)int_field(c, "num_layers", "model.num_layers", 1, 4096, path);
+    cfg.num_heads = (size_t)int_field(c, "num_heads", "model.num_heads", 1, dim, path);
+    cfg.channels = (size_t)int_field(c, "channels", "model.channels", 1, dim, path);
     try {
-        if (!j.is_object()) fail("%s: not a JSON object", path.c_str());
-        const std::string format = string_field(j, "format", "format", path);
-        if (format != "llmc checkpoint")
-            fail("%s: not a checkpoint metadata file (format \"%s\")", path.c_str(), format.c_str());
-        const int version = (int)int_field(j, "version", "version", 0, I32_MAX, path);
-        if (version != CHECKPOINT_META_VERSION)
-            fail("%s: metadata version %d, this program reads version %d%s", path.c_str(), version,
-                 CHECKPOINT_META_VERSION, version == 1 ? " (version 1 has no checksum of its own)" : "");
-        m.step = (int)int_field(j, "step", "step", 1, I32_MAX, path);
-        const nlohmann::json& c = field(j, "model", "model", path);
-        const __int128 dim = (__int128)1 << 24;
-        m.config.max_seq_len = (size_t)int_field(c, "max_seq_len", "model.max_seq_len", 1, dim, path);
-        m.config.vocab_size = (size_t)int_field(c, "vocab_size", "model.vocab_size", 1, dim, path);
-        m.config.padded_vocab_size = (size_t)int_field(c, "padded_vocab_size", "model.padded_vocab_size", 1, dim, path);
-        m.config.num_layers = (size_t)int_field(c, "num_layers", "model.num_layers", 1, 4096, path);
-        m.config.num_heads = (size_t)int_field(c, "num_heads", "model.num_heads", 1, dim, path);
-        m.config.channels = (size_t)int_field(c, "channels", "model.channels", 1, dim, path);
-        try {
-            validate_config(m.config);
-        } catch (const Error& e) {
-            fail("%s: field \"model\": %s", path.c_str(), e.what());
-        }
-        m.num_params = (uint64_t)int_field(j, "num_params", "num_params", 1, LIMIT, path);
-        if (m.num_params != ParamLayout(m.config).total)
-            fail("%s: field \"num_params\" is %llu, but the model %s has %zu parameters", path.c_str(),
-                 (unsigned long long)m.num_params, m.config.describe().c_str(), ParamLayout(m.config).total);
-        m.world_size = (int)int_field(j, "world_size", "world_size", 1, 1 << 20, path);
-        m.zero_stage = (int)int_field(j, "zero_stage", "zero_stage", 0, 2, path);
-        const nlohmann::json& mm = field(j, "must_match", "must_match", path);
-        m.batch_size = (long long)int_field(mm, "batch_size", "must_match.batch_size", 1, I32_MAX, path);
-        m.seq_len = (long long)int_field(mm, "seq_len", "must_match.seq_len", 1, I32_MAX, path);
-        m.total_batch = (long long)int_field(mm, "total_batch", "must_match.total_batch", 1, LIMIT, path);
-        m.seed = (uint64_t)int_field(mm, "seed", "must_match.seed", 0, U64_MAX, path);
-        m.shuffle = bool_field(mm, "shuffle", "must_match.shuffle", path);
-        m.overfit = bool_field(mm, "overfit", "must_match.overfit", path);
-        const nlohmann::json& td = field(j, "train_data", "train_data", path);
-        m.train_data.shards = (uint64_t)int_field(td, "shards", "train_data.shards", 1, LIMIT, path);
-        m.train_data.tokens = (uint64_t)int_field(td, "tokens", "train_data.tokens", 1, LIMIT, path);
-        m.train_data.digest = hex_field(td, "digest", "train_data.digest", path);
-        m.train_data.content = hex_field(td, "content", "train_data.content", path);
-        m.max_steps = (int)int_field(j, "max_steps", "max_steps", 1, I32_MAX, path);
-        const nlohmann::json& d = field(j, "data", "data", path);
-        m.data.epoch = (uint64_t)int_field(d, "epoch", "data.epoch", 0, U64_MAX, path);
-        m.data.shard = (uint64_t)int_field(d, "shard", "data.shard", 0, U64_MAX, path);
-        m.data.sequence = (uint64_t)int_field(d, "sequence", "data.sequence", 0, U64_MAX, path);
-        // Checkpoints are written between steps.
-        m.data.micro_step = (uint64_t)int_field(d, "micro_step", "data.micro_step", 0, 0, path);
-        m.guard = field(j, "guard", "guard", path);
-        if (!m.guard.is_object()) fail("%s: field \"guard\" is %s, expected an object", path.c_str(), shown(m.guard).c_str());
-        m.metrics_bytes = (int64_t)int_field(j, "metrics_bytes", "metrics_bytes", -1, LIMIT, path);
-        const nlohmann::json& files = field(j, "files", "files", path);
-        if (!files.is_array() || files.size() != (size_t)m.world_size + 1)
-            fail("%s: field \"files\" must list model.bin and one optimizer file per writing rank (%d)", path.c_str(),
-                 m.world_size);
-        for (size_t i = 0; i < files.size(); i++) {
-            const std::string at = "files[" + std::to_string(i) + "]";
-            CheckpointFileInfo f;
-            char want[32];
-            if (i == 0) std::snprintf(want, sizeof want, "model.bin");
-            else std::snprintf(want, sizeof want, "optim_%05zu.bin", i - 1);
-            f.name = string_field(files[i], "name", at + ".name", path);
-            if (f.name != want) fail("%s: field \"%s.name\" is \"%s\", expected \"%s\"", path.c_str(), at.c_str(),
-                                     f.name.c_str(), want);
-            f.bytes = (uint64_t)int_field(files[i], "bytes", at + ".bytes", 0, LIMIT, path);
-            f.crc32c = hex_field(files[i], "crc32c", at + ".crc32c", path);
-            uint64_t expected_bytes = 256 * 4 + 4 * m.num_params;  // model.bin, fp32
-            if (i > 0) {
-                f.begin = (uint64_t)int_field(files[i], "begin", at + ".begin", 0, LIMIT, path);
-                f.end = (uint64_t)int_field(files[i], "end", at + ".end", 0, LIMIT, path);
-                // The optimizer files tile [0, num_params) in order (so no range below wraps around).
-                const uint64_t next = i == 1 ? 0 : m.files.back().end;
-                if (f.begin != next || f.end < f.begin || f.end > m.num_params)
-                    fail("%s: %s covers [%llu, %llu), expected a range starting at %llu within %llu parameters",
-                         path.c_str(), f.name.c_str(), (unsigned long long)f.begin, (unsigned long long)f.end,
-                         (unsigned long long)next, (unsigned long long)m.num_params);
-                expected_bytes = OPTIM_HEADER_BYTES + 3 * 4 * (f.end - f.begin);
-            }
-            if (f.bytes != expected_bytes)
-                fail("%s: field \"%s.bytes\" is %llu, expected %llu for %s", path.c_str(), at.c_str(),
-                     (unsigned long long)f.bytes, (unsigned long long)expected_bytes, f.name.c_str());
-            m.files.push_back(f);
-        }
-        if (m.files.back().end != m.num_params)
-            fail("%s: the optimizer files cover %llu of %llu parameters", path.c_str(),
-                 (unsigned long long)m.files.back().end, (unsigned long long)m.num_params);
-    } catch (const nlohmann::json::exception& e) {
-        fail("%s: malformed checkpoint metadata (%s)", path.c_str(), e.what());
+        validate_config(cfg);
+    } catch (const Error& e) {
+        fail("%s: field \"model\": %s", path.c_str(), e.what());
     }
+    return cfg;
+}
+
+void must_match_from_json(const nlohmann::json& j, const std::string& path, CheckpointMeta* m) {
+    const nlohmann::json& mm = field(j, "must_match", "must_match", path);
+    m->batch_size = (long long)int_field(mm, "batch_size", "must_match.batch_size", 1, I32_MAX, path);
+    m->seq_len = (long long)int_field(mm, "seq_len", "must_match.seq_len", 1, I32_MAX, path);
+    m->total_batch = (long long)int_field(mm, "total_batch", "must_match.total_batch", 1, LIMIT, path);
+    m->seed = (uint64_t)int_field(mm, "seed", "must_match.seed", 0, U64_MAX, path);
+    m->shuffle = bool_field(mm, "shuffle", "must_match.shuffle", path);
+    m->overfit = bool_field(mm, "overfit", "must_match.overfit", path);
+    const nlohmann::json& td = field(j, "train_data", "train_data", path);
+    m->train_data.shards = (uint64_t)int_field(td, "shards", "train_data.shards", 1, LIMIT, path);
+    m->train_data.tokens = (uint64_t)int_field(td, "tokens", "train_data.tokens", 1, LIMIT, path);
+    m->train_data.digest = hex_field(td, "digest", "train_data.digest", path);
+    m->train_data.content = hex_field(td, "content", "train_data.content", path);
+}
+
+LoaderPosition position_from_json(const nlohmann::json& j, const std::string& path) {
+    const nlohmann::json& d = field(j, "data", "data", path);
+    LoaderPosition p;
+    p.epoch = (uint64_t)int_field(d, "epoch", "data.epoch", 0, U64_MAX, path);
+    p.shard = (uint64_t)int_field(d, "shard", "data.shard", 0, U64_MAX, path);
+    p.sequence = (uint64_t)int_field(d, "sequence", "data.sequence", 0, U64_MAX, path);
+    // Checkpoints are written between steps.
+    p.micro_step = (uint64_t)int_field(d, "micro_step", "data.micro_step", 0, 0, path);
+    return p;
+}
+
+// Entry i of "files": model.bin (i = 0) or optim_<i - 1>.bin, whose range starts where the previous one ended.
+CheckpointFileInfo file_from_json(const nlohmann::json& jf, size_t i, const CheckpointMeta& m,
+                                  const std::string& path) {
+    const std::string at = "files[" + std::to_string(i) + "]";
+    CheckpointFileInfo f;
+    char want[32];
+    if (i == 0) std::snprintf(want, sizeof want, "model.bin");
+    else std::snprintf(want, sizeof want, "optim_%05zu.bin", i - 1);
+    f.name = string_field(jf, "name", at + ".name", path);
+    if (f.name != want) fail("%s: field \"%s.name\" is \"%s\", expected \"%s\"", path.c_str(), at.c_str(),
+                             f.name.c_str(), want);
+    f.bytes = (uint64_t)int_field(jf, "bytes", at + ".bytes", 0, LIMIT, path);
+    f.crc32c = hex_field(jf, "crc32c", at + ".crc32c", path);
+    uint64_t expected_bytes = 256 * 4 + 4 * m.num_params;  // model.bin, fp32
+    if (i > 0) {
+        f.begin = (uint64_t)int_field(jf, "begin", at + ".begin", 0, LIMIT, path);
+        f.end = (uint64_t)int_field(jf, "end", at + ".end", 0, LIMIT, path);
+        // The optimizer files tile [0, num_params) in order (so no range below wraps around).
+        const uint64_t next = i == 1 ? 0 : m.files.back().end;
+        if (f.begin != next || f.end < f.begin || f.end > m.num_params)
+            fail("%s: %s covers [%llu, %llu), expected a range starting at %llu within %llu parameters",
+                 path.c_str(), f.name.c_str(), (unsigned long long)f.begin, (unsigned long long)f.end,
+                 (unsigned long long)next, (unsigned long long)m.num_params);
+        expected_bytes = OPTIM_HEADER_BYTES + 3 * 4 * (f.end - f.begin);
+    }
+    if (f.bytes != expected_bytes)
+        fail("%s: field \"%s.bytes\" is %llu, expected %llu for %s", path.c_str(), at.c_str(),
+             (unsigned long long)f.bytes, (unsigned long long)expected_bytes, f.name.c_str());
+    return f;
+}
+
+CheckpointMeta meta_from_json_unchecked(const nlohmann::json& j, const std::string& path) {
+    CheckpointMeta m;
+    if (!j.is_object()) fail("%s: not a JSON object", path.c_str());
+    const std::string format = string_field(j, "format", "format", path);
+    if (format != "llmc checkpoint")
+        fail("%s: not a checkpoint metadata file (format \"%s\")", path.c_str(), format.c_str());
+    const int version = (int)int_field(j, "version", "version", 0, I32_MAX, path);
+    if (version != CHECKPOINT_META_VERSION)
+        fail("%s: metadata version %d, this program reads version %d%s", path.c_str(), version,
+             CHECKPOINT_META_VERSION, version == 1 ? " (version 1 has no checksum of its own)" : "");
+    m.step = (int)int_field(j, "step", "step", 1, I32_MAX, path);
+    m.config = model_from_json(j, path);
+    m.num_params = (uint64_t)int_field(j, "num_params", "num_params", 1, LIMIT, path);
+    if (m.num_params != ParamLayout(m.config).total)
+        fail("%s: field \"num_params\" is %llu, but the model %s has %zu parameters", path.c_str(),
+             (unsigned long long)m.num_params, m.config.describe().c_str(), ParamLayout(m.config).total);
+    m.world_size = (int)int_field(j, "world_size", "world_size", 1, 1 << 20, path);
+    m.zero_stage = (int)int_field(j, "zero_stage", "zero_stage", 0, 2, path);
+    must_match_from_json(j, path, &m);
+    m.max_steps = (int)int_field(j, "max_steps", "max_steps", 1, I32_MAX, path);
+    m.data = position_from_json(j, path);
+    m.guard = field(j, "guard", "guard", path);
+    if (!m.guard.is_object()) fail("%s: field \"guard\" is %s, expected an object", path.c_str(), shown(m.guard).c_str());
+    m.metrics_bytes = (int64_t)int_field(j, "metrics_bytes", "metrics_bytes", -1, LIMIT, path);
+    const nlohmann::json& files = field(j, "files", "files", path);
+    if (!files.is_array() || files.size() != (size_t)m.world_size + 1)
+        fail("%s: field \"files\" must list model.bin and one optimizer file per writing rank (%d)", path.c_str(),
+             m.world_size);
+    for (size_t i = 0; i < files.size(); i++) m.files.push_back(file_from_json(files[i], i, m, path));
+    if (m.files.back().end != m.num_params)
+        fail("%s: the optimizer files cover %llu of %llu parameters", path.c_str(),
+             (unsigned long long)m.files.back().end, (unsigned long long)m.num_params);
     return m;
 }
 
+}  // namespace
+
+CheckpointMeta meta_from_json(const nlohmann::json& j, const std::string& path) {
+    try {
+        return meta_from_json_unchecked(j, path);
+    } catch (const nlohmann::json::exception& e) {
+        fail("%s: malformed checkpoint metadata (%s)", path.c_str(), e.what());
+    }
+}
+
 CheckpointMeta read_checkpoint_meta(const std::string& dir) {
-    const std::string path = dir + "/" + META_NAME;
+    const std::string path = dir + "/" + CHECKPOINT_META_NAME;
     const size_t size = file_size_or_fail(path);
     if (size > ((size_t)1 << 26)) fail("%s: %zu bytes, too large for checkpoint metadata", path.c_str(), size);
     std::string text(size, '\0');
@@ -302,7 +277,7 @@ void write_checkpoint_meta(const std::string& dir, const CheckpointMeta& m) {
     const size_t at = crc_value_offset(text, CRC_PLACEHOLDER);
     if (at == std::string::npos) fail("write_checkpoint_meta: no checksum field in the text");
     text.replace(at, 8, hex32(crc32c(0, text.data(), text.size())));
-    const std::string path = dir + "/" + META_NAME;
+    const std::string path = dir + "/" + CHECKPOINT_META_NAME;
     write_atomically(path, [&](FILE* f) { write_exact(f, text.data(), text.size(), path); });
 }
 
@@ -361,42 +336,6 @@ void check_resume_compatible(const CheckpointMeta& s, const CheckpointMeta& n, c
     if (!(s.train_data == n.train_data))
         throw ResumeMismatch(dir + ": written for training data of " + describe(s.train_data) + ", this run's -i has " +
                              describe(n.train_data) + "; resume with the same files");
-}
-
-std::string check_metrics_prefix(const std::string& path, int64_t bytes, int step) {
-    char buf[512];
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) {
-        std::snprintf(buf, sizeof buf, "%s: missing, but the checkpoint of step %d recorded %lld bytes of it "
-                      "(metrics_bytes)", path.c_str(), step, (long long)bytes);
-        return buf;
-    }
-    if (bytes < 1 || bytes > (int64_t)st.st_size) {
-        std::snprintf(buf, sizeof buf, "%s: %lld bytes, but the checkpoint of step %d recorded metrics_bytes = %lld "
-                      "(lines were removed, or the field was edited)", path.c_str(), (long long)st.st_size, step,
-                      (long long)bytes);
-        return buf;
-    }
-    // The line that ends at `bytes` must be step `step`'s train line.
-    const int64_t from = std::max<int64_t>(0, bytes - 65536);
-    std::string tail((size_t)(bytes - from), '\0');
-    FILE* f = std::fopen(path.c_str(), "rb");
-    const bool ok = f && fseeko(f, (off_t)from, SEEK_SET) == 0 && std::fread(&tail[0], 1, tail.size(), f) == tail.size();
-    if (f) std::fclose(f);
-    if (!ok) return path + ": read error";
-    nlohmann::json line;
-    if (tail.back() == '\n') {
-        const size_t start = tail.find_last_of('\n', tail.size() - 2);
-        line = nlohmann::json::parse(tail.substr(start == std::string::npos ? 0 : start + 1), nullptr, false);
-    }
-    const bool is_step = line.is_object() && line.contains("train_loss") && line.contains("step") &&
-                         line["step"].is_number_integer() && line["step"].get<long long>() == step;
-    if (!is_step) {
-        std::snprintf(buf, sizeof buf, "%s: the checkpoint of step %d recorded metrics_bytes = %lld, which is not "
-                      "the end of step %d's line", path.c_str(), step, (long long)bytes, step);
-        return buf;
-    }
-    return "";
 }
 
 // ---- optimizer-state files -------------------------------------------------------------------------------------
@@ -490,45 +429,6 @@ void read_optim_state(const std::string& dir, const CheckpointMeta& meta, int wh
         }
         std::fclose(f);
     }
-}
-
-// ---- retention -------------------------------------------------------------------------------------------------
-
-void remove_checkpoint(const std::string& dir) {
-    std::remove((dir + "/" + META_NAME).c_str());
-    fsync_dir(dir);
-    if (DIR* d = opendir(dir.c_str())) {
-        std::vector<std::string> names;
-        while (dirent* e = readdir(d))
-            if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
-        closedir(d);
-        for (const std::string& n : names) std::remove((dir + "/" + n).c_str());
-    }
-    rmdir(dir.c_str());
-}
-
-void apply_retention(const std::string& out_dir, int keep_last, int keep_every, int newest) {
-    std::vector<int> steps = list_checkpoint_steps(out_dir);
-    int complete_seen = 0;
-    for (size_t i = steps.size(); i-- > 0;) {
-        const int s = steps[i];
-        const std::string dir = checkpoint_dir(out_dir, s);
-        if (s > newest) continue;  // left by a run that got further before a crash: rewritten when reached
-        if (!checkpoint_complete(dir)) {
-            if (s < newest) remove_checkpoint(dir);
-            continue;
-        }
-        complete_seen++;
-        const bool keep = keep_last == 0 || complete_seen <= keep_last || (keep_every > 0 && s % keep_every == 0);
-        if (!keep) remove_checkpoint(dir);
-    }
-}
-
-void truncate_metrics(const std::string& path, int64_t bytes) {
-    struct stat st;
-    if (bytes < 0 || stat(path.c_str(), &st) != 0 || st.st_size <= bytes) return;
-    if (truncate(path.c_str(), (off_t)bytes) != 0)
-        fail("%s: cannot truncate to %lld bytes (%s)", path.c_str(), (long long)bytes, std::strerror(errno));
 }
 
 }  // namespace llmc
