@@ -45,18 +45,18 @@ public:
     virtual const char* name() const = 0;
 
     // In place: buf (count elements) becomes the reduction over ranks.
-    virtual void all_reduce(void* buf, size_t count, DType t, ReduceOp op, void* stream) = 0;
+    virtual void all_reduce(void* buf, size_t count, DType t, ReduceOp op, Stream stream) = 0;
     // Rank `root` receives the reduction over ranks of `send` (count elements) in recv; recv is not touched on the
     // other ranks. In place on the root when send == recv.
     virtual void reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root,
-                        void* stream) = 0;
+                        Stream stream) = 0;
     // send holds world_size * recv_count elements; rank r receives the reduction of block r into recv.
     virtual void reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op,
-                                void* stream) = 0;
+                                Stream stream) = 0;
     // Each rank contributes send_count elements; recv (world_size * send_count) receives them in rank order.
     // In place when send == recv + rank * send_count.
-    virtual void all_gather(const void* send, void* recv, size_t send_count, DType t, void* stream) = 0;
-    virtual void broadcast(void* buf, size_t count, DType t, int root, void* stream) = 0;
+    virtual void all_gather(const void* send, void* recv, size_t send_count, DType t, Stream stream) = 0;
+    virtual void broadcast(void* buf, size_t count, DType t, int root, Stream stream) = 0;
     virtual void barrier() = 0;
     // Group several collectives into one launch (NCCL group); no-op elsewhere.
     virtual void group_start() {}
@@ -101,7 +101,7 @@ struct CommOptions {
 
 // SingleComm copies with `copy` when send and receive buffers differ (nullptr: host memcpy; the CUDA backend passes
 // an asynchronous device copy on the given stream).
-using CommCopyFn = void (*)(void* dst, const void* src, size_t bytes, void* stream);
+using CommCopyFn = void (*)(void* dst, const void* src, size_t bytes, Stream stream);
 std::unique_ptr<Comm> make_single_comm(CommCopyFn copy = nullptr);
 
 // MpiComm over host buffers (llmc/comm_mpi.h). Initialises MPI if needed (mpi_env.h) and refines the layout.

@@ -114,7 +114,7 @@ void MpiComm::reduce_scatter_f32(const float* send, float* recv, size_t recv_cou
     if (op == ReduceOp::Avg) divide_by_world(recv, recv_count);
 }
 
-void MpiComm::all_reduce(void* buf, size_t count, DType t, ReduceOp op, void*) {
+void MpiComm::all_reduce(void* buf, size_t count, DType t, ReduceOp op, Stream) {
     WatchedCall watched(watchdog_.get(), CollectiveKind::AllReduce);
     require_float(t, "all_reduce");
     counters.all_reduce++;
@@ -130,7 +130,7 @@ void MpiComm::all_reduce(void* buf, size_t count, DType t, ReduceOp op, void*) {
     }
 }
 
-void MpiComm::reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root, void*) {
+void MpiComm::reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root, Stream) {
     WatchedCall watched(watchdog_.get(), CollectiveKind::Reduce);
     require_float(t, "reduce");
     if (root < 0 || root >= info_.world_size)
@@ -151,7 +151,7 @@ void MpiComm::reduce(const void* send, void* recv, size_t count, DType t, Reduce
     }
 }
 
-void MpiComm::reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op, void*) {
+void MpiComm::reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op, Stream) {
     WatchedCall watched(watchdog_.get(), CollectiveKind::ReduceScatter);
     require_float(t, "reduce_scatter");
     const size_t W = (size_t)info_.world_size;
@@ -177,7 +177,7 @@ void MpiComm::reduce_scatter(const void* send, void* recv, size_t recv_count, DT
     }
 }
 
-void MpiComm::all_gather(const void* send, void* recv, size_t send_count, DType t, void*) {
+void MpiComm::all_gather(const void* send, void* recv, size_t send_count, DType t, Stream) {
     WatchedCall watched(watchdog_.get(), CollectiveKind::AllGather);
     counters.all_gather++;
     counters.bytes += send_count * dtype_size(t);
@@ -209,7 +209,7 @@ void MpiComm::gather(const void* send, void* recv, size_t send_count, DType t) {
     }
 }
 
-void MpiComm::broadcast(void* buf, size_t count, DType t, int root, void*) {
+void MpiComm::broadcast(void* buf, size_t count, DType t, int root, Stream) {
     WatchedCall watched(watchdog_.get(), CollectiveKind::Broadcast);
     if (root < 0 || root >= info_.world_size)
         fail("broadcast: root %d, expected 0 <= root < world size %d", root, info_.world_size);

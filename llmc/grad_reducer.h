@@ -118,7 +118,8 @@ public:
     float* bucket_buffer(size_t bucket) {
         check_bucket("bucket_buffer", bucket);
         if (stage_ != 2) return nullptr;
-        if (acquired_[bucket]) fail("GradReducer::bucket_buffer: bucket %zu handed out twice in one micro-step", bucket);
+        if (acquired_[bucket])
+            fail("GradReducer::bucket_buffer: bucket %zu handed out twice in one micro-step", bucket);
         BucketSlot& k = slot_of(bucket);
         release(k);
         be_.memset_zero(k.buf, bucket_elements(model_.layout(), bucket) * sizeof(float));
@@ -132,7 +133,8 @@ public:
     void bucket_ready(size_t bucket, bool last_micro_step) {
         check_bucket("bucket_ready", bucket);
         if (!reduces_at(last_micro_step)) return;
-        if (bucket_done_[bucket]) fail("GradReducer::bucket_ready: bucket %zu announced twice in one micro-step", bucket);
+        if (bucket_done_[bucket])
+            fail("GradReducer::bucket_ready: bucket %zu announced twice in one micro-step", bucket);
         if (stage_ == 2 && !acquired_[bucket])
             fail("GradReducer::bucket_ready: ZeRO 2 bucket %zu announced before bucket_buffer() handed it out (pass "
                  "backward_hooks() to the model's backward)",
@@ -215,7 +217,7 @@ private:
     // Enqueues bucket b's reductions on the comm stream (the caller made it wait for the main stream). ZeRO 2
     // reduces the bucket's buffer and records the buffer's event after the reductions.
     void reduce_bucket(size_t b) {
-        void* st = be_.comm_stream();
+        const Stream st = be_.comm_stream();
         BucketSlot* k = stage_ == 2 ? &slot_of(b) : nullptr;
         float* grads = model_.grads();
         comm_.group_start();
@@ -237,7 +239,7 @@ private:
     // ZeRO 2's pool (llmc/zero.h): buffer (L-1-b) mod K for layer bucket b < L, buffer K for bucket L.
     struct BucketSlot {
         float* buf = nullptr;
-        void* reduced = nullptr;  // event, recorded on the comm stream after the reduction of `bucket`
+        Event reduced;            // recorded on the comm stream after the reduction of `bucket`
         long bucket = -1;         // the bucket the buffer holds (-1: free)
     };
     BucketSlot& slot_of(size_t b) {

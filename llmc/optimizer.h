@@ -87,7 +87,7 @@ public:
         if (!reducer_.reduced()) fail("Optimizer::step: reduce_gradients(last_micro_step = true) was not called");
         be_.memset_zero(norm_, sizeof(float));
         be_.norm_squared_into(norm_, reducer_.reduced_grads(plan_.begin()), plan_.shard_size);
-        collective([&](void* st) { comm_.all_reduce(norm_, 1, DType::F32, ReduceOp::Sum, st); });
+        collective([&](Stream st) { comm_.all_reduce(norm_, 1, DType::F32, ReduceOp::Sum, st); });
         float norm2 = 0;
         be_.copy_to_host(&norm2, norm_, sizeof(float));
         const float norm = std::sqrt(norm2);
@@ -174,7 +174,7 @@ private:
     }
     void gather_params() {
         act_t* params = model_.params();
-        collective([&](void* st) {
+        collective([&](Stream st) {
             comm_.all_gather(params + plan_.begin(), params, plan_.shard_size, Backend::act_dtype, st);
         });
     }

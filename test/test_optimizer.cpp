@@ -384,11 +384,11 @@ public:
         info_.world_size = world, info_.rank = rank;
     }
     const char* name() const override { return "placed"; }
-    void all_reduce(void*, size_t, DType, ReduceOp, void*) override { unexpected(); }
-    void reduce(const void*, void*, size_t, DType, ReduceOp, int, void*) override { unexpected(); }
-    void reduce_scatter(const void*, void*, size_t, DType, ReduceOp, void*) override { unexpected(); }
-    void all_gather(const void*, void*, size_t, DType, void*) override { unexpected(); }
-    void broadcast(void*, size_t, DType, int, void*) override { unexpected(); }
+    void all_reduce(void*, size_t, DType, ReduceOp, Stream) override { unexpected(); }
+    void reduce(const void*, void*, size_t, DType, ReduceOp, int, Stream) override { unexpected(); }
+    void reduce_scatter(const void*, void*, size_t, DType, ReduceOp, Stream) override { unexpected(); }
+    void all_gather(const void*, void*, size_t, DType, Stream) override { unexpected(); }
+    void broadcast(void*, size_t, DType, int, Stream) override { unexpected(); }
     void barrier() override { unexpected(); }
 
 protected:

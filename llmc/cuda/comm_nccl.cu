@@ -145,42 +145,42 @@ public:
     }
     const char* name() const override { return "nccl"; }
 
-    void all_reduce(void* buf, size_t count, DType t, ReduceOp op, void* stream) override {
+    void all_reduce(void* buf, size_t count, DType t, ReduceOp op, Stream stream) override {
         counters.all_reduce++;
         counters.bytes += count * dtype_size(t);
         const uint64_t id = watch(CollectiveKind::AllReduce);
-        NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(t), nccl_op(op), comm_, (cudaStream_t)stream));
+        NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(t), nccl_op(op), comm_, cuda_stream(stream)));
         enqueued(id, stream);
     }
-    void reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root, void* stream) override {
+    void reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root, Stream stream) override {
         if (root < 0 || root >= info_.world_size)
             fail("reduce: root %d, expected 0 <= root < world size %d", root, info_.world_size);
         counters.reduce++;
         counters.bytes += count * dtype_size(t);
         const uint64_t id = watch(CollectiveKind::Reduce);
-        NCCL_CHECK(ncclReduce(send, recv, count, nccl_type(t), nccl_op(op), root, comm_, (cudaStream_t)stream));
+        NCCL_CHECK(ncclReduce(send, recv, count, nccl_type(t), nccl_op(op), root, comm_, cuda_stream(stream)));
         enqueued(id, stream);
     }
     void reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op,
-                        void* stream) override {
+                        Stream stream) override {
         counters.reduce_scatter++;
         counters.bytes += recv_count * (size_t)info_.world_size * dtype_size(t);
         const uint64_t id = watch(CollectiveKind::ReduceScatter);
-        NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, nccl_type(t), nccl_op(op), comm_, (cudaStream_t)stream));
+        NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, nccl_type(t), nccl_op(op), comm_, cuda_stream(stream)));
         enqueued(id, stream);
     }
-    void all_gather(const void* send, void* recv, size_t send_count, DType t, void* stream) override {
+    void all_gather(const void* send, void* recv, size_t send_count, DType t, Stream stream) override {
         counters.all_gather++;
         counters.bytes += send_count * dtype_size(t);
         const uint64_t id = watch(CollectiveKind::AllGather);
-        NCCL_CHECK(ncclAllGather(send, recv, send_count, nccl_type(t), comm_, (cudaStream_t)stream));
+        NCCL_CHECK(ncclAllGather(send, recv, send_count, nccl_type(t), comm_, cuda_stream(stream)));
         enqueued(id, stream);
     }
-    void broadcast(void* buf, size_t count, DType t, int root, void* stream) override {
+    void broadcast(void* buf, size_t count, DType t, int root, Stream stream) override {
         counters.broadcast++;
         counters.bytes += count * dtype_size(t);
         const uint64_t id = watch(CollectiveKind::Broadcast);
-        NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(t), root, comm_, (cudaStream_t)stream));
+        NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(t), root, comm_, cuda_stream(stream)));
         enqueued(id, stream);
     }
     // A 1-element all-reduce, waited for: every rank has reached this point. The backend's streams are non-blocking,
@@ -254,7 +254,7 @@ private:
     // on its stream tells the watchdog when the GPU has run it. Events come from a pool: the watchdog hands each
     // back once it has seen it complete (hooks.retired); the pool grows to the number of collectives in flight,
     // which the host's per-step synchronisation bounds.
-    void enqueued(uint64_t id, void* stream) {
+    void enqueued(uint64_t id, Stream stream) {
         if (!watchdog_) return;
         if (group_depth_ > 0) {
             group_stream_ = stream;
@@ -271,7 +271,7 @@ private:
                 free_events_.pop_back();
             }
         }
-        CUDA_CHECK(cudaEventRecord(ev, (cudaStream_t)stream));
+        CUDA_CHECK(cudaEventRecord(ev, cuda_stream(stream)));
         watchdog_->leave(id, ev);
     }
     void start_watchdog(const DistInfo& info, const CommOptions& opt, CommInit how, uint64_t nonce) {
@@ -307,7 +307,7 @@ private:
     std::vector<cudaEvent_t> all_events_, free_events_;
     int group_depth_ = 0;
     uint64_t group_id_ = 0;    // the watchdog unit of the open group (0: none yet)
-    void* group_stream_ = nullptr;
+    Stream group_stream_;
     ncclComm_t comm_ = nullptr;
     void* staging_ = nullptr;  // the host channel's device buffer (and the barrier's one float)
     size_t staging_bytes_ = 0;
