@@ -10,7 +10,7 @@
 // Every backend has the same members with the same signatures (only act_t differs): the op list below
 // (BackendContract), with the math and the conventions of each op, written here once. Each backend header ends with
 // static_assert(satisfies_backend_contract<ItsBackend>()), so a backend that lacks an op, or declares one with
-// another signature, does not compile, and the message names the op (test/backend_contract_test.sh).
+// another signature, does not compile, and the message names the op (test/e2e/backend_contract_test.sh).
 //
 // Conventions shared by all backends:
 //   - "device" pointers are whatever the backend computes on (host memory for the CPU backend);

@@ -270,7 +270,7 @@ void print_startup(const TrainOptions& o, const RunShape& s, const GPT2<Backend>
     std::fflush(stdout);
 }
 
-// --show-placement: every rank, one line (test/multinode_test.sh): only the GPU follows the local rank.
+// --show-placement: every rank, one line (test/e2e/multinode_test.sh): only the GPU follows the local rank.
 template <class Backend>
 void print_placement(const Comm& comm, const Backend& be, const RunShape& s, const DataLoader& train,
                      const Optimizer<Backend>& opt) {

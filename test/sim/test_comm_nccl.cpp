@@ -4,7 +4,7 @@
 // communicator that nothing orders, so a barrier that does not wait for them fails here). Then the optimizer's
 // stream contract (llmc/optimizer.h): after step() the main stream may read the parameters without a device
 // synchronisation (the next forward does), for ZeRO 0 and 1, which must agree bitwise. And the host channel
-// (test/host_channel_checks.h), staged through NcclComm's own device buffer.
+// (test/fixtures/host_channel_checks.h), staged through NcclComm's own device buffer.
 #include <cuda_bf16.h>
 
 #include "llmc/bf16.h"
