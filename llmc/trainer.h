@@ -43,6 +43,7 @@
 #include "sampler.h"
 #include "schedule.h"
 #include "tokenizer.h"
+#include "utf8_stream.h"
 #include "zero.h"
 
 namespace llmc {
@@ -257,9 +258,10 @@ public:
                         total_batch, grad_accum, world);
             std::printf("data       train %zu tokens in %zu shard(s); %d steps%s\n", train.total_tokens(),
                         train.num_shards(), max_steps, o_.overfit_single_batch ? " (overfitting one batch)" : "");
-            std::printf("schedule   %s, peak lr %g, warmup %d, final fraction %g\n", schedule_name(sc.kind),
-                        sc.peak_lr, sc.warmup_steps, sc.final_fraction);
-            std::printf("%s\n", zero_summary(opt.plan(), model.layout(), zero_stage, sizeof(typename Backend::act_t), (int)grad_accum).c_str());
+            std::printf("schedule   %s\n", describe_schedule(sc).c_str());
+            if (world > 1)  // ZeRO's shards and traffic; one process has neither (its memory is the line above)
+                std::printf("%s\n", zero_summary(opt.plan(), model.layout(), zero_stage,
+                                                 sizeof(typename Backend::act_t), (int)grad_accum).c_str());
             std::fflush(stdout);
         }
         if (o_.show_placement) {  // every rank, one line (test/multinode_test.sh): only the GPU follows the local rank
@@ -502,6 +504,7 @@ private:
         SplitMix64 rng(o_.seed ^ (0x53414D50ull + (uint64_t)step));  // a stream per step: resumes reproduce samples
         std::vector<int> ids = {tok.eot()};
         std::string text;
+        Utf8Stream utf8;  // a character split across tokens is printed whole, invalid bytes as U+FFFD
         for (int i = 0; i < o_.gen_tokens; i++) {
             size_t start = ids.size() > T ? ids.size() - T : 0;
             size_t len = ids.size() - start;
@@ -510,8 +513,9 @@ private:
             int next = sample_token(row.data(), model.config().vocab_size, 1.0f, 0, rng);
             ids.push_back(next);
             if (next == tok.eot()) break;
-            text += tok.decode(&next, 1);
+            text += utf8.push(tok.decode(&next, 1));
         }
+        text += utf8.finish();
         std::printf("---- sample at step %d ----\n%s\n---------------------------\n", step, text.c_str());
         std::fflush(stdout);
     }
