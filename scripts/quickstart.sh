@@ -4,9 +4,9 @@
 #   Brown corpus and trains a small GPT-2, then prints a sample, plots the loss and says what to do next.
 #
 #   No GPU: a byte-level model (V = 256, one token per byte: the analogue of nanoGPT's character-level Shakespeare).
-#     A model this small learns spelling and short words in a few minutes on 2 CPU cores; its samples are mostly real
-#     English words. GPT-2's BPE vocabulary (V = 50257) would give it 13M embedding parameters to learn first, and
-#     word salad after the same time.
+#     A model this small learns to spell common words first; GPT-2's BPE vocabulary (V = 50257) would give it 13M
+#     embedding parameters to learn first, and word salad after the same time. The share of the sample's words found
+#     in a dictionary is printed at the end (README.md has the figures measured so far).
 #   GPU: GPT-2's BPE vocabulary, a 6-layer GPT-2 of GPT-2 small's width.
 # Writes runs/quickstart/{model.bin,metrics.jsonl,sample.txt,loss.png}. Options are passed on to the trainer
 # (e.g. scripts/quickstart.sh -x 100 for fewer steps). QUICKSTART_DEVICE=cpu forces the CPU path.
@@ -41,7 +41,7 @@ if [ "$gpu" = 1 ]; then
     echo "== train: GPT-2 (6 layers, C = 768, T = 256) on the GPU"
     ./train_gpt2 -i "data/brown/brown_train_*.bin" -j "data/brown/brown_val_*.bin" -o "$OUT" \
         -e d6 -b 32 -t 256 -x 600 -l 1e-3 -u 50 -q 0.1 -c 0.1 -v 50 -m 8 -s 200 -g 96 --log-every 25 "${again[@]}" "$@"
-    vocab_note="GPT-2's BPE vocabulary (V = 50257)"
+    vocab_note="vocabulary: GPT-2 BPE, V = 50257"
 else
     echo "== data: the Brown corpus as bytes (V = 256)"
     bash dev/data/fetch_brown.sh >/dev/null
@@ -52,11 +52,15 @@ else
     ./train_gpt2_cpu -i "data/brown_bytes/*train*.bin" -j "data/brown_bytes/*val*.bin" -o "$OUT" \
         --tokenizer data/brown_bytes/brown_bytes_tokenizer.bin -e "L=4,NH=4,C=128,T=128,V=256" \
         -b 16 -t 128 -x 400 -l 2e-3 -u 20 -q 0.1 -c 0.1 -v 100 -m 8 -s 0 --log-every 25 "${again[@]}" "$@"
-    vocab_note="a byte-level vocabulary (V = 256)"
+    vocab_note="vocabulary: bytes, V = 256"
 fi
 
 echo "== sample (./generate -e $OUT/model.bin -p \"The \" -n 400 --temperature 0.8)"
 ./generate -e "$OUT/model.bin" -p "The " -n 400 --temperature 0.8 --seed 1 | tee "$OUT/sample.txt"
+# How much of it is English: the share of its words found in Debian's word list (wamerican).
+if [ -f /usr/share/dict/american-english ] && command -v python3 >/dev/null 2>&1; then
+    python3 test/english_words.py "$OUT/sample.txt" 0 | sed -E 's/; not found:.*//' || true
+fi
 
 echo "== plot"
 # Any Python with matplotlib: the one on PATH first, then the system one (Debian's python3-matplotlib).
@@ -75,7 +79,7 @@ cat <<NEXT
 
 Next steps
   more text:       ./generate -e $OUT/model.bin -p "It was" -n 300
-  a longer run:    scripts/quickstart.sh -x 2000            (lower loss, better words; about 4x the time)
+  a longer run:    scripts/quickstart.sh -x 2000            (lower loss, better words; 5x the training time)
   GPT-2 124M:      README.md, "Reproduce GPT-2 124M" (FineWeb, one or more GPUs)
   OpenAI's GPT-2:  dev/data/fetch_gpt2_weights.sh gpt2      (then fine-tune: README.md, "Fine-tuning from GPT-2")
   threads:         on a busy machine, --threads 1 can be faster (README.md, "Threads")
