@@ -149,7 +149,7 @@ expect_error "-d differs from the checkpoint's" "written with -d 128, this run h
 d="$TMP/c_b2"; rm -rf "$d" && cp -r "$TMP/ref2" "$d" && rm -rf "$d"/ckpt_00000030 "$d"/ckpt_00000025 "$d/model.bin"
 if $BIN "${common[@]}" -b 2 -d 128 -x 30 -v 10 -m 2 -n 5 -o "$d" -y 1 >"$TMP/c_b2.log" 2>&1 \
         && grep -q "^resume .*step 20" "$TMP/c_b2.log"; then
-    /usr/bin/python3 test/compare_runs.py "$TMP/ref2" "$d" 2e-5 1e-4 >"$TMP/cmp_b2" 2>&1 \
+    /usr/bin/python3 test/helpers/compare_runs.py "$TMP/ref2" "$d" 2e-5 1e-4 >"$TMP/cmp_b2" 2>&1 \
         && pass "-b 2 -d 128 resumes a -b 4 run and follows it ($(tail -1 "$TMP/cmp_b2"))" \
         || fail "-b 2 -d 128 resumes a -b 4 run and follows it" "$(tail -2 "$TMP/cmp_b2")"
 else
