@@ -322,7 +322,7 @@ void run_grid(const void* kernel, const std::string& name, dim3 grid, dim3 block
 }
 
 // CUDASIM_LAUNCH_LOG=FILE: every distinct (kernel, threads per block, dynamic shared bytes) this program launches is
-// appended to FILE as "profile<TAB>kernel<TAB>threads<TAB>bytes", for the resource check (test/resource_check.py),
+// appended to FILE as "profile<TAB>kernel<TAB>threads<TAB>bytes", for the resource check (test/e2e/resource_check_test.py),
 // which compares them with the registers and static shared memory ptxas gave each kernel.
 void log_launch(const std::string& kernel, long long threads, size_t shared_bytes) {
     static const char* path = std::getenv("CUDASIM_LAUNCH_LOG");

@@ -52,7 +52,7 @@ __global__ void encoder_backward_wpe_kernel(float* __restrict__ dwpe, const bf16
 }
 
 // The host picks the block size from C (at most this many threads): declared so that the resource check
-// (test/resource_check.py) knows the largest block.
+// (test/e2e/resource_check_test.py) knows the largest block.
 constexpr int kEncoderBackwardMaxBlock = 256;
 // Stage 1: block (chunk, column chunk), thread = one pack of W channels of one chunk.
 template <int W>
