@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -238,25 +239,29 @@ std::string kernel_display_name(const void* kernel, const char* name) {
     return name ? std::string(name) : function_name(kernel);
 }
 
-// Checks the configuration as a GPU does at launch time (cudaErrorInvalidConfiguration and friends).
-void check_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes) {
+// Checks the configuration as a GPU does at launch time: a bad configuration is not run, the launch reports why
+// and records the error code the driver gives (cudaGetLastError), which LLMC_LAUNCH checks as it does on a GPU.
+cudaError_t check_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes) {
+    const DeviceProfile& d = device();
     const long long nthreads = (long long)block.x * block.y * block.z;
-    char buf[512];
-    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || nthreads == 0 || nthreads > kMaxThreadsPerBlock ||
-        block.z > 64 || grid.y > 65535 || grid.z > 65535) {
-        std::snprintf(buf, sizeof buf, "launch of kernel %s with grid (%u,%u,%u), block (%u,%u,%u): invalid "
-                      "configuration (cudaErrorInvalidConfiguration on a GPU)",
-                      kernel_display_name(kernel, name).c_str(), grid.x, grid.y, grid.z, block.x, block.y, block.z);
-        die(buf);
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || nthreads == 0 || nthreads > d.max_threads_per_block ||
+        block.x > 1024 || block.y > 1024 || block.z > 64 || grid.y > 65535 || grid.z > 65535) {
+        std::fprintf(stderr, "cudasim: launch of kernel %s with grid (%u,%u,%u), block (%u,%u,%u): invalid "
+                     "configuration (at most %d threads per block): cudaErrorInvalidConfiguration\n",
+                     kernel_display_name(kernel, name).c_str(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                     d.max_threads_per_block);
+        return set_last_error(cudaErrorInvalidConfiguration);
     }
-    const size_t limit = max_dynamic_shared(kernel);
-    if (shared_bytes > limit) {
-        std::snprintf(buf, sizeof buf, "launch of kernel %s with %zu bytes of dynamic shared memory: the limit is "
-                      "%zu (raise it up to %zu with cudaFuncSetAttribute(kernel, "
-                      "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes))", kernel_display_name(kernel, name).c_str(),
-                      shared_bytes, limit, kMaxDynamicShared);
-        die(buf);
+    const size_t limit = max_dynamic_shared(kernel), fixed = static_shared_bytes(kernel);
+    if (shared_bytes > limit || shared_bytes + fixed > d.shared_per_block_optin) {
+        std::fprintf(stderr, "cudasim: launch of kernel %s with %zu bytes of dynamic shared memory (and %zu static): "
+                     "the kernel's limit is %zu (raise it with cudaFuncSetAttribute(kernel, "
+                     "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), up to %zu with the static bytes on %s, "
+                     "%s; CUDASIM_DEVICE): cudaErrorInvalidValue\n", kernel_display_name(kernel, name).c_str(),
+                     shared_bytes, fixed, limit, d.shared_per_block_optin, d.arch, d.product);
+        return set_last_error(cudaErrorInvalidValue);
     }
+    return cudaSuccess;
 }
 
 // Runs the grid now, in the thread order captured at the launch.
@@ -295,12 +300,20 @@ void run_grid(const void* kernel, const std::string& name, dim3 grid, dim3 block
         for (long long b = nblocks - 1; b >= 0; b--) blocks.push_back(b);
         if (s.order == Order::Shuffled) std::shuffle(blocks.begin(), blocks.end(), rng);
     }
-    unsigned char* smem = dynamic_shared_buffer();
+    bound_dynamic_shared(shared_bytes);  // accesses past the launch's size fault or land in the checked slack
     for (long long b : blocks) {
         g_blockIdx = uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y), (unsigned)(b / ((long long)grid.x * grid.y))};
         // Shared memory starts with garbage on the GPU: poison it so reads before writes give NaN.
-        std::memset(smem, kPoisonByte, shared_bytes);
+        poison_dynamic_shared(shared_bytes);
         run_block(rng);
+        if (const long at = dynamic_shared_slack_write(shared_bytes); at >= 0) {
+            char buf[512];
+            std::snprintf(buf, sizeof buf, "out-of-bounds write to dynamic shared memory by kernel %s, block (%u,%u,%u)"
+                          ": byte %ld was written, but the launch requested %zu bytes (the kernel's shared-memory "
+                          "layout and the launch's byte count disagree)", name.c_str(), g_blockIdx.x, g_blockIdx.y,
+                          g_blockIdx.z, at, shared_bytes);
+            die(buf);
+        }
     }
     s.kernel = nullptr;
     s.kernel_name.clear();
@@ -308,15 +321,32 @@ void run_grid(const void* kernel, const std::string& name, dim3 grid, dim3 block
     s.seed = saved_seed;
 }
 
+// CUDASIM_LAUNCH_LOG=FILE: every distinct (kernel, threads per block, dynamic shared bytes) this program launches is
+// appended to FILE as "profile<TAB>kernel<TAB>threads<TAB>bytes", for the resource check (test/e2e/resource_check_test.py),
+// which compares them with the registers and static shared memory ptxas gave each kernel.
+void log_launch(const std::string& kernel, long long threads, size_t shared_bytes) {
+    static const char* path = std::getenv("CUDASIM_LAUNCH_LOG");
+    static std::set<std::string> seen;
+    if (!path || !*path) return;
+    char line[1024];
+    std::snprintf(line, sizeof line, "%s\t%s\t%lld\t%zu\n", device().arch, kernel.c_str(), threads, shared_bytes);
+    if (!seen.insert(line).second) return;
+    if (FILE* f = std::fopen(path, "a")) {
+        std::fputs(line, f);
+        std::fclose(f);
+    }
+}
+
 }  // namespace
 
-void enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes,
-                    cudaStream_t stream, void (*body)(void*), std::shared_ptr<void> ctx,
-                    std::vector<const void*> pointers) {
+cudaError_t enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes,
+                           cudaStream_t stream, void (*body)(void*), std::shared_ptr<void> ctx,
+                           std::vector<const void*> pointers) {
     Sim& s = sim();
     if (s.current) die(where() + ": kernel launch from inside a kernel (dynamic parallelism) is not supported");
-    check_launch(kernel, name, grid, block, shared_bytes);
+    if (cudaError_t e = check_launch(kernel, name, grid, block, shared_bytes)) return e;
     const std::string kname = kernel_display_name(kernel, name);
+    log_launch(function_name(kernel), (long long)block.x * block.y * block.z, shared_bytes);
     char what[512];
     std::snprintf(what, sizeof what, "kernel %s<<<(%u,%u,%u), (%u,%u,%u), %zu>>>", kname.c_str(), grid.x, grid.y,
                   grid.z, block.x, block.y, block.z, shared_bytes);
@@ -330,6 +360,7 @@ void enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block,
     };
     if (enqueue(stream, std::move(w)) != cudaSuccess)
         die("launch of kernel " + kname + " on an invalid stream handle (cudaErrorInvalidResourceHandle on a GPU)");
+    return cudaSuccess;
 }
 
 std::string current_location() { return where(); }
