@@ -42,7 +42,9 @@
 #include "cudasim.h"
 #include "llmc/bf16.h"
 #include "llmc/cpu/cpu_backend.h"
+#include "llmc/cuda/attention.cuh"
 #include "llmc/cuda/cuda_backend.h"
+#include "llmc/cuda/layernorm_shape.h"
 #include "llmc/error.h"
 #include "test/testing.h"
 
@@ -125,10 +127,35 @@ std::vector<std::vector<float>> each_order_identical(const std::string& what,
     return runs[0];
 }
 
+// The kernel variants the tests run (llmc/cuda/attention.cuh compiles these): every forward (keys, stages) and both
+// dQ key tiles, each on every case, when the simulated device's shared memory holds them.
+const llmc::AttentionKernels kVariants[] = {{64, 3, 64, 0, 0, 0}, {64, 2, 32, 0, 0, 0}, {32, 2, 64, 0, 0, 0}};
+
+std::string variant_name(const llmc::AttentionKernels& k) {
+    return "[fwd " + std::to_string(k.fwd_keys) + " keys x " + std::to_string(k.fwd_stages) + " stages, dQ " +
+           std::to_string(k.dq_keys) + " keys]";
+}
+
+// Does device d hold variant k at head size hs (every kernel's shared memory within the per-block limit)?
+bool variant_fits(llmc::AttentionKernels k, size_t hs, const llmc::DeviceLimits& d) {
+    size_t fwd = 0, dq = 0, dkv = 0;
+    auto sizes = [&](auto tiles) {
+        using Tiles = decltype(tiles);
+        fwd = Tiles::fwd_smem(k.fwd_keys, k.fwd_stages), dq = Tiles::dq_smem(k.dq_keys), dkv = Tiles::dkv_smem();
+    };
+    switch (hs) {
+        case 16: sizes(llmc::AttentionTiles<16>()); break;
+        case 32: sizes(llmc::AttentionTiles<32>()); break;
+        case 64: sizes(llmc::AttentionTiles<64>()); break;
+        default: sizes(llmc::AttentionTiles<128>()); break;
+    }
+    return fwd <= d.smem_per_block && dq <= d.smem_per_block && dkv <= d.smem_per_block;
+}
+
 void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_t NH, size_t hs) {
     const size_t C = NH * hs, C3 = 3 * C, BH = B * NH;
-    const std::string tag = "attention B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" +
-                            std::to_string(NH) + " hs=" + std::to_string(hs);
+    const std::string shape = "attention B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" +
+                              std::to_string(NH) + " hs=" + std::to_string(hs);
     const std::vector<float> qkv = bf16_values(B * T * C3, -2.0f, 2.0f), dout = bf16_values(B * T * C, -1.0f, 1.0f);
     std::vector<float> out_cpu(B * T * C), att(B * NH * T * T), dqkv_cpu(B * T * C3);
     cpu.attention_forward(out_cpu.data(), att.data(), qkv.data(), B, T, C, NH);
@@ -138,26 +165,58 @@ void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_
     bf16 *d_qkv = dev.make<bf16>(B * T * C3), *d_out = dev.make<bf16>(B * T * C);
     bf16 *d_dout = dev.make<bf16>(B * T * C), *d_dqkv = dev.make<bf16>(B * T * C3);
     float* d_lse = dev.make<float>(CudaBackend::attention_state_elems(B, T, NH));
+    float* d_rowdot = dev.make<float>(llmc::attention_rowdot_elems(B, T, NH));
     gpu.upload_floats(d_qkv, qkv.data(), qkv.size());
     gpu.upload_floats(d_dout, dout.data(), dout.size());
-    const std::vector<std::vector<float>> fwd = each_order_identical(tag + " forward", [&] {
-        gpu.attention_forward(d_out, d_lse, d_qkv, B, T, C, NH);
-        return std::vector<std::vector<float>>{fetch_bf16(gpu, d_out, B * T * C), fetch_f32(gpu, d_lse, BH * T)};
-    });
-    auto backward = [&] {
-        std::vector<float> garbage(B * T * C3, 1e30f);
-        gpu.upload_floats(d_dqkv, garbage.data(), garbage.size());  // every element must be written
-        gpu.attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH);
-        return std::vector<std::vector<float>>{fetch_bf16(gpu, d_dqkv, B * T * C3)};
+    // Runs one variant (through the backend's own choice when k is null); returns out, lse, dqkv.
+    auto run = [&](const llmc::AttentionKernels* k, const std::string& tag) {
+        const std::vector<std::vector<float>> fwd = each_order_identical(tag + " forward", [&] {
+            if (k) llmc::attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, *k, gpu.stream());
+            else gpu.attention_forward(d_out, d_lse, d_qkv, B, T, C, NH);
+            return std::vector<std::vector<float>>{fetch_bf16(gpu, d_out, B * T * C), fetch_f32(gpu, d_lse, BH * T)};
+        });
+        auto backward = [&] {
+            std::vector<float> garbage(B * T * C3, 1e30f);
+            gpu.upload_floats(d_dqkv, garbage.data(), garbage.size());  // every element must be written
+            if (k) llmc::attention_backward(d_dqkv, d_rowdot, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, *k, gpu.stream());
+            else gpu.attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH);
+            return std::vector<std::vector<float>>{fetch_bf16(gpu, d_dqkv, B * T * C3)};
+        };
+        const std::vector<float> dqkv = each_order_identical(tag + " backward", backward)[0];
+        const std::vector<float> again = backward()[0], third = backward()[0];
+        testing::check(tag + " backward: bit-identical across two more runs", !std::memcmp(again.data(), dqkv.data(),
+                       dqkv.size() * 4) && !std::memcmp(third.data(), dqkv.data(), dqkv.size() * 4), "runs differ");
+        return std::vector<std::vector<float>>{fwd[0], fwd[1], dqkv};
     };
-    const std::vector<float> dqkv = each_order_identical(tag + " backward", backward)[0];
-    const std::vector<float> again = backward()[0], third = backward()[0];
-    testing::check(tag + " backward: bit-identical across two more runs", !std::memcmp(again.data(), dqkv.data(),
-                   dqkv.size() * 4) && !std::memcmp(third.data(), dqkv.data(), dqkv.size() * 4), "runs differ");
+    std::vector<std::pair<std::string, std::vector<std::vector<float>>>> results;
+    for (const llmc::AttentionKernels& k : kVariants) {
+        const std::string tag = shape + " " + variant_name(k);
+        if (!variant_fits(k, hs, gpu.device_limits())) {
+            testing::skip(tag, "needs more shared memory per block than this simulated device allows");
+            continue;
+        }
+        results.emplace_back(tag, run(&k, tag));
+    }
+    // The backend's own choice for this device: the same bits as that variant run directly.
+    llmc::AttentionKernels chosen;
+    testing::check(shape + ": the device has a variant", llmc::attention_kernels_for(hs, gpu.device_limits(), &chosen),
+                   "no variant fits");
+    const std::string tag = shape + " backend's choice " + variant_name(chosen);
+    const std::vector<std::vector<float>> mine = run(nullptr, tag);
+    bool compared = false;
+    for (const auto& r : results)
+        if (r.first == shape + " " + variant_name(chosen)) {
+            compared = true;
+            testing::check(tag + ": bitwise equal to the variant run directly",
+                           r.second[0] == mine[0] && r.second[1] == mine[1] && r.second[2] == mine[2],
+                           "the backend's call differs from the direct launch");
+        }
+    testing::check(tag + ": is one of the variants run directly", compared, "the choice is not in kVariants");
+    results.emplace_back(tag, mine);
 
     // ---- bounds, per (b, h) ---------------------------------------------------------------------------------------
     const double scale = 1.0 / std::sqrt((double)hs), c = scale / LN2;
-    const size_t ntiles = (T + 63) / 64;
+    const size_t ntiles = (T + 31) / 32;  // key tiles of the smallest variant (32 keys): the most rescalings
     std::vector<double> want_out(out_cpu.begin(), out_cpu.end()), bout(B * T * C);
     std::vector<double> want_lse(BH * T), blse(BH * T);
     std::vector<double> want_dqkv(dqkv_cpu.begin(), dqkv_cpu.end()), bdqkv(B * T * C3);
@@ -239,9 +298,53 @@ void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_
                     bdqkv[o + 2 * C] = U * std::fabs(want_dqkv[o + 2 * C]) + ev + G(T) * sv;
                 }
         }
-    expect_within(tag + " forward out", fwd[0], want_out, bout);
-    expect_within(tag + " forward log-sum-exp (base 2)", fwd[1], want_lse, blse);
-    expect_within(tag + " backward dqkv", dqkv, want_dqkv, bdqkv);
+    for (const auto& r : results) {
+        expect_within(r.first + " forward out", r.second[0], want_out, bout);
+        expect_within(r.first + " forward log-sum-exp (base 2)", r.second[1], want_lse, blse);
+        expect_within(r.first + " backward dqkv", r.second[2], want_dqkv, bdqkv);
+    }
+}
+
+// The variants and layernorm warps each GPU generation gets, from its limits (CUDA C++ Programming Guide, compute
+// capabilities table: shared memory per block with the opt-in / per SM), at every GPT-2 width and head size 32 / 64 /
+// 128: each kernel fits the block limit, the choices are the expected ones, and a device too small is refused.
+void test_variant_choice() {
+    struct Profile {
+        const char* name;
+        llmc::DeviceLimits d;
+        int fwd_keys_hs128, fwd_stages_hs64, ln_warps_1600;
+    };
+    const Profile profiles[] = {{"sm_80", {80, 163 * 1024, 164 * 1024}, 64, 3, 8},
+                                {"sm_86", {86, 99 * 1024, 100 * 1024}, 32, 2, 7},
+                                {"sm_89", {89, 99 * 1024, 100 * 1024}, 32, 2, 7},
+                                {"sm_90", {90, 227 * 1024, 228 * 1024}, 64, 3, 8}};
+    for (const Profile& p : profiles) {
+        bool all_fit = true;
+        for (size_t hs : {16, 32, 64, 128}) {
+            llmc::AttentionKernels k;
+            all_fit = all_fit && llmc::attention_kernels_for(hs, p.d, &k) && k.fwd_smem <= p.d.smem_per_block &&
+                      k.dq_smem <= p.d.smem_per_block && k.dkv_smem <= p.d.smem_per_block;
+            if (hs == 128) testing::check(std::string(p.name) + ": forward key tile at hs = 128", k.fwd_keys == p.fwd_keys_hs128,
+                                          "got %d keys, want %d", k.fwd_keys, p.fwd_keys_hs128);
+            if (hs == 64) testing::check(std::string(p.name) + ": forward cp.async stages at hs = 64",
+                                         k.fwd_stages == p.fwd_stages_hs64, "got %d, want %d", k.fwd_stages,
+                                         p.fwd_stages_hs64);
+        }
+        testing::check(std::string(p.name) + ": a variant of every attention kernel fits at hs = 16, 32, 64, 128",
+                       all_fit, "a kernel exceeds the shared memory per block");
+        bool ln_fits = true;
+        for (size_t C : {768, 1024, 1280, 1600}) ln_fits = ln_fits && llmc::layernorm_backward_warps(C, p.d) >= 1;
+        testing::check(std::string(p.name) + ": layernorm backward fits at C = 768 .. 1600", ln_fits, "no warp fits");
+        testing::check(std::string(p.name) + ": layernorm backward warps at C = 1600",
+                       llmc::layernorm_backward_warps(1600, p.d) == (size_t)p.ln_warps_1600, "got %zu, want %d",
+                       llmc::layernorm_backward_warps(1600, p.d), p.ln_warps_1600);
+    }
+    const llmc::DeviceLimits small{75, 64 * 1024, 64 * 1024};  // a Turing-sized limit: hs = 128 cannot run
+    testing::check("a device with 64 KiB per block is refused at hs = 128, with the sizes",
+                   testing::throws_with([&] { llmc::attention_kernels_or_fail(128, small); },
+                                        "allows 65536 bytes of shared memory per block"));
+    llmc::AttentionKernels k;
+    testing::check("... and still runs hs = 64", llmc::attention_kernels_for(64, small, &k), "refused");
 }
 
 }  // namespace
@@ -258,6 +361,9 @@ int main() {
         test_attention(gpu, cpu, 1, 17, 1, 128);
         test_attention(gpu, cpu, 1, 100, 1, 128);  // hs = 128: 8 forward warps, 16-query backward tiles
         test_attention(gpu, cpu, 1, 9, 2, 16);     // hs = 16 (the simulator's tiny trainer models)
+        test_attention(gpu, cpu, 1, 257, 2, 32);   // head-major grid with several heads and query tiles; 1-row tails
+        test_attention(gpu, cpu, 2, 150, 1, 128);  // B > 1 with several tiles at hs = 128
+        test_variant_choice();
         testing::check("attention refuses head size 48 with a message naming it",
                        testing::throws_with([] { CudaBackend::check_attention_shape(96, 2); }, "head size C/NH = 96/2 = 48"));
         testing::check("attention refuses C not divisible by NH",
