@@ -103,7 +103,11 @@ const PinnedAllocation* pinned_of(const void* addr) {
 // them and is found.
 unsigned char poison_at(const char* p) { return ((uintptr_t)p & 1) ? 0xFF : 0xBF; }
 void fill_poison(char* p, size_t n) {
-    for (size_t i = 0; i < n; i++) p[i] = (char)poison_at(p + i);
+    size_t i = 0;
+    for (; i < n && ((uintptr_t)(p + i) & 7); i++) p[i] = (char)poison_at(p + i);
+    const uint64_t word = 0xFFBFFFBFFFBFFFBFull;  // little-endian: BF at even addresses (8-byte aligned here)
+    for (; i + 8 <= n; i += 8) std::memcpy(p + i, &word, 8);
+    for (; i < n; i++) p[i] = (char)poison_at(p + i);
 }
 // First byte in [p, p + n) that is not the poison, or null.
 const char* first_changed(const char* p, size_t n) {
@@ -229,7 +233,7 @@ void* device_alloc(size_t bytes) {
     const size_t rounded = round_up(std::max<size_t>(bytes, 1), kDeviceAlignment);
     const size_t data_bytes = round_up(rounded, kPage), map_bytes = data_bytes + 2 * kPage;
     std::lock_guard<std::mutex> lock(mem().mu);
-    if (mem().device_bytes + bytes > kDeviceMemory) return nullptr;
+    if (mem().device_bytes + bytes > device().global_memory) return nullptr;
     void* m = mmap(nullptr, map_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) return nullptr;
     Allocation a;

@@ -1,5 +1,5 @@
 // The CUDA runtime API on the CPU: memory (device_memory.cpp), copies and memsets as deferred stream operations
-// (streams.cpp) with CUDA's synchronisation rules, errors, and a plausible fake sm_90 device.
+// (streams.cpp) with CUDA's synchronisation rules, errors, and the device of the chosen profile (device_profile.cpp).
 //
 // The API functions are declared by the CUDA toolkit's own cuda_runtime_api.h (extern "C"); this file defines them.
 // Copies and memsets check their pointers against the live allocations, so a copy in the wrong direction or past the
@@ -121,7 +121,12 @@ cudaError_t set_last_error(cudaError_t e) {
 size_t max_dynamic_shared(const void* kernel) {
     std::lock_guard<std::mutex> lock(rt().mu);
     auto it = rt().dynamic_shared_limit.find(kernel);
-    return it == rt().dynamic_shared_limit.end() ? kDefaultDynamicShared : it->second;
+    return it == rt().dynamic_shared_limit.end() ? device().shared_per_block : it->second;
+}
+
+void forget_function_attributes() {
+    std::lock_guard<std::mutex> lock(rt().mu);
+    rt().dynamic_shared_limit.clear();
 }
 
 }  // namespace cudasim::detail
@@ -136,7 +141,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
     void* p = device_alloc(size);
     if (!p)
         return fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu): out of the simulated device's %zu bytes (%zu in use)",
-                    size, kDeviceMemory, device_bytes_in_use());
+                    size, device().global_memory, device_bytes_in_use());
     *ptr = p;
     return cudaSuccess;
 }
@@ -213,8 +218,8 @@ cudaError_t cudaMemset(void* ptr, int value, size_t count) { return cudaMemsetAs
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
     const size_t used = device_bytes_in_use();
-    if (free_bytes) *free_bytes = kDeviceMemory - used;
-    if (total) *total = kDeviceMemory;
+    if (free_bytes) *free_bytes = device().global_memory - used;
+    if (total) *total = device().global_memory;
     return cudaSuccess;
 }
 
@@ -242,6 +247,8 @@ const char* cudaGetErrorName(cudaError_t e) {
         case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
         case cudaErrorNotReady: return "cudaErrorNotReady";
         case cudaErrorNotSupported: return "cudaErrorNotSupported";
+        case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
+        case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
         default: return "cudaErrorUnknown";
     }
 }
@@ -256,6 +263,8 @@ const char* cudaGetErrorString(cudaError_t e) {
         case cudaErrorInvalidResourceHandle: return "invalid resource handle";
         case cudaErrorNotReady: return "device not ready";
         case cudaErrorNotSupported: return "operation not supported";
+        case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
+        case cudaErrorInvalidDeviceFunction: return "invalid device function";
         default: return "unknown error (cudasim)";
     }
 }
@@ -272,26 +281,28 @@ cudaError_t cudaDriverGetVersion(int* v) { if (v) *v = CUDART_VERSION; return cu
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
     if (!p) return set_last_error(cudaErrorInvalidValue);
     if (device != 0) return fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties(%d): the simulator has one device", device);
+    const DeviceProfile& d = cudasim::detail::device();
     std::memset(p, 0, sizeof *p);
-    std::snprintf(p->name, sizeof p->name, "cudasim (simulated sm_90 on the CPU)");
-    p->totalGlobalMem = kDeviceMemory;
-    p->sharedMemPerBlock = kDefaultDynamicShared;
-    p->sharedMemPerBlockOptin = kMaxDynamicShared;
-    p->sharedMemPerMultiprocessor = 228 * 1024;
-    p->regsPerBlock = 65536;
-    p->regsPerMultiprocessor = 65536;
-    p->warpSize = 32;
-    p->maxThreadsPerBlock = kMaxThreadsPerBlock;
+    std::snprintf(p->name, sizeof p->name, "%s (cudasim %s)", d.product, d.arch);
+    p->totalGlobalMem = d.global_memory;
+    p->sharedMemPerBlock = d.shared_per_block;
+    p->sharedMemPerBlockOptin = d.shared_per_block_optin;
+    p->sharedMemPerMultiprocessor = d.shared_per_sm;
+    p->reservedSharedMemPerBlock = d.reserved_shared_per_block;
+    p->regsPerBlock = d.regs_per_block;
+    p->regsPerMultiprocessor = d.regs_per_sm;
+    p->warpSize = kWarpSize;
+    p->maxThreadsPerBlock = d.max_threads_per_block;
     p->maxThreadsDim[0] = 1024; p->maxThreadsDim[1] = 1024; p->maxThreadsDim[2] = 64;
     p->maxGridSize[0] = 2147483647; p->maxGridSize[1] = 65535; p->maxGridSize[2] = 65535;
     p->totalConstMem = 65536;
-    p->major = 9;
-    p->minor = 0;
-    p->multiProcessorCount = kNumSMs;
-    p->maxThreadsPerMultiProcessor = 2048;
-    p->maxBlocksPerMultiProcessor = 32;
-    p->l2CacheSize = 50 * 1024 * 1024;
-    p->memoryBusWidth = 5120;
+    p->major = d.major;
+    p->minor = d.minor;
+    p->multiProcessorCount = d.sm_count;
+    p->maxThreadsPerMultiProcessor = d.max_threads_per_sm;
+    p->maxBlocksPerMultiProcessor = d.max_blocks_per_sm;
+    p->l2CacheSize = (int)d.l2_bytes;
+    p->memoryBusWidth = d.bus_width_bits;
     p->concurrentKernels = 1;
     p->unifiedAddressing = 1;
     p->managedMemory = 1;
@@ -302,36 +313,48 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
     if (!value) return set_last_error(cudaErrorInvalidValue);
     if (device != 0) return fail(cudaErrorInvalidDevice, "cudaDeviceGetAttribute: the simulator has one device");
+    const DeviceProfile& d = cudasim::detail::device();
     switch (attr) {
-        case cudaDevAttrMultiProcessorCount: *value = kNumSMs; break;
-        case cudaDevAttrClockRate: *value = kClockRateKHz; break;
-        case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
-        case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
-        case cudaDevAttrMaxThreadsPerBlock: *value = kMaxThreadsPerBlock; break;
-        case cudaDevAttrMaxThreadsPerMultiProcessor: *value = 2048; break;
-        case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)kDefaultDynamicShared; break;
-        case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)kMaxDynamicShared; break;
-        case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = 228 * 1024; break;
-        case cudaDevAttrWarpSize: *value = 32; break;
+        case cudaDevAttrMultiProcessorCount: *value = d.sm_count; break;
+        case cudaDevAttrClockRate: *value = d.clock_khz; break;
+        case cudaDevAttrMemoryClockRate: *value = d.memory_clock_khz; break;
+        case cudaDevAttrGlobalMemoryBusWidth: *value = d.bus_width_bits; break;
+        case cudaDevAttrComputeCapabilityMajor: *value = d.major; break;
+        case cudaDevAttrComputeCapabilityMinor: *value = d.minor; break;
+        case cudaDevAttrMaxThreadsPerBlock: *value = d.max_threads_per_block; break;
+        case cudaDevAttrMaxThreadsPerMultiProcessor: *value = d.max_threads_per_sm; break;
+        case cudaDevAttrMaxBlocksPerMultiprocessor: *value = d.max_blocks_per_sm; break;
+        case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)d.shared_per_block; break;
+        case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)d.shared_per_block_optin; break;
+        case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = (int)d.shared_per_sm; break;
+        case cudaDevAttrReservedSharedMemoryPerBlock: *value = (int)d.reserved_shared_per_block; break;
+        case cudaDevAttrWarpSize: *value = kWarpSize; break;
         case cudaDevAttrMaxBlockDimX: *value = 1024; break;
         case cudaDevAttrMaxBlockDimY: *value = 1024; break;
         case cudaDevAttrMaxBlockDimZ: *value = 64; break;
         case cudaDevAttrMaxGridDimX: *value = 2147483647; break;
         case cudaDevAttrMaxGridDimY: *value = 65535; break;
         case cudaDevAttrMaxGridDimZ: *value = 65535; break;
-        case cudaDevAttrL2CacheSize: *value = 50 * 1024 * 1024; break;
-        case cudaDevAttrMaxRegistersPerBlock: *value = 65536; break;
+        case cudaDevAttrL2CacheSize: *value = (int)d.l2_bytes; break;
+        case cudaDevAttrMaxRegistersPerBlock: *value = d.regs_per_block; break;
+        case cudaDevAttrMaxRegistersPerMultiprocessor: *value = d.regs_per_sm; break;
         default: return fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute %d not simulated", (int)attr);
     }
     return cudaSuccess;
 }
 
+// As the driver does: the dynamic limit plus the kernel's static shared memory may not exceed the device's opt-in
+// limit (cudaErrorInvalidValue, and the kernel keeps its previous limit).
 cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
     if (!func) return set_last_error(cudaErrorInvalidDeviceFunction);
     if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
-        if (value < 0 || (size_t)value > kMaxDynamicShared)
-            return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: MaxDynamicSharedMemorySize %d exceeds the "
-                        "device's %zu", value, kMaxDynamicShared);
+        const DeviceProfile& d = cudasim::detail::device();
+        const size_t fixed = static_shared_bytes(func);
+        if (value < 0 || (size_t)value + fixed > d.shared_per_block_optin)
+            return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute(%s, cudaFuncAttributeMaxDynamicSharedMemorySize, "
+                        "%d): with its %zu bytes of static shared memory this exceeds the %zu bytes a block can opt "
+                        "in to on %s (%s; CUDASIM_DEVICE)", function_name(func).c_str(), value, fixed,
+                        d.shared_per_block_optin, d.arch, d.product);
         std::lock_guard<std::mutex> lock(rt().mu);
         rt().dynamic_shared_limit[func] = (size_t)value;
     }
@@ -340,10 +363,12 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
 
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
     if (!attr || !func) return set_last_error(cudaErrorInvalidValue);
+    const DeviceProfile& d = cudasim::detail::device();
     std::memset(attr, 0, sizeof *attr);
-    attr->maxThreadsPerBlock = kMaxThreadsPerBlock;
+    attr->maxThreadsPerBlock = d.max_threads_per_block;
+    attr->sharedSizeBytes = static_shared_bytes(func);
     attr->maxDynamicSharedSizeBytes = (int)max_dynamic_shared(func);
-    attr->ptxVersion = 90;
-    attr->binaryVersion = 90;
+    attr->ptxVersion = 10 * d.major + d.minor;
+    attr->binaryVersion = 10 * d.major + d.minor;
     return cudaSuccess;
 }

@@ -238,25 +238,29 @@ std::string kernel_display_name(const void* kernel, const char* name) {
     return name ? std::string(name) : function_name(kernel);
 }
 
-// Checks the configuration as a GPU does at launch time (cudaErrorInvalidConfiguration and friends).
-void check_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes) {
+// Checks the configuration as a GPU does at launch time: a bad configuration is not run, the launch reports why
+// and records the error code the driver gives (cudaGetLastError), which LLMC_LAUNCH checks as it does on a GPU.
+cudaError_t check_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes) {
+    const DeviceProfile& d = device();
     const long long nthreads = (long long)block.x * block.y * block.z;
-    char buf[512];
-    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || nthreads == 0 || nthreads > kMaxThreadsPerBlock ||
-        block.z > 64 || grid.y > 65535 || grid.z > 65535) {
-        std::snprintf(buf, sizeof buf, "launch of kernel %s with grid (%u,%u,%u), block (%u,%u,%u): invalid "
-                      "configuration (cudaErrorInvalidConfiguration on a GPU)",
-                      kernel_display_name(kernel, name).c_str(), grid.x, grid.y, grid.z, block.x, block.y, block.z);
-        die(buf);
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || nthreads == 0 || nthreads > d.max_threads_per_block ||
+        block.x > 1024 || block.y > 1024 || block.z > 64 || grid.y > 65535 || grid.z > 65535) {
+        std::fprintf(stderr, "cudasim: launch of kernel %s with grid (%u,%u,%u), block (%u,%u,%u): invalid "
+                     "configuration (at most %d threads per block): cudaErrorInvalidConfiguration\n",
+                     kernel_display_name(kernel, name).c_str(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                     d.max_threads_per_block);
+        return set_last_error(cudaErrorInvalidConfiguration);
     }
-    const size_t limit = max_dynamic_shared(kernel);
-    if (shared_bytes > limit) {
-        std::snprintf(buf, sizeof buf, "launch of kernel %s with %zu bytes of dynamic shared memory: the limit is "
-                      "%zu (raise it up to %zu with cudaFuncSetAttribute(kernel, "
-                      "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes))", kernel_display_name(kernel, name).c_str(),
-                      shared_bytes, limit, kMaxDynamicShared);
-        die(buf);
+    const size_t limit = max_dynamic_shared(kernel), fixed = static_shared_bytes(kernel);
+    if (shared_bytes > limit || shared_bytes + fixed > d.shared_per_block_optin) {
+        std::fprintf(stderr, "cudasim: launch of kernel %s with %zu bytes of dynamic shared memory (and %zu static): "
+                     "the kernel's limit is %zu (raise it with cudaFuncSetAttribute(kernel, "
+                     "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), up to %zu with the static bytes on %s, "
+                     "%s; CUDASIM_DEVICE): cudaErrorInvalidValue\n", kernel_display_name(kernel, name).c_str(),
+                     shared_bytes, fixed, limit, d.shared_per_block_optin, d.arch, d.product);
+        return set_last_error(cudaErrorInvalidValue);
     }
+    return cudaSuccess;
 }
 
 // Runs the grid now, in the thread order captured at the launch.
@@ -310,12 +314,12 @@ void run_grid(const void* kernel, const std::string& name, dim3 grid, dim3 block
 
 }  // namespace
 
-void enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes,
-                    cudaStream_t stream, void (*body)(void*), std::shared_ptr<void> ctx,
-                    std::vector<const void*> pointers) {
+cudaError_t enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes,
+                           cudaStream_t stream, void (*body)(void*), std::shared_ptr<void> ctx,
+                           std::vector<const void*> pointers) {
     Sim& s = sim();
     if (s.current) die(where() + ": kernel launch from inside a kernel (dynamic parallelism) is not supported");
-    check_launch(kernel, name, grid, block, shared_bytes);
+    if (cudaError_t e = check_launch(kernel, name, grid, block, shared_bytes)) return e;
     const std::string kname = kernel_display_name(kernel, name);
     char what[512];
     std::snprintf(what, sizeof what, "kernel %s<<<(%u,%u,%u), (%u,%u,%u), %zu>>>", kname.c_str(), grid.x, grid.y,
@@ -330,6 +334,7 @@ void enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block,
     };
     if (enqueue(stream, std::move(w)) != cudaSuccess)
         die("launch of kernel " + kname + " on an invalid stream handle (cudaErrorInvalidResourceHandle on a GPU)");
+    return cudaSuccess;
 }
 
 std::string current_location() { return where(); }

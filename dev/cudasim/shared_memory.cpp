@@ -21,7 +21,7 @@
 #include <set>
 
 extern "C" {
-alignas(128) thread_local unsigned char cudasim_dynamic_shared[cudasim::detail::kMaxDynamicShared];
+alignas(128) thread_local unsigned char cudasim_dynamic_shared[cudasim::detail::kLargestSharedPerBlock];
 
 // An `extern thread_local` declared in an anonymous namespace makes g++ call the translation unit's TLS init function,
 // which it does not emit when the TU defines no thread_local of its own; this empty weak one stands in for it.

@@ -13,13 +13,29 @@
 
 namespace cudasim::detail {
 
-// Device limits of the simulated device (an H100-like sm_90 part), used by the runtime and the launcher.
-constexpr size_t kDefaultDynamicShared = 48 * 1024;       // without cudaFuncAttributeMaxDynamicSharedMemorySize
-constexpr size_t kMaxDynamicShared = 227 * 1024;          // sharedMemPerBlockOptin
-constexpr int kMaxThreadsPerBlock = 1024;
-constexpr int kNumSMs = 132;
-constexpr int kClockRateKHz = 1980000;                    // cudaDevAttrClockRate: an H100 SXM's boost clock
-constexpr size_t kDeviceMemory = size_t(80) << 30;        // reported by cudaMemGetInfo / totalGlobalMem
+// The simulated device's limits (device_profile.cpp): one profile per architecture, chosen with CUDASIM_DEVICE.
+struct DeviceProfile {
+    const char* arch;              // "sm_90"
+    const char* product;           // the product whose figures it reports
+    int major, minor;              // compute capability
+    int sm_count;
+    size_t shared_per_block;       // dynamic shared memory without cudaFuncAttributeMaxDynamicSharedMemorySize
+    size_t shared_per_block_optin; // static + dynamic shared memory a block can opt in to
+    size_t shared_per_sm;
+    size_t reserved_shared_per_block;  // what the system keeps of an SM's shared memory for each resident block
+    int regs_per_sm, regs_per_block, regs_per_thread;
+    int max_threads_per_block, max_threads_per_sm, max_blocks_per_sm;
+    size_t l2_bytes, global_memory;
+    int clock_khz, memory_clock_khz, bus_width_bits;
+};
+const DeviceProfile& device();
+const DeviceProfile* find_device_profile(const char* arch);  // null for an unknown name
+// cudaFuncSetAttribute's settings are per device: a profile switch (tests) forgets them.
+void forget_function_attributes();
+
+// The largest opt-in shared memory of any profile: the size of the simulator's dynamic shared memory buffer.
+constexpr size_t kLargestSharedPerBlock = 227 * 1024;
+constexpr int kWarpSize = 32;
 constexpr unsigned char kPoisonByte = 0xFF;               // fresh shared and pinned memory: NaN in fp32 and bf16
 constexpr size_t kDeviceAlignment = 256;                  // what cudaMalloc guarantees
 
@@ -49,6 +65,9 @@ struct TlsSymbol {
     std::string name;
 };
 const std::vector<TlsSymbol>& tls_symbols();
+// The kernel's own static __shared__ objects (its function-local ones, from the symbol table; those of the device
+// functions it calls are not attributed to it). ptxas's records of the nvcc build have the exact figure.
+size_t static_shared_bytes(const void* func);
 
 // ---- device and pinned memory (device_memory.cpp) ------------------------------------------------------------
 void* device_alloc(size_t bytes);   // null when out of simulated memory

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 namespace cudasim::detail {
@@ -127,5 +128,26 @@ std::string function_name(const void* addr) {
 }
 
 const std::vector<TlsSymbol>& tls_symbols() { return symbols().tls; }
+
+// A function-local static `__shared__ T x[...]` of function _ZN4llmc6kernelEPf is the thread-local object
+// _ZZN4llmc6kernelEPfE1x (its guard variable, _ZGVZ..., exists only for dynamic initialisation, which __shared__
+// cannot have).
+size_t static_shared_bytes(const void* func) {
+    static std::mutex mu;
+    static std::map<const void*, size_t> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(func); it != cache.end()) return it->second;
+    const SymbolTable& t = symbols();
+    const uintptr_t a = reinterpret_cast<uintptr_t>(func) - t.load_base;
+    size_t bytes = 0;
+    auto it = std::lower_bound(t.functions.begin(), t.functions.end(), a,
+                               [](const FunctionSymbol& f, uintptr_t v) { return f.addr < v; });
+    if (it != t.functions.end() && it->addr == a && it->mangled.rfind("_Z", 0) == 0) {
+        const std::string prefix = "_ZZ" + it->mangled.substr(2) + "E";
+        for (const TlsSymbol& s : t.tls)
+            if (s.name.rfind(prefix, 0) == 0) bytes += s.size;
+    }
+    return cache[func] = bytes;
+}
 
 }  // namespace cudasim::detail

@@ -5,7 +5,8 @@
 //
 // nvcc: kernel<<<grid, block, shared_bytes, stream>>>(args...) followed by a launch-error check (cudaGetLastError,
 // which reports bad configurations immediately; faults inside the kernel surface at the next synchronising call).
-// Simulator: cudasim::launch runs the grid synchronously on the CPU in the simulator's current thread order.
+// Simulator: cudasim::launch checks the configuration against the simulated device's limits (the same error codes)
+// and enqueues the grid, which runs on the CPU when the stream scheduler reaches it; then the same check.
 //
 // Also: grid_size(), which computes a 1-D grid in size_t and checks that it fits CUDA's limit.
 #pragma once
@@ -16,8 +17,11 @@
 
 #ifdef LLMC_CUDASIM
 #include "cudasim.h"
-#define LLMC_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
-    ::cudasim::launch(kernel, dim3(grid), dim3(block), (shared_bytes), (stream), __VA_ARGS__)
+#define LLMC_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                                    \
+    do {                                                                                                \
+        ::cudasim::launch(kernel, dim3(grid), dim3(block), (shared_bytes), (stream), __VA_ARGS__);      \
+        CUDA_CHECK(cudaGetLastError());                                                                 \
+    } while (0)
 #else
 #define LLMC_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)         \
     do {                                                                     \

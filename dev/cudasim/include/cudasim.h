@@ -65,9 +65,9 @@ namespace detail {
 // identifies the function for cudaFuncSetAttribute limits; `name` (may be null: the symbol table gives it) is used in
 // messages. `pointers` are the kernel's pointer arguments: after the grid ran, the slack around the allocations they
 // point into is checked for out-of-bounds writes.
-void enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes,
-                    cudaStream_t stream, void (*body)(void*), std::shared_ptr<void> ctx,
-                    std::vector<const void*> pointers);
+cudaError_t enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes,
+                           cudaStream_t stream, void (*body)(void*), std::shared_ptr<void> ctx,
+                           std::vector<const void*> pointers);
 
 template <class T>
 void collect_pointer(std::vector<const void*>& out, const T& v) {
@@ -87,9 +87,11 @@ struct Call {
 }  // namespace detail
 
 // Launch `kernel` like kernel<<<grid, block, shared_bytes, stream>>>(args...): the arguments are converted to the
-// kernel's parameter types now, the grid runs when the stream scheduler reaches it.
+// kernel's parameter types now, the grid runs when the stream scheduler reaches it. A configuration the device
+// refuses (too many threads, more dynamic shared memory than the kernel's limit) is not run: the launch reports it
+// and returns the driver's error code, which cudaGetLastError then returns too.
 template <class... P, class... A>
-void launch_named(const char* name, void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes,
+cudaError_t launch_named(const char* name, void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes,
                   cudaStream_t stream, A&&... args) {
     static_assert(sizeof...(P) == sizeof...(A), "cudasim::launch: wrong number of kernel arguments");
     using Params = std::tuple<std::decay_t<P>...>;
@@ -97,12 +99,19 @@ void launch_named(const char* name, void (*kernel)(P...), dim3 grid, dim3 block,
     auto call = std::make_shared<CallT>(CallT{kernel, Params(std::forward<A>(args)...)});
     std::vector<const void*> pointers;
     std::apply([&](const auto&... p) { (detail::collect_pointer(pointers, p), ...); }, call->params);
-    detail::enqueue_launch(reinterpret_cast<const void*>(kernel), name, grid, block, shared_bytes, stream,
-                           &CallT::run, std::shared_ptr<void>(call), std::move(pointers));
+    return detail::enqueue_launch(reinterpret_cast<const void*>(kernel), name, grid, block, shared_bytes, stream,
+                                  &CallT::run, std::shared_ptr<void>(call), std::move(pointers));
 }
 template <class... P, class... A>
-void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, A&&... args) {
-    launch_named(nullptr, kernel, grid, block, shared_bytes, stream, std::forward<A>(args)...);
+cudaError_t launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                   A&&... args) {
+    return launch_named(nullptr, kernel, grid, block, shared_bytes, stream, std::forward<A>(args)...);
 }
+
+// The simulated device: "sm_80" (A100), "sm_86" (A10), "sm_89" (L40S) or "sm_90" (H100, the default), with that
+// architecture's limits (docs/cudasim.md). The initial profile comes from CUDASIM_DEVICE. Switching synchronises the
+// device and forgets every cudaFuncSetAttribute setting (as a different GPU would); false for an unknown name.
+bool set_device_profile(const char* arch);
+const char* device_profile();
 
 }  // namespace cudasim
