@@ -594,8 +594,7 @@ void launch_attention_forward(bf16* out, float* lse, const bf16* qkv, size_t B, 
                               cudaStream_t st) {
     using Tiles = AttentionTiles<HS>;
     constexpr size_t smem = Tiles::fwd_smem(BC, STAGES);
-    static const bool ready = (allow_dynamic_shared(attention_forward_kernel<HS, BC, STAGES>, smem), true);
-    (void)ready;
+    allow_dynamic_shared(attention_forward_kernel<HS, BC, STAGES>, smem);  // per launch: ~1 us, any device
     const size_t grid = B * NH * ceil_div(T, Tiles::kFwdRows);
     LLMC_LAUNCH((attention_forward_kernel<HS, BC, STAGES>), grid_size(grid, 1), Tiles::kFwdWarps * 32, smem, st, out,
                 lse, qkv, (int)T, (int)NH, attention_c_log2(HS));
@@ -615,9 +614,8 @@ void launch_attention_backward(bf16* dqkv, float* rowdot, const bf16* dout, cons
                                const float* lse, size_t B, size_t T, size_t NH, cudaStream_t st) {
     using Tiles = AttentionTiles<HS>;
     constexpr size_t dq_smem = Tiles::dq_smem(BC), dkv_smem = Tiles::dkv_smem();
-    static const bool ready = (allow_dynamic_shared(attention_backward_dq_kernel<HS, BC>, dq_smem),
-                               allow_dynamic_shared(attention_backward_dkv_kernel<HS>, dkv_smem), true);
-    (void)ready;
+    allow_dynamic_shared(attention_backward_dq_kernel<HS, BC>, dq_smem);
+    allow_dynamic_shared(attention_backward_dkv_kernel<HS>, dkv_smem);
     const size_t grid = B * NH * ceil_div(T, Tiles::kBwdRows);
     LLMC_LAUNCH((attention_backward_dq_kernel<HS, BC>), grid_size(grid, 1), Tiles::kBwdWarps * 32, dq_smem, st, dqkv,
                 rowdot, dout, qkv, out, lse, (int)T, (int)NH, attention_c_log2(HS), attention_scale(HS));

@@ -43,8 +43,9 @@ inline int resident_blocks(size_t smem, int wanted, const DeviceLimits& d) {
     return fit < (size_t)wanted ? (int)fit : wanted;
 }
 
-// Raises a kernel's dynamic shared-memory limit when it needs more than the default 48 KiB (once per kernel
-// instantiation and process; the caller has checked `bytes` against DeviceLimits::smem_per_block).
+// Raises a kernel's dynamic shared-memory limit when it needs more than the default 48 KiB (the caller has checked
+// `bytes` against DeviceLimits::smem_per_block). Called before every launch: the attribute belongs to the current
+// device, and the call costs about a microsecond.
 template <class Kernel>
 void allow_dynamic_shared(Kernel kernel, size_t bytes) {
     if (bytes > 48 * 1024)

@@ -127,29 +127,52 @@ std::vector<std::vector<float>> each_order_identical(const std::string& what,
     return runs[0];
 }
 
-// The kernel variants the tests run (llmc/cuda/attention.cuh compiles these): every forward (keys, stages) and both
-// dQ key tiles, each on every case, when the simulated device's shared memory holds them.
-const llmc::AttentionKernels kVariants[] = {{64, 3, 64, 0, 0, 0}, {64, 2, 32, 0, 0, 0}, {32, 2, 64, 0, 0, 0}};
+// The kernel variants the tests run (llmc/cuda/attention.cuh compiles these): every forward (keys, stages) and dQ key
+// tile that the simulated device's shared memory holds, paired up so that each runs at least once per case, plus the
+// backend's own choice for this device.
+const int kFwdVariants[][2] = {{64, 3}, {64, 2}, {32, 2}};
+const int kDqVariants[] = {64, 32};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
 
 std::string variant_name(const llmc::AttentionKernels& k) {
     return "[fwd " + std::to_string(k.fwd_keys) + " keys x " + std::to_string(k.fwd_stages) + " stages, dQ " +
            std::to_string(k.dq_keys) + " keys]";
 }
 
-// Does device d hold variant k at head size hs (every kernel's shared memory within the per-block limit)?
-bool variant_fits(llmc::AttentionKernels k, size_t hs, const llmc::DeviceLimits& d) {
-    size_t fwd = 0, dq = 0, dkv = 0;
-    auto sizes = [&](auto tiles) {
-        using Tiles = decltype(tiles);
-        fwd = Tiles::fwd_smem(k.fwd_keys, k.fwd_stages), dq = Tiles::dq_smem(k.dq_keys), dkv = Tiles::dkv_smem();
-    };
-    switch (hs) {
-        case 16: sizes(llmc::AttentionTiles<16>()); break;
-        case 32: sizes(llmc::AttentionTiles<32>()); break;
-        case 64: sizes(llmc::AttentionTiles<64>()); break;
-        default: sizes(llmc::AttentionTiles<128>()); break;
+template <int HS>
+std::vector<llmc::AttentionKernels> variants_hs(const llmc::DeviceLimits& d, const llmc::AttentionKernels& chosen) {
+    using Tiles = llmc::AttentionTiles<HS>;
+    std::vector<std::pair<int, int>> fwd;
+    std::vector<int> dq;
+    for (const auto& f : kFwdVariants)
+        if (Tiles::fwd_smem(f[0], f[1]) <= d.smem_per_block) fwd.emplace_back(f[0], f[1]);
+    for (int k : kDqVariants)
+        if (Tiles::dq_smem(k) <= d.smem_per_block) dq.push_back(k);
+    std::vector<llmc::AttentionKernels> out;
+    bool has_chosen = false;
+    for (size_t i = 0; i < std::max(fwd.size(), dq.size()) && !fwd.empty() && !dq.empty(); i++) {
+        llmc::AttentionKernels k;
+        k.fwd_keys = fwd[i % fwd.size()].first, k.fwd_stages = fwd[i % fwd.size()].second;
+        k.dq_keys = dq[i % dq.size()];
+        has_chosen = has_chosen || (k.fwd_keys == chosen.fwd_keys && k.fwd_stages == chosen.fwd_stages &&
+                                    k.dq_keys == chosen.dq_keys);
+        out.push_back(k);
     }
-    return fwd <= d.smem_per_block && dq <= d.smem_per_block && dkv <= d.smem_per_block;
+    if (!has_chosen) out.push_back(chosen);
+    return out;
+}
+
+std::vector<llmc::AttentionKernels> variants_to_run(size_t hs, const llmc::DeviceLimits& d,
+                                                    const llmc::AttentionKernels& chosen) {
+    switch (hs) {
+        case 16: return variants_hs<16>(d, chosen);
+        case 32: return variants_hs<32>(d, chosen);
+        case 64: return variants_hs<64>(d, chosen);
+        default: return variants_hs<128>(d, chosen);
+    }
 }
 
 void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_t NH, size_t hs) {
@@ -188,31 +211,24 @@ void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_
                        dqkv.size() * 4) && !std::memcmp(third.data(), dqkv.data(), dqkv.size() * 4), "runs differ");
         return std::vector<std::vector<float>>{fwd[0], fwd[1], dqkv};
     };
-    std::vector<std::pair<std::string, std::vector<std::vector<float>>>> results;
-    for (const llmc::AttentionKernels& k : kVariants) {
-        const std::string tag = shape + " " + variant_name(k);
-        if (!variant_fits(k, hs, gpu.device_limits())) {
-            testing::skip(tag, "needs more shared memory per block than this simulated device allows");
-            continue;
-        }
-        results.emplace_back(tag, run(&k, tag));
-    }
-    // The backend's own choice for this device: the same bits as that variant run directly.
     llmc::AttentionKernels chosen;
     testing::check(shape + ": the device has a variant", llmc::attention_kernels_for(hs, gpu.device_limits(), &chosen),
                    "no variant fits");
-    const std::string tag = shape + " backend's choice " + variant_name(chosen);
-    const std::vector<std::vector<float>> mine = run(nullptr, tag);
-    bool compared = false;
-    for (const auto& r : results)
-        if (r.first == shape + " " + variant_name(chosen)) {
-            compared = true;
-            testing::check(tag + ": bitwise equal to the variant run directly",
-                           r.second[0] == mine[0] && r.second[1] == mine[1] && r.second[2] == mine[2],
+    std::vector<std::pair<std::string, std::vector<std::vector<float>>>> results;
+    for (const llmc::AttentionKernels& k : variants_to_run(hs, gpu.device_limits(), chosen)) {
+        const std::string tag = shape + " " + variant_name(k);
+        results.emplace_back(tag, run(&k, tag));
+        if (k.fwd_keys == chosen.fwd_keys && k.fwd_stages == chosen.fwd_stages && k.dq_keys == chosen.dq_keys) {
+            // The backend's own call for this device: the same bits as its variant launched directly.
+            const std::string mine_tag = shape + " backend's choice " + variant_name(chosen);
+            const std::vector<std::vector<float>> mine = run(nullptr, mine_tag);
+            const auto& direct = results.back().second;
+            testing::check(mine_tag + ": bitwise equal to the variant launched directly",
+                           same_bits(direct[0], mine[0]) && same_bits(direct[1], mine[1]) &&
+                               same_bits(direct[2], mine[2]),
                            "the backend's call differs from the direct launch");
         }
-    testing::check(tag + ": is one of the variants run directly", compared, "the choice is not in kVariants");
-    results.emplace_back(tag, mine);
+    }
 
     // ---- bounds, per (b, h) ---------------------------------------------------------------------------------------
     const double scale = 1.0 / std::sqrt((double)hs), c = scale / LN2;
