@@ -13,7 +13,9 @@
 //     m_new = max(m, rowmax(S) c);  P = 2^(S c - m_new);  l = 2^(m - m_new) l + rowsum(P);  O = 2^(m - m_new) O + P V_j
 //   out = O / l (bf16),  L = m + log2(l)
 //   Scores, probabilities and the running statistics stay in fp32 registers; P is rounded to bf16 only as the MMA's
-//   A operand (l sums the fp32 values). K_j, V_j stream through shared memory, double-buffered with cp.async.
+//   A operand (l sums the fp32 values). K_j, V_j stream through shared memory, STAGES tiles in flight with cp.async.
+// Grids are head-major (the tiles of one (b, h) are consecutive blocks: K / V, or Q / dO, are read from L2 after the
+// first); key tile sizes and the forward's depth are chosen per device from its shared memory (attention_kernels_for).
 // backward (dqkv written, =), D_i = sum_d dO_id O_id (= sum_j p_ij dP_ij), dS = P o (dP - D):
 //   kernel 1 (dQ), per block of 64 query rows: D for its rows (stored for kernel 2), then over key tiles j <= diagonal:
 //     S = Q K_j^T, P = 2^(S c - L), dP = dO V_j^T, dS = P o (dP - D), dQ += dS K_j;   dq = scale dQ
