@@ -190,6 +190,10 @@ void on_segv(int sig, siginfo_t* si, void* uctx) {
         mprotect((void*)((uintptr_t)addr / kPage * kPage), kPage, PROT_READ | PROT_WRITE);
         return;
     }
+    if (const long off = dynamic_shared_offset(addr); off >= 0 && in_kernel())
+        fault_report("out-of-bounds %s of dynamic shared memory by %s: byte %ld, but the launch requested %zu bytes "
+                     "(the kernel's shared-memory layout and the launch's byte count disagree)", access,
+                     where.c_str(), off, dynamic_shared_bound());
     if (is_fiber_stack_guard(addr))
         fault_report("stack overflow in %s: a simulated CUDA thread used more than its fiber stack (raise "
                      "CUDASIM_STACK_KB; large local arrays need it)", where.c_str());

@@ -299,12 +299,20 @@ void run_grid(const void* kernel, const std::string& name, dim3 grid, dim3 block
         for (long long b = nblocks - 1; b >= 0; b--) blocks.push_back(b);
         if (s.order == Order::Shuffled) std::shuffle(blocks.begin(), blocks.end(), rng);
     }
-    unsigned char* smem = dynamic_shared_buffer();
+    bound_dynamic_shared(shared_bytes);  // accesses past the launch's size fault or land in the checked slack
     for (long long b : blocks) {
         g_blockIdx = uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y), (unsigned)(b / ((long long)grid.x * grid.y))};
         // Shared memory starts with garbage on the GPU: poison it so reads before writes give NaN.
-        std::memset(smem, kPoisonByte, shared_bytes);
+        poison_dynamic_shared(shared_bytes);
         run_block(rng);
+        if (const long at = dynamic_shared_slack_write(shared_bytes); at >= 0) {
+            char buf[512];
+            std::snprintf(buf, sizeof buf, "out-of-bounds write to dynamic shared memory by kernel %s, block (%u,%u,%u)"
+                          ": byte %ld was written, but the launch requested %zu bytes (the kernel's shared-memory "
+                          "layout and the launch's byte count disagree)", name.c_str(), g_blockIdx.x, g_blockIdx.y,
+                          g_blockIdx.z, at, shared_bytes);
+            die(buf);
+        }
     }
     s.kernel = nullptr;
     s.kernel_name.clear();

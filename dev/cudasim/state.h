@@ -50,6 +50,16 @@ cudaError_t set_last_error(cudaError_t e);
 
 // ---- shared memory (shared_memory.cpp) -------------------------------------------------------------------------
 unsigned char* dynamic_shared_buffer();
+// Bounds the calling thread's dynamic shared memory to a launch's `bytes`: the pages past them become inaccessible.
+void bound_dynamic_shared(size_t bytes);
+size_t dynamic_shared_bound();
+// Fills the first `bytes` and the slack up to the next page boundary with the poison byte (every block start).
+void poison_dynamic_shared(size_t bytes);
+// The offset of the first slack byte past `bytes` that is no longer the poison (a write past the launch's size),
+// or -1.
+long dynamic_shared_slack_write(size_t bytes);
+// Offset of `addr` inside the calling thread's dynamic shared memory buffer, or -1.
+long dynamic_shared_offset(const void* addr);
 // Fills every static __shared__ object of the program with the poison byte (called at the start of every block).
 void poison_static_shared();
 // The limit set with cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n), or the default.

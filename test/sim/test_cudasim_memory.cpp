@@ -50,6 +50,19 @@ __global__ void partially_written_dynamic(float* out, int written) {
     out[blockIdx.x * blockDim.x + t] = smem[t];
 }
 
+// Writes (or reads) `elems` floats of dynamic shared memory: a layout of `elems` floats launched with fewer bytes is
+// the planted bug (the launch's byte count and the kernel's layout disagree).
+__global__ void dynamic_layout(float* out, int elems, int read_only) {
+    extern __shared__ float smem[];
+    float acc = 0.0f;
+    for (int i = threadIdx.x; i < elems; i += blockDim.x) {
+        if (read_only) acc += smem[i] * 0.0f;
+        else smem[i] = (float)i;
+    }
+    __syncthreads();
+    out[blockIdx.x * blockDim.x + threadIdx.x] = read_only ? acc : smem[threadIdx.x];
+}
+
 float* device_floats(size_t n) {
     float* p = nullptr;
     cudaMalloc(&p, n * sizeof(float));
@@ -137,10 +150,48 @@ void test_shared_memory_poison() {
     cudaFree(out);
 }
 
+// Dynamic shared memory is bounded by the launch's size: whole pages past it fault, the slack of its last page is
+// checked after every block.
+void test_dynamic_shared_bounds() {
+    float* out = device_floats(4 * 128);
+    std::string err;
+    check("a kernel using exactly the dynamic shared memory its launch requested runs clean", runs_clean([&] {
+              cudasim::launch(dynamic_layout, dim3(4), dim3(128), 3000 * sizeof(float), nullptr, out, 3000, 0);
+              cudaDeviceSynchronize();
+          }, err), "stderr: %s", err.c_str());
+    check("planted bug, a layout of 3000 floats launched with 2000 floats of dynamic shared memory: reported",
+          aborts_with([&] {
+              cudasim::launch(dynamic_layout, dim3(4), dim3(128), 2000 * sizeof(float), nullptr, out, 3000, 0);
+              cudaDeviceSynchronize();
+          }, {"dynamic shared memory", "dynamic_layout", "the launch requested 8000 bytes"}, err),
+          "stderr: %s", err.c_str());
+    check("planted bug, one float written past the requested size (in the last page's slack): reported",
+          aborts_with([&] {
+              cudasim::launch(dynamic_layout, dim3(2), dim3(128), 2000 * sizeof(float), nullptr, out, 2001, 0);
+              cudaDeviceSynchronize();
+          }, {"out-of-bounds write to dynamic shared memory", "byte 8000", "requested 8000 bytes"}, err),
+          "stderr: %s", err.c_str());
+    check("planted bug, reads past the requested size (beyond its last page): reported",
+          aborts_with([&] {
+              cudasim::launch(dynamic_layout, dim3(1), dim3(128), 64 * sizeof(float), nullptr, out, 4096, 1);
+              cudaDeviceSynchronize();
+          }, {"out-of-bounds read of dynamic shared memory", "the launch requested 256 bytes"}, err),
+          "stderr: %s", err.c_str());
+    // A small launch after a large one, and a large one after a small one: the bound follows each launch.
+    cudasim::launch(dynamic_layout, dim3(1), dim3(128), 40000, nullptr, out, 10000, 0);
+    cudasim::launch(dynamic_layout, dim3(1), dim3(128), 400, nullptr, out, 100, 0);
+    cudasim::launch(dynamic_layout, dim3(1), dim3(128), 40000, nullptr, out, 10000, 0);
+    std::vector<float> h(128);
+    cudaMemcpy(h.data(), out, h.size() * sizeof(float), cudaMemcpyDeviceToHost);
+    check("launches of different sizes one after another run and compute", h[5] == 5.0f && h[127] == 127.0f);
+    cudaFree(out);
+}
+
 }  // namespace
 
 int main() {
     test_out_of_bounds();
     test_shared_memory_poison();
+    test_dynamic_shared_bounds();
     return testing::finish();
 }
