@@ -46,7 +46,7 @@
 #include "llmc/cuda/cuda_backend.h"
 #include "llmc/cuda/layernorm_shape.h"
 #include "llmc/error.h"
-#include "test/testing.h"
+#include "test/fixtures/testing.h"
 
 using llmc::CpuBackend;
 using llmc::CudaBackend;
