@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -320,6 +321,22 @@ void run_grid(const void* kernel, const std::string& name, dim3 grid, dim3 block
     s.seed = saved_seed;
 }
 
+// CUDASIM_LAUNCH_LOG=FILE: every distinct (kernel, threads per block, dynamic shared bytes) this program launches is
+// appended to FILE as "profile<TAB>kernel<TAB>threads<TAB>bytes", for the resource check (test/e2e/resource_check_test.py),
+// which compares them with the registers and static shared memory ptxas gave each kernel.
+void log_launch(const std::string& kernel, long long threads, size_t shared_bytes) {
+    static const char* path = std::getenv("CUDASIM_LAUNCH_LOG");
+    static std::set<std::string> seen;
+    if (!path || !*path) return;
+    char line[1024];
+    std::snprintf(line, sizeof line, "%s\t%s\t%lld\t%zu\n", device().arch, kernel.c_str(), threads, shared_bytes);
+    if (!seen.insert(line).second) return;
+    if (FILE* f = std::fopen(path, "a")) {
+        std::fputs(line, f);
+        std::fclose(f);
+    }
+}
+
 }  // namespace
 
 cudaError_t enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes,
@@ -329,6 +346,7 @@ cudaError_t enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3
     if (s.current) die(where() + ": kernel launch from inside a kernel (dynamic parallelism) is not supported");
     if (cudaError_t e = check_launch(kernel, name, grid, block, shared_bytes)) return e;
     const std::string kname = kernel_display_name(kernel, name);
+    log_launch(function_name(kernel), (long long)block.x * block.y * block.z, shared_bytes);
     char what[512];
     std::snprintf(what, sizeof what, "kernel %s<<<(%u,%u,%u), (%u,%u,%u), %zu>>>", kname.c_str(), grid.x, grid.y,
                   grid.z, block.x, block.y, block.z, shared_bytes);

@@ -9,6 +9,8 @@ harness stops on the stale entry and names it, so the list is easy to keep up to
   vector    the host's choice between a kernel's 16-byte vector path and its scalar path
   numerics  accumulation precision, epsilon, derivative, seed offsets, online-softmax rescaling, MMA fragment layout
   cublaslt  the GEMM runner's alignment declarations and fallbacks
+  limits    the device's limits: a launch's dynamic shared memory smaller than the kernel's layout, shared memory
+            beyond an architecture's opt-in limit (docs/cudasim.md, "Device profiles")
 """
 from dataclasses import dataclass
 
@@ -303,6 +305,22 @@ MUTATIONS = [
         "    return bias ? add_bias(out, bias, N, OC, stream) : true;\n",
         "    return true;\n",
         "the unfused fallback (taken for a misaligned bias) forgets to add the bias"),
+    # ---- device limits (dev/cudasim device profiles, launch-bounded shared memory) ----------------------------
+    Mutation(
+        "attention-forward-smem-too-small", "limits", "llmc/cuda/attention.cuh",
+        "    LLMC_LAUNCH(attention_forward_kernel<HS>, grid_size(grid, 1), Tiles::kFwdWarps * 32, Tiles::fwd_smem(), st, out,\n",
+        "    LLMC_LAUNCH(attention_forward_kernel<HS>, grid_size(grid, 1), Tiles::kFwdWarps * 32, Tiles::fwd_smem() - 4096, st, out,\n",
+        "the forward attention's launch asks for 4 KiB less dynamic shared memory than its tiles use"),
+    Mutation(
+        "layernorm-backward-smem-too-small", "limits", "llmc/cuda/layernorm.cuh",
+        "    LLMC_LAUNCH(kernel, (unsigned)G, 32 * warps, smem, stream, dinp, partials, dout, inp, w, mean, rstd, N, C,\n",
+        "    LLMC_LAUNCH(kernel, (unsigned)G, 32 * warps, smem - 4 * C, stream, dinp, partials, dout, inp, w, mean, rstd, N, C,\n",
+        "the layernorm backward's launch is half a warp slice short of the shared memory its warps use"),
+    Mutation(
+        "attention-stride-beyond-sm86-limit", "limits", "llmc/cuda/attention.cuh",
+        "    static constexpr int kStride = HS + 8;  // shared-memory row stride in elements (16 bytes of padding)\n",
+        "    static constexpr int kStride = HS + 136;  // shared-memory row stride in elements (16 bytes of padding)\n",
+        "wider padding (still correct arithmetic) puts head size 64's tiles above the 99 KiB an sm_86/89 block can have"),
     Mutation(
         "gemm-gelu-fallback-skips-gelu", "cublaslt", "llmc/cuda/matmul.cuh",
         "    return gelu_forward(out, pre_gelu, N * OC, stream) && vec_bias;\n",

@@ -51,9 +51,12 @@ __global__ void encoder_backward_wpe_kernel(float* __restrict__ dwpe, const bf16
     add_floats(dwpe + i, acc);
 }
 
+// The host picks the block size from C (at most this many threads): declared so that the resource check
+// (test/e2e/resource_check_test.py) knows the largest block.
+constexpr int kEncoderBackwardMaxBlock = 256;
 // Stage 1: block (chunk, column chunk), thread = one pack of W channels of one chunk.
 template <int W>
-__global__ void encoder_backward_wte_chunks_kernel(float* dwte, float* __restrict__ slots,
+__global__ void __launch_bounds__(kEncoderBackwardMaxBlock, 1) encoder_backward_wte_chunks_kernel(float* dwte, float* __restrict__ slots,
                                                    const bf16* __restrict__ dout, EncoderGroups g, size_t C) {
     const size_t packs = C / W, col_chunks = (packs + blockDim.x - 1) / blockDim.x;
     const size_t k = blockIdx.x / col_chunks;
@@ -74,7 +77,7 @@ __global__ void encoder_backward_wte_chunks_kernel(float* dwte, float* __restric
 
 // Stage 2: block (multi-chunk token, column chunk): dwte[token] += its slots, added in chunk order.
 template <int W>
-__global__ void encoder_backward_wte_slots_kernel(float* dwte, const float* __restrict__ slots, EncoderGroups g,
+__global__ void __launch_bounds__(kEncoderBackwardMaxBlock, 1) encoder_backward_wte_slots_kernel(float* dwte, const float* __restrict__ slots, EncoderGroups g,
                                                   size_t C) {
     const size_t packs = C / W, col_chunks = (packs + blockDim.x - 1) / blockDim.x;
     const size_t m = blockIdx.x / col_chunks;
@@ -105,7 +108,8 @@ inline bool encoder_backward_wte(float* dwte, float* slots, const bf16* dout, co
     const EncoderGroups g = encoder_group_views(packed_device, s);
     const bool vec = vector_ok(C, kPackBf16, dwte, slots, dout);
     const size_t packs = vec ? C / kPackBf16 : C;
-    const size_t block = packs >= 256 ? 256 : 32 * ceil_div(packs, 32), col_chunks = ceil_div(packs, block);
+    const size_t block = packs >= kEncoderBackwardMaxBlock ? kEncoderBackwardMaxBlock : 32 * ceil_div(packs, 32),
+                 col_chunks = ceil_div(packs, block);
     auto chunks_kernel = vec ? encoder_backward_wte_chunks_kernel<kPackBf16> : encoder_backward_wte_chunks_kernel<1>;
     LLMC_LAUNCH(chunks_kernel, grid_size(s.num_chunks * col_chunks, 1), block, 0, stream, dwte, slots, dout, g, C);
     if (s.num_multi) {

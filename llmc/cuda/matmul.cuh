@@ -222,8 +222,9 @@ inline bool add_bias(bf16* out, const bf16* bias, size_t N, size_t OC, cudaStrea
 // (reduce.cuh). The row blocks are a function of N only, so the order is reproducible.
 constexpr size_t kBiasBackwardMaxRowBlocks = 1024;
 constexpr size_t kBiasBackwardMinRows = 16;
+constexpr int kBiasBackwardMaxBlock = 256;  // the host picks the block size from OC, at most this (resource check)
 template <int W>
-__global__ void bias_backward_partials_kernel(float* __restrict__ partials, const bf16* __restrict__ dout, size_t N,
+__global__ void __launch_bounds__(kBiasBackwardMaxBlock) bias_backward_partials_kernel(float* __restrict__ partials, const bf16* __restrict__ dout, size_t N,
                                               size_t OC, size_t rows_per_block) {
     const size_t packs = OC / W, col_chunks = (packs + blockDim.x - 1) / blockDim.x;
     const size_t g = blockIdx.x / col_chunks;
@@ -247,7 +248,7 @@ inline bool bias_backward(float* dbias, float* partials, const bf16* dout, size_
     const size_t rows_per_block = bias_backward_rows_per_block(N), G = bias_backward_row_blocks(N);
     const bool vec = vector_ok(OC, kPackBf16, dout, partials);
     const size_t packs = vec ? OC / kPackBf16 : OC;
-    const size_t block = packs >= 256 ? 256 : 32 * ceil_div(packs, 32);
+    const size_t block = packs >= kBiasBackwardMaxBlock ? kBiasBackwardMaxBlock : 32 * ceil_div(packs, 32);
     auto kernel = vec ? bias_backward_partials_kernel<kPackBf16> : bias_backward_partials_kernel<1>;
     LLMC_LAUNCH(kernel, grid_size(G * ceil_div(packs, block), 1), block, 0, stream, partials, dout, N, OC,
                 rows_per_block);
