@@ -7,14 +7,22 @@
 // The backward kernels execute 7 products (S and P are recomputed by both kernels, see attention.cuh): their own
 // throughput is 7/5 of the figure printed, which is the one comparable with other implementations.
 //
-// Before timing, the outputs are checked against a plain fp32 reference computed on the GPU (one warp per row, no
+// Implementations timed in the same call: the kernels this GPU gets (attention_kernels_for), every other compiled
+// variant that fits its shared memory, and the kernels as they were before the per-device variants and the head-major
+// grid (dev/cuda/attention_before.cuh). dev/bench/pytorch_sdpa.py times PyTorch's flash and cuDNN attention at the
+// same shapes (dev/gpu/run_checks.sh runs both).
+//
+// Before timing, each implementation's outputs are checked against a plain fp32 reference computed on the GPU (one warp per row, no
 // tensor cores, no tiling) from the same bf16 inputs: every element within 2^-6 of the reference relative to the
 // largest reference value of its tensor, a loose check meant to catch indexing and layout errors (the simulator tests
 // in test/sim/test_attention.cpp hold the kernels to bounds derived from the arithmetic).
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <string>
 #include <vector>
 
+#include "attention_before.cuh"
 #include "bench_common.h"
 #include "llmc/cuda/attention.cuh"
 
@@ -148,28 +156,65 @@ int main(int argc, char** argv) {
 
         const float scale = llmc::attention_scale(hs);
         const unsigned grid = llmc::grid_size(B * NH * T * 32, 256);
-        llmc::attention_forward(out, lse, qkv, B, T, C, NH, st);
-        llmc::attention_backward(dqkv, rowdot, dout, qkv, out, lse, B, T, C, NH, st);
         LLMC_LAUNCH(reference_forward, grid, 256, 0, st, ref_out, ref_lse, (const bf16*)qkv, (int)B, (int)T, (int)NH,
                     scale);
         LLMC_LAUNCH(reference_backward_dq, grid, 256, 0, st, ref_dqkv, ref_rowdot, (const bf16*)qkv,
                     (const bf16*)dout, (const float*)ref_lse, (int)B, (int)T, (int)NH, scale);
         LLMC_LAUNCH(reference_backward_dkv, grid, 256, 0, st, ref_dqkv, (const bf16*)qkv, (const bf16*)dout,
                     (const float*)ref_lse, (const float*)ref_rowdot, (int)B, (int)T, (int)NH, scale);
-        CUDA_CHECK(cudaStreamSynchronize(st));
-        const bool ok = compare("forward out", out, ref_out, B * T * C) &
-                        compare("backward dqkv", dqkv, ref_dqkv, B * T * 3 * C);
+
+        // The implementations: this GPU's choice first, then the other variants that fit, then the old kernels.
+        struct Impl {
+            std::string name;
+            std::function<void(cudaStream_t)> fwd, bwd;
+        };
+        std::vector<Impl> impls;
+        const llmc::DeviceLimits limits = llmc::read_device_limits(0);
+        const llmc::AttentionKernels mine = llmc::attention_kernels_or_fail(hs, limits);
+        const llmc::AttentionKernels variants[] = {mine, {64, 3, 64, 0, 0, 0}, {64, 2, 64, 0, 0, 0},
+                                                   {32, 2, 64, 0, 0, 0}, {64, 3, 32, 0, 0, 0}};
+        for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+            llmc::AttentionKernels k = variants[i];
+            using Tiles = llmc::AttentionTiles<kHS>;
+            if (i > 0 && k.fwd_keys == mine.fwd_keys && k.fwd_stages == mine.fwd_stages && k.dq_keys == mine.dq_keys)
+                continue;
+            if (Tiles::fwd_smem(k.fwd_keys, k.fwd_stages) > limits.smem_per_block ||
+                Tiles::dq_smem(k.dq_keys) > limits.smem_per_block)
+                continue;
+            const std::string name = std::string(i == 0 ? "new, this GPU's choice" : "new") + ": fwd " +
+                                     std::to_string(k.fwd_keys) + " keys x " + std::to_string(k.fwd_stages) +
+                                     " stages, dQ " + std::to_string(k.dq_keys) + " keys";
+            impls.push_back({name, [=](cudaStream_t q) { llmc::attention_forward(out, lse, qkv, B, T, C, NH, k, q); },
+                             [=](cudaStream_t q) {
+                                 llmc::attention_backward(dqkv, rowdot, dout, qkv, out, lse, B, T, C, NH, k, q);
+                             }});
+        }
+        if (llmc::before::AttentionTiles<kHS>::fwd_smem() <= limits.smem_per_block)
+            impls.push_back({"before: query-tile-major grid, fixed tiles",
+                             [=](cudaStream_t q) { llmc::before::attention_forward(out, lse, qkv, B, T, C, NH, q); },
+                             [=](cudaStream_t q) {
+                                 llmc::before::attention_backward(dqkv, rowdot, dout, qkv, out, lse, B, T, C, NH, q);
+                             }});
 
         const double fwd_flops = 4.0 * B * NH * T * T * hs / 2;
-        float ms = bench::time_ms([&](cudaStream_t q) { llmc::attention_forward(out, lse, qkv, B, T, C, NH, q); }, st);
-        bench::report(dev, "attention_forward (causal, FA convention)", ms, 0, fwd_flops);
-        const float fwd_ms = ms;
-        ms = bench::time_ms([&](cudaStream_t q) {
-            llmc::attention_backward(dqkv, rowdot, dout, qkv, out, lse, B, T, C, NH, q);
-        }, st);
-        bench::report(dev, "attention_backward (causal, FA convention)", ms, 0, 2.5 * fwd_flops);
-        bench::report(dev, "attention forward + backward", fwd_ms + ms, 0, 3.5 * fwd_flops);
-        std::printf("# per training step of GPT-2 124M (12 layers): %.2f ms of attention\n", 12 * (fwd_ms + ms));
+        bool ok = true;
+        for (const Impl& im : impls) {
+            std::printf("# %s\n", im.name.c_str());
+            CUDA_CHECK(cudaMemsetAsync(out, 0, B * T * C * sizeof(bf16), st));
+            CUDA_CHECK(cudaMemsetAsync(dqkv, 0, B * T * 3 * C * sizeof(bf16), st));
+            im.fwd(st);
+            im.bwd(st);
+            CUDA_CHECK(cudaStreamSynchronize(st));
+            ok = compare("forward out", out, ref_out, B * T * C) & ok;
+            ok = compare("backward dqkv", dqkv, ref_dqkv, B * T * 3 * C) & ok;
+            const float fwd_ms = bench::time_ms(im.fwd, st);
+            bench::report(dev, "attention_forward (causal, FA convention)", fwd_ms, 0, fwd_flops);
+            const float bwd_ms = bench::time_ms(im.bwd, st);
+            bench::report(dev, "attention_backward (causal, FA convention)", bwd_ms, 0, 2.5 * fwd_flops);
+            bench::report(dev, "attention forward + backward", fwd_ms + bwd_ms, 0, 3.5 * fwd_flops);
+            std::printf("# per training step of GPT-2 124M (12 layers): %.2f ms of attention\n",
+                        12 * (fwd_ms + bwd_ms));
+        }
         for (void* p : {(void*)qkv, (void*)out, (void*)dout, (void*)dqkv, (void*)lse, (void*)rowdot, (void*)ref_out,
                         (void*)ref_dqkv, (void*)ref_lse, (void*)ref_rowdot})
             CUDA_CHECK(cudaFree(p));

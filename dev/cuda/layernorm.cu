@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
         bench::Device dev = bench::device();
         bench::Shape s = bench::shape(argc, argv);
         const size_t N = s.N(), C = s.C;
+        const llmc::DeviceLimits limits = llmc::read_device_limits(0);
         cudaStream_t st;
         CUDA_CHECK(cudaStreamCreate(&st));
         llmc::bf16 *x = bench::alloc_bf16(N * C, 1), *x2 = bench::alloc_bf16(N * C, 2), *out = bench::alloc_bf16(N * C, 3);
@@ -25,9 +26,11 @@ int main(int argc, char** argv) {
         }, st);
         bench::report(dev, "fused_residual_layernorm_forward", ms, 2.0 * 4 * N * C + 8.0 * N, 0);
         ms = bench::time_ms([&](cudaStream_t q) {
-            llmc::layernorm_backward(dinp, dw, db, partials, dout, x, w, mean, rstd, N, C, q);
+            llmc::layernorm_backward(dinp, dw, db, partials, dout, x, w, mean, rstd, N, C, limits, q);
         }, st);
         const double partial_bytes = 2.0 * 4 * llmc::layernorm_backward_scratch_floats(N, C);
+        std::printf("# layernorm_backward: %zu warps per block (device allows %zu bytes of shared memory per block)\n",
+                    llmc::layernorm_backward_warps(C, limits), limits.smem_per_block);
         bench::report(dev, "layernorm_backward", ms, 2.0 * 4 * N * C + 8.0 * N + partial_bytes, 0);
     } catch (const llmc::Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());

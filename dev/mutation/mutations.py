@@ -132,6 +132,11 @@ MUTATIONS = [
         "flash forward: a warp reads a K/V tile other threads' cp.async have not landed, and the next tile's copies "
         "overwrite a buffer other warps still read"),
     Mutation(
+        "attention-forward-pipeline-wait-one-short", "shared", "llmc/cuda/attention.cuh",
+        "        cp_async_wait<STAGES - 2>();  // tile kt has landed",
+        "        cp_async_wait<STAGES - 1>();  // tile kt has landed",
+        "flash forward's cp.async pipeline waits for one group too few: the key tile in use may not have landed"),
+    Mutation(
         "attention-dq-no-cp-async-wait", "shared", "llmc/cuda/attention.cuh",
         "    cp_async_commit();\n    cp_async_wait<0>();\n    __syncthreads();\n\n    // D and L",
         "    cp_async_commit();\n    __syncthreads();\n\n    // D and L",
@@ -170,6 +175,11 @@ MUTATIONS = [
         "        const bool ok = row0 + r + i * kRowStep <= T;\n",
         "the attention tile loads copy row T (past the sequence, past the buffer for the last one) instead of "
         "zero-filling it"),
+    Mutation(
+        "attention-dkv-grid-order-swapped", "bounds", "llmc/cuda/attention.cuh",
+        "nk = (T + BK - 1) / BK, kt = (int)(blockIdx.x % nk), bh = (int)(blockIdx.x / nk);",
+        "nk = (T + BK - 1) / BK, kt = (int)(blockIdx.x / nk), bh = (int)(blockIdx.x % nk);",
+        "dK/dV kernel: the head-major block index decoded the other way round (head and key tile swapped)"),
     Mutation(
         "common-sum-rows-unroll-past-end", "bounds", "llmc/cuda/common.cuh",
         "    for (; i + kReduceUnroll <= n; i += kReduceUnroll) {\n",

@@ -13,7 +13,9 @@
 //     m_new = max(m, rowmax(S) c);  P = 2^(S c - m_new);  l = 2^(m - m_new) l + rowsum(P);  O = 2^(m - m_new) O + P V_j
 //   out = O / l (bf16),  L = m + log2(l)
 //   Scores, probabilities and the running statistics stay in fp32 registers; P is rounded to bf16 only as the MMA's
-//   A operand (l sums the fp32 values). K_j, V_j stream through shared memory, double-buffered with cp.async.
+//   A operand (l sums the fp32 values). K_j, V_j stream through shared memory, STAGES tiles in flight with cp.async.
+// Grids are head-major (the tiles of one (b, h) are consecutive blocks: K / V, or Q / dO, are read from L2 after the
+// first); key tile sizes and the forward's depth are chosen per device from its shared memory (attention_kernels_for).
 // backward (dqkv written, =), D_i = sum_d dO_id O_id (= sum_j p_ij dP_ij), dS = P o (dP - D):
 //   kernel 1 (dQ), per block of 64 query rows: D for its rows (stored for kernel 2), then over key tiles j <= diagonal:
 //     S = Q K_j^T, P = 2^(S c - L), dP = dO V_j^T, dS = P o (dP - D), dQ += dS K_j;   dq = scale dQ
@@ -40,6 +42,8 @@
 
 #include "common.cuh"
 #include "cuda_check.h"
+#include "device_limits.h"
+#include "launch.cuh"
 #include "mma.cuh"
 
 namespace llmc {
@@ -49,17 +53,18 @@ namespace llmc {
 // extern thread_local inside a template without checking that it exists.
 extern __shared__ __align__(16) unsigned char shmem[];
 
-// Tile sizes per head size (docs/cuda.md explains the choice: registers, shared memory, occupancy).
+// Tile sizes per head size (docs/cuda.md explains the choice: registers, shared memory, occupancy). The key tile of
+// the forward and of the dQ kernel and the forward's cp.async depth are template parameters chosen on the host from
+// the device's shared memory (attention_kernels_for): FwdSmem / DqSmem give their bytes.
 template <int HS>
 struct AttentionTiles {
     static_assert(HS % 16 == 0 && HS <= 128, "head size must be a multiple of 16, at most 128");
     static constexpr int kStride = HS + 8;  // shared-memory row stride in elements (16 bytes of padding)
-    // forward: kFwdWarps warps x kFwdMTiles m16 tiles of query rows; kKeys keys per streamed tile
+    // forward: kFwdWarps warps x kFwdMTiles m16 tiles of query rows
     static constexpr int kFwdWarps = HS == 128 ? 8 : 4;
     static constexpr int kFwdMTiles = HS == 128 ? 1 : 2;
     static constexpr int kFwdRows = 16 * kFwdWarps * kFwdMTiles;
-    static constexpr int kKeys = 64;
-    // backward: 4 warps x 16 rows; kernel 1 has 64 query rows and streams kKeys keys, kernel 2 has 64 keys and
+    // backward: 4 warps x 16 rows; kernel 1 has 64 query rows and streams key tiles, kernel 2 has 64 keys and
     // streams kBwdQueries query rows (16 at hs = 128, so that its dK and dV accumulators fit the registers)
     static constexpr int kBwdWarps = 4;
     static constexpr int kBwdRows = 16 * kBwdWarps;
@@ -71,8 +76,12 @@ struct AttentionTiles {
     static constexpr int kDqMinBlocks = HS == 128 ? 2 : 3;
     static constexpr int kDkvMinBlocks = HS >= 64 ? 2 : 3;
 
-    static constexpr size_t fwd_smem() { return (size_t)(kFwdRows + 4 * kKeys) * kStride * 2; }
-    static constexpr size_t dq_smem() { return (size_t)(2 * kBwdRows + 4 * kKeys) * kStride * 2; }
+    // Q tile + `stages` buffers of K and V tiles of `keys` rows
+    static constexpr size_t fwd_smem(int keys, int stages) {
+        return (size_t)(kFwdRows + 2 * stages * keys) * kStride * 2;
+    }
+    // Q and dO tiles + two buffers of K and V tiles of `keys` rows
+    static constexpr size_t dq_smem(int keys) { return (size_t)(2 * kBwdRows + 4 * keys) * kStride * 2; }
     static constexpr size_t dkv_smem() {
         return (size_t)(2 * kBwdRows + 4 * kBwdQueries) * kStride * 2 + 4 * kBwdQueries * sizeof(float);
     }
@@ -87,12 +96,14 @@ template <int HS, int ROWS, int NTHREADS>
 __device__ __forceinline__ void load_tile_async(bf16* tile, const bf16* base, size_t stride, int row0, int T,
                                                 int tid) {
     constexpr int kChunks = HS / 8, kRowStep = NTHREADS / kChunks;
-    static_assert(NTHREADS % kChunks == 0 && ROWS % kRowStep == 0, "tile rows must split evenly over the threads");
+    static_assert(NTHREADS % kChunks == 0 && (ROWS % kRowStep == 0 || ROWS < kRowStep),
+                  "tile rows must split evenly over the threads");
     const int r = tid / kChunks, cc = tid % kChunks;
+    if (ROWS < kRowStep && r >= ROWS) return;  // a tile smaller than one pass of the block: the other threads idle
     const bf16* src = base + (size_t)(row0 + r) * stride + cc * 8;
     bf16* dst = tile + r * AttentionTiles<HS>::kStride + cc * 8;
     LLMC_UNROLL
-    for (int i = 0; i < ROWS / kRowStep; i++) {
+    for (int i = 0; i < (ROWS + kRowStep - 1) / kRowStep; i++) {
         const bool ok = row0 + r + i * kRowStep < T;
         cp_async_16(dst + i * kRowStep * AttentionTiles<HS>::kStride, ok ? src : base, ok);
         src += (size_t)kRowStep * stride;
@@ -225,28 +236,37 @@ __device__ __forceinline__ void store_rows(bf16* dst, size_t stride, const float
 }
 
 // ---- forward -----------------------------------------------------------------------------------------------------
-// Grid: ceil(T / BR) x (B NH) blocks, the query tiles with the most keys first (better load balance).
-template <int HS>
+// Grid: (B NH) x ceil(T / BR) blocks, head-major: the query tiles of one (b, h) are consecutive block indices, so they
+// run together and read the same K and V from L2 (docs/cuda.md); within a head the tiles with the most keys first.
+// BC keys per streamed tile, STAGES buffers of them in flight (cp.async: STAGES - 1 tiles ahead of the one in use).
+template <int HS, int BC, int STAGES>
 __global__ void __launch_bounds__(AttentionTiles<HS>::kFwdWarps * 32, AttentionTiles<HS>::kFwdMinBlocks)
-    attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, int num_bh, float c_log2) {
+    attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, float c_log2) {
     using Tiles = AttentionTiles<HS>;
-    constexpr int MT = Tiles::kFwdMTiles, BR = Tiles::kFwdRows, BC = Tiles::kKeys, S = Tiles::kStride;
+    static_assert(STAGES >= 2 && BC % 16 == 0, "at least double-buffered; key tiles of whole k16 steps");
+    constexpr int MT = Tiles::kFwdMTiles, BR = Tiles::kFwdRows, S = Tiles::kStride;
     constexpr int NTHREADS = Tiles::kFwdWarps * 32, NTK = BC / 8, NTD = HS / 8;
     bf16* sQ = reinterpret_cast<bf16*>(shmem);  // BR x S
-    bf16* sK = sQ + BR * S;                      // 2 x BC x S
-    bf16* sV = sK + 2 * BC * S;                  // 2 x BC x S
+    bf16* sK = sQ + BR * S;                      // STAGES x BC x S
+    bf16* sV = sK + STAGES * BC * S;             // STAGES x BC x S
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int nq = (T + BR - 1) / BR, qt = nq - 1 - (int)(blockIdx.x / num_bh), bh = (int)(blockIdx.x % num_bh);
+    const int nq = (T + BR - 1) / BR, qt = nq - 1 - (int)(blockIdx.x % nq), bh = (int)(blockIdx.x / nq);
     const HeadOffsets at(bh, T, NH, HS);
     const size_t C = at.C;
     const bf16 *q = qkv + at.in_qkv, *k = q + C, *v = q + 2 * C;
     const int q0 = qt * BR;
     const int num_kt = (min(T, q0 + BR) + BC - 1) / BC;  // key tiles that meet the block's rows
+    auto load_keys = [&](int kt) {  // key tile kt into buffer kt % STAGES; one commit group per tile, even if empty
+        if (kt < num_kt) {
+            load_tile_async<HS, BC, NTHREADS>(sK + (kt % STAGES) * BC * S, k, 3 * C, kt * BC, T, tid);
+            load_tile_async<HS, BC, NTHREADS>(sV + (kt % STAGES) * BC * S, v, 3 * C, kt * BC, T, tid);
+        }
+        cp_async_commit();
+    };
 
     load_tile_async<HS, BR, NTHREADS>(sQ, q, 3 * C, q0, T, tid);
-    load_tile_async<HS, BC, NTHREADS>(sK, k, 3 * C, 0, T, tid);
-    load_tile_async<HS, BC, NTHREADS>(sV, v, 3 * C, 0, T, tid);
-    cp_async_commit();
+    LLMC_UNROLL
+    for (int kt = 0; kt < STAGES - 1; kt++) load_keys(kt);  // the Q tile joins tile 0's group
 
     float o[MT][NTD][4], m[MT][2], l[MT][2];
     zero(o);
@@ -256,18 +276,13 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kFwdWarps * 32, AttentionT
     const bf16* sQw = sQ + warp * 16 * MT * S;
 
     for (int kt = 0; kt < num_kt; kt++) {
-        cp_async_wait<0>();
+        cp_async_wait<STAGES - 2>();  // tile kt has landed (at most the STAGES - 2 later groups still pending)
         __syncthreads();  // tile kt visible to all; every warp is done with tile kt - 1, whose buffer is refilled next
-        if (kt + 1 < num_kt) {
-            const int nb = (kt + 1) % 2;
-            load_tile_async<HS, BC, NTHREADS>(sK + nb * BC * S, k, 3 * C, (kt + 1) * BC, T, tid);
-            load_tile_async<HS, BC, NTHREADS>(sV + nb * BC * S, v, 3 * C, (kt + 1) * BC, T, tid);
-        }
-        cp_async_commit();
+        load_keys(kt + STAGES - 1);
         const int k0 = kt * BC;
         if (r0 >= T || k0 > r0 + 16 * MT - 1) continue;  // warp-uniform: no row of this warp sees these keys
-        const bf16* sKt = sK + (kt % 2) * BC * S;
-        const bf16* sVt = sV + (kt % 2) * BC * S;
+        const bf16* sKt = sK + (kt % STAGES) * BC * S;
+        const bf16* sVt = sV + (kt % STAGES) * BC * S;
 
         float s[MT][NTK][4];
         zero(s);
@@ -317,20 +332,22 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kFwdWarps * 32, AttentionT
 }
 
 // ---- backward ----------------------------------------------------------------------------------------------------
-// Kernel 1: dQ, and D_i = dO_i . O_i for kernel 2 (rowdot, (B, NH, T)). Grid: ceil(T / 64) x (B NH), heavy tiles first.
-template <int HS>
+// Kernel 1: dQ, and D_i = dO_i . O_i for kernel 2 (rowdot, (B, NH, T)). Grid: (B NH) x ceil(T / 64), head-major as
+// the forward, heavy tiles first within a head. BC keys per streamed tile (double-buffered).
+template <int HS, int BC>
 __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionTiles<HS>::kDqMinBlocks)
     attention_backward_dq_kernel(bf16* dqkv, float* rowdot, const bf16* dout, const bf16* qkv, const bf16* out,
-                                 const float* lse, int T, int NH, int num_bh, float c_log2, float scale) {
+                                 const float* lse, int T, int NH, float c_log2, float scale) {
     using Tiles = AttentionTiles<HS>;
-    constexpr int BR = Tiles::kBwdRows, BC = Tiles::kKeys, S = Tiles::kStride;
+    static_assert(BC % 16 == 0, "key tiles of whole k16 steps");
+    constexpr int BR = Tiles::kBwdRows, S = Tiles::kStride;
     constexpr int NTHREADS = Tiles::kBwdWarps * 32, NTK = BC / 8, NTD = HS / 8;
     bf16* sQ = reinterpret_cast<bf16*>(shmem);  // BR x S
     bf16* sdO = sQ + BR * S;                     // BR x S
     bf16* sK = sdO + BR * S;                     // 2 x BC x S
     bf16* sV = sK + 2 * BC * S;                  // 2 x BC x S
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
-    const int nq = (T + BR - 1) / BR, qt = nq - 1 - (int)(blockIdx.x / num_bh), bh = (int)(blockIdx.x % num_bh);
+    const int nq = (T + BR - 1) / BR, qt = nq - 1 - (int)(blockIdx.x % nq), bh = (int)(blockIdx.x / nq);
     const HeadOffsets at(bh, T, NH, HS);
     const size_t C = at.C;
     const bf16 *q = qkv + at.in_qkv, *k = q + C, *v = q + 2 * C, *dO = dout + at.in_rows, *O = out + at.in_rows;
@@ -402,11 +419,12 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
     if (r0 < T) store_rows<HS, 1>(dqkv + at.in_qkv, 3 * C, dq, mul, sQ + warp * 16 * S, r0, T, lane);
 }
 
-// Kernel 2: dK and dV. Grid: ceil(T / 64) x (B NH), the key tiles with the most queries (the first) first.
+// Kernel 2: dK and dV. Grid: (B NH) x ceil(T / 64), head-major, within a head the key tiles with the most queries
+// (the first) first.
 template <int HS>
 __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionTiles<HS>::kDkvMinBlocks)
     attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
-                                  const float* rowdot, int T, int NH, int num_bh, float c_log2, float scale) {
+                                  const float* rowdot, int T, int NH, float c_log2, float scale) {
     using Tiles = AttentionTiles<HS>;
     constexpr int BK = Tiles::kBwdRows, BQ = Tiles::kBwdQueries, S = Tiles::kStride;
     constexpr int NTHREADS = Tiles::kBwdWarps * 32, NTQ = BQ / 8, NTD = HS / 8;
@@ -417,7 +435,7 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
     float* sL = reinterpret_cast<float*>(sdO + 2 * BQ * S);  // 2 x BQ
     float* sD = sL + 2 * BQ;                                  // 2 x BQ
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, t4 = lane % 4;
-    const int kt = (int)(blockIdx.x / num_bh), bh = (int)(blockIdx.x % num_bh);
+    const int nk = (T + BK - 1) / BK, kt = (int)(blockIdx.x % nk), bh = (int)(blockIdx.x / nk);
     const HeadOffsets at(bh, T, NH, HS);
     const size_t C = at.C;
     const bf16 *q = qkv + at.in_qkv, *k = q + C, *v = q + 2 * C, *dO = dout + at.in_rows;
@@ -506,12 +524,6 @@ inline size_t attention_rowdot_elems(size_t B, size_t T, size_t NH) { return B *
 inline float attention_c_log2(size_t hs) { return (float)(1.4426950408889634 / std::sqrt((double)hs)); }
 inline float attention_scale(size_t hs) { return (float)(1.0 / std::sqrt((double)hs)); }
 
-// Raises a kernel's dynamic shared memory limit (once per kernel instantiation; one device per process).
-template <class Kernel>
-void allow_dynamic_shared(Kernel kernel, size_t bytes) {
-    if (bytes > 48 * 1024) CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-}
-
 inline void check_attention_args(const char* op, const void* a, const void* b, size_t B, size_t T, size_t C,
                                  size_t NH) {
     check_attention_shape(C, NH);
@@ -521,55 +533,131 @@ inline void check_attention_args(const char* op, const void* a, const void* b, s
         fail("%s: qkv and out must be 16-byte aligned (cp.async, 16-byte stores)", op);
 }
 
+// ---- kernel variants per device ----------------------------------------------------------------------------------
+// The variants one device runs at one head size: the forward's key tile and cp.async depth, the dQ kernel's key tile.
+// Compiled, per head size, in order of preference:  forward (keys, stages) (64, 3), (64, 2), (32, 2);  dQ keys 64, 32.
+// attention_kernels_for picks, for each kernel, the variant with the most blocks resident per SM as far as shared
+// memory goes (DeviceLimits: per block with the opt-in, per SM; capped at the occupancy the kernel is compiled for),
+// the earliest in the list among equals. Results are bitwise reproducible on one device; another key tile adds the
+// same terms in another order (as cuBLASLt's choice of algorithm does for the matmuls on another GPU).
+struct AttentionKernels {
+    int fwd_keys = 0, fwd_stages = 0, dq_keys = 0;
+    size_t fwd_smem = 0, dq_smem = 0, dkv_smem = 0;  // dynamic shared memory of each kernel, bytes
+};
+
 template <int HS>
-void attention_forward_hs(bf16* out, float* lse, const bf16* qkv, size_t B, size_t T, size_t NH, cudaStream_t st) {
+bool attention_kernels_hs(const DeviceLimits& d, AttentionKernels* k) {
     using Tiles = AttentionTiles<HS>;
-    static const bool ready = (allow_dynamic_shared(attention_forward_kernel<HS>, Tiles::fwd_smem()), true);
-    (void)ready;
-    const size_t bh = B * NH, grid = ceil_div(T, Tiles::kFwdRows) * bh;
-    LLMC_LAUNCH(attention_forward_kernel<HS>, grid_size(grid, 1), Tiles::kFwdWarps * 32, Tiles::fwd_smem(), st, out,
-                lse, qkv, (int)T, (int)NH, (int)bh, attention_c_log2(HS));
+    static constexpr int kFwd[3][2] = {{64, 3}, {64, 2}, {32, 2}};
+    static constexpr int kDq[2] = {64, 32};
+    int best = 0;
+    for (const auto& f : kFwd) {
+        const int r = resident_blocks(Tiles::fwd_smem(f[0], f[1]), Tiles::kFwdMinBlocks, d);
+        if (r > best) best = r, k->fwd_keys = f[0], k->fwd_stages = f[1];
+    }
+    if (best == 0) return false;
+    best = 0;
+    for (int keys : kDq) {
+        const int r = resident_blocks(Tiles::dq_smem(keys), Tiles::kDqMinBlocks, d);
+        if (r > best) best = r, k->dq_keys = keys;
+    }
+    if (best == 0 || resident_blocks(Tiles::dkv_smem(), 1, d) == 0) return false;
+    k->fwd_smem = Tiles::fwd_smem(k->fwd_keys, k->fwd_stages);
+    k->dq_smem = Tiles::dq_smem(k->dq_keys);
+    k->dkv_smem = Tiles::dkv_smem();
+    return true;
+}
+
+// The variants for head size hs on device d; false when no variant of some kernel fits (hs unsupported, or a device
+// with less shared memory per block than the smallest variant needs).
+inline bool attention_kernels_for(size_t hs, const DeviceLimits& d, AttentionKernels* k) {
+    switch (hs) {
+        case 16: return attention_kernels_hs<16>(d, k);
+        case 32: return attention_kernels_hs<32>(d, k);
+        case 64: return attention_kernels_hs<64>(d, k);
+        case 128: return attention_kernels_hs<128>(d, k);
+        default: return false;
+    }
+}
+
+// Refuses, with the reason, a head size device d cannot run (none of the variants of some kernel fits).
+inline AttentionKernels attention_kernels_or_fail(size_t hs, const DeviceLimits& d) {
+    AttentionKernels k;
+    if (!attention_kernels_for(hs, d, &k))
+        fail("attention: no kernel for head size %zu fits this GPU (sm_%d): it allows %zu bytes of shared memory per "
+             "block; the smallest forward at this head size needs %zu", hs, d.cc, d.smem_per_block,
+             hs == 128 ? AttentionTiles<128>::fwd_smem(32, 2) : hs == 64 ? AttentionTiles<64>::fwd_smem(32, 2)
+                                                             : AttentionTiles<32>::fwd_smem(32, 2));
+    return k;
+}
+
+template <int HS, int BC, int STAGES>
+void launch_attention_forward(bf16* out, float* lse, const bf16* qkv, size_t B, size_t T, size_t NH,
+                              cudaStream_t st) {
+    using Tiles = AttentionTiles<HS>;
+    constexpr size_t smem = Tiles::fwd_smem(BC, STAGES);
+    allow_dynamic_shared(attention_forward_kernel<HS, BC, STAGES>, smem);  // per launch: ~1 us, any device
+    const size_t grid = B * NH * ceil_div(T, Tiles::kFwdRows);
+    LLMC_LAUNCH((attention_forward_kernel<HS, BC, STAGES>), grid_size(grid, 1), Tiles::kFwdWarps * 32, smem, st, out,
+                lse, qkv, (int)T, (int)NH, attention_c_log2(HS));
+}
+
+template <int HS>
+void attention_forward_hs(bf16* out, float* lse, const bf16* qkv, size_t B, size_t T, size_t NH,
+                          const AttentionKernels& k, cudaStream_t st) {
+    if (k.fwd_keys == 64 && k.fwd_stages == 3) launch_attention_forward<HS, 64, 3>(out, lse, qkv, B, T, NH, st);
+    else if (k.fwd_keys == 64 && k.fwd_stages == 2) launch_attention_forward<HS, 64, 2>(out, lse, qkv, B, T, NH, st);
+    else if (k.fwd_keys == 32 && k.fwd_stages == 2) launch_attention_forward<HS, 32, 2>(out, lse, qkv, B, T, NH, st);
+    else fail("attention_forward: no compiled variant with %d keys x %d stages", k.fwd_keys, k.fwd_stages);
+}
+
+template <int HS, int BC>
+void launch_attention_backward(bf16* dqkv, float* rowdot, const bf16* dout, const bf16* qkv, const bf16* out,
+                               const float* lse, size_t B, size_t T, size_t NH, cudaStream_t st) {
+    using Tiles = AttentionTiles<HS>;
+    constexpr size_t dq_smem = Tiles::dq_smem(BC), dkv_smem = Tiles::dkv_smem();
+    allow_dynamic_shared(attention_backward_dq_kernel<HS, BC>, dq_smem);
+    allow_dynamic_shared(attention_backward_dkv_kernel<HS>, dkv_smem);
+    const size_t grid = B * NH * ceil_div(T, Tiles::kBwdRows);
+    LLMC_LAUNCH((attention_backward_dq_kernel<HS, BC>), grid_size(grid, 1), Tiles::kBwdWarps * 32, dq_smem, st, dqkv,
+                rowdot, dout, qkv, out, lse, (int)T, (int)NH, attention_c_log2(HS), attention_scale(HS));
+    LLMC_LAUNCH(attention_backward_dkv_kernel<HS>, grid_size(grid, 1), Tiles::kBwdWarps * 32, dkv_smem, st, dqkv,
+                dout, qkv, lse, (const float*)rowdot, (int)T, (int)NH, attention_c_log2(HS), attention_scale(HS));
 }
 
 template <int HS>
 void attention_backward_hs(bf16* dqkv, float* rowdot, const bf16* dout, const bf16* qkv, const bf16* out,
-                           const float* lse, size_t B, size_t T, size_t NH, cudaStream_t st) {
-    using Tiles = AttentionTiles<HS>;
-    static const bool ready = (allow_dynamic_shared(attention_backward_dq_kernel<HS>, Tiles::dq_smem()),
-                               allow_dynamic_shared(attention_backward_dkv_kernel<HS>, Tiles::dkv_smem()), true);
-    (void)ready;
-    const size_t bh = B * NH, tiles = ceil_div(T, Tiles::kBwdRows);
-    LLMC_LAUNCH(attention_backward_dq_kernel<HS>, grid_size(tiles * bh, 1), Tiles::kBwdWarps * 32, Tiles::dq_smem(),
-                st, dqkv, rowdot, dout, qkv, out, lse, (int)T, (int)NH, (int)bh, attention_c_log2(HS),
-                attention_scale(HS));
-    LLMC_LAUNCH(attention_backward_dkv_kernel<HS>, grid_size(tiles * bh, 1), Tiles::kBwdWarps * 32,
-                Tiles::dkv_smem(), st, dqkv, dout, qkv, lse, (const float*)rowdot, (int)T, (int)NH, (int)bh,
-                attention_c_log2(HS), attention_scale(HS));
+                           const float* lse, size_t B, size_t T, size_t NH, const AttentionKernels& k,
+                           cudaStream_t st) {
+    if (k.dq_keys == 64) launch_attention_backward<HS, 64>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, st);
+    else if (k.dq_keys == 32) launch_attention_backward<HS, 32>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, st);
+    else fail("attention_backward: no compiled dQ variant with %d keys", k.dq_keys);
 }
 
-// out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C).
+// out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C), with the variants k (attention_kernels_for).
 inline void attention_forward(bf16* out, float* lse, const bf16* qkv, size_t B, size_t T, size_t C, size_t NH,
-                              cudaStream_t st) {
+                              const AttentionKernels& k, cudaStream_t st) {
     check_attention_args("attention_forward", out, qkv, B, T, C, NH);
     switch (C / NH) {
-        case 16: attention_forward_hs<16>(out, lse, qkv, B, T, NH, st); break;
-        case 32: attention_forward_hs<32>(out, lse, qkv, B, T, NH, st); break;
-        case 64: attention_forward_hs<64>(out, lse, qkv, B, T, NH, st); break;
-        default: attention_forward_hs<128>(out, lse, qkv, B, T, NH, st); break;
+        case 16: attention_forward_hs<16>(out, lse, qkv, B, T, NH, k, st); break;
+        case 32: attention_forward_hs<32>(out, lse, qkv, B, T, NH, k, st); break;
+        case 64: attention_forward_hs<64>(out, lse, qkv, B, T, NH, k, st); break;
+        default: attention_forward_hs<128>(out, lse, qkv, B, T, NH, k, st); break;
     }
 }
 
 // dqkv (B, T, 3C) written from dout (B, T, C), qkv, out and lse of the forward; rowdot: attention_rowdot_elems floats
 // of scratch (D, written by kernel 1, read by kernel 2).
 inline void attention_backward(bf16* dqkv, float* rowdot, const bf16* dout, const bf16* qkv, const bf16* out,
-                               const float* lse, size_t B, size_t T, size_t C, size_t NH, cudaStream_t st) {
+                               const float* lse, size_t B, size_t T, size_t C, size_t NH, const AttentionKernels& k,
+                               cudaStream_t st) {
     check_attention_args("attention_backward", dqkv, dout, B, T, C, NH);
     check_attention_args("attention_backward", qkv, out, B, T, C, NH);
     switch (C / NH) {
-        case 16: attention_backward_hs<16>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, st); break;
-        case 32: attention_backward_hs<32>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, st); break;
-        case 64: attention_backward_hs<64>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, st); break;
-        default: attention_backward_hs<128>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, st); break;
+        case 16: attention_backward_hs<16>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, k, st); break;
+        case 32: attention_backward_hs<32>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, k, st); break;
+        case 64: attention_backward_hs<64>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, k, st); break;
+        default: attention_backward_hs<128>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, k, st); break;
     }
 }
 

@@ -41,6 +41,7 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : device_(opt.device) {
         cudaGetLastError();
     }
     peak_flops_ = cuda_peak_bf16_flops(sm_count_, cc_major_, cc_minor_, clock_khz_);
+    limits_ = read_device_limits(device_);
     CUDA_CHECK(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&main_done_, cudaEventDisableTiming));
@@ -243,12 +244,26 @@ void CudaBackend::gelu_forward(act_t* out, const act_t* inp, size_t n) {
     count_path(llmc::gelu_forward(out, inp, n, main_));
 }
 
-void CudaBackend::check_attention_shape(size_t C, size_t NH) { llmc::check_attention_shape(C, NH); }
+// The head size first (any device); then, if this process sees a GPU (the current device: the rank's once the backend
+// exists, device 0 for --dry-run; none on a build machine), that its shared memory holds attention's kernels and the
+// layernorm backward at this C: the model calls this when it is created, so a shape the GPU cannot run is refused at
+// start-up, and only such a shape.
+void CudaBackend::check_attention_shape(size_t C, size_t NH) {
+    llmc::check_attention_shape(C, NH);
+    int count = 0, device = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0 || cudaGetDevice(&device) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    const DeviceLimits d = read_device_limits(device);
+    attention_kernels_or_fail(C / NH, d);
+    check_layernorm_fits(C, d);
+}
 
 void CudaBackend::attention_forward(act_t* out, float* state, const act_t* qkv, size_t B, size_t T, size_t C,
                                     size_t NH) {
     if (B * T * C == 0) return;
-    llmc::attention_forward(out, state, qkv, B, T, C, NH, main_);
+    llmc::attention_forward(out, state, qkv, B, T, C, NH, attention_kernels_or_fail(C / NH, limits_), main_);
 }
 
 void CudaBackend::fused_classifier(act_t* logits, float* losses, const int* targets, float dloss, size_t N, size_t V,
@@ -270,14 +285,15 @@ void CudaBackend::layernorm_backward(act_t* dinp, float* dweight, float* dbias, 
                                      const act_t* w, const float* mean, const float* rstd, size_t N, size_t C) {
     if (N == 0 || C == 0) return;
     float* partials = (float*)scratch(layernorm_partials_, layernorm_backward_scratch_floats(N, C) * sizeof(float));
-    count_path(llmc::layernorm_backward(dinp, dweight, dbias, partials, dout, inp, w, mean, rstd, N, C, main_));
+    count_path(llmc::layernorm_backward(dinp, dweight, dbias, partials, dout, inp, w, mean, rstd, N, C, limits_, main_));
 }
 
 void CudaBackend::attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
                                      const float* state, size_t B, size_t T, size_t C, size_t NH) {
     if (B * T * C == 0) return;
     float* rowdot = (float*)scratch(attention_rowdot_, attention_rowdot_elems(B, T, NH) * sizeof(float));
-    llmc::attention_backward(dqkv, rowdot, dout, qkv, out, state, B, T, C, NH, main_);
+    llmc::attention_backward(dqkv, rowdot, dout, qkv, out, state, B, T, C, NH, attention_kernels_or_fail(C / NH, limits_),
+                             main_);
 }
 
 void CudaBackend::encoder_backward(float* dwte, float* dwpe, const act_t* dout, const int* inp, size_t B, size_t T,

@@ -22,6 +22,7 @@
 
 #include "../backend.h"
 #include "device_info.h"
+#include "device_limits.h"
 #include "encoder_groups.h"
 
 namespace llmc {
@@ -110,6 +111,7 @@ public:
     int device() const { return device_; }
     int sm_count() const { return sm_count_; }
     int compute_capability() const { return 10 * cc_major_ + cc_minor_; }  // e.g. 90 for sm_90
+    const DeviceLimits& device_limits() const { return limits_; }
     double clock_ghz() const { return clock_khz_ * 1e-6; }
     cudaStream_t stream() const { return main_; }
     size_t num_gemm_plans() const;  // distinct cuBLASLt plans built so far (the cache is per shape)
@@ -133,6 +135,7 @@ private:
     int device_ = 0;
     int sm_count_ = 0, cc_major_ = 0, cc_minor_ = 0, clock_khz_ = 0;
     double peak_flops_ = 0.0;
+    DeviceLimits limits_;  // shared memory per block / per SM: the kernels' tile and warp counts (read once)
     cudaStream_t main_ = nullptr, comm_ = nullptr;
     cudaEvent_t main_done_ = nullptr, comm_done_ = nullptr;
     std::unique_ptr<GemmRunner> gemm_;

@@ -22,6 +22,8 @@
 #pragma once
 
 #include "common.cuh"
+#include "device_limits.h"
+#include "layernorm_shape.h"
 #include "reduce.cuh"
 
 namespace llmc {
@@ -199,39 +201,19 @@ inline bool fused_residual_layernorm_forward(bf16* residual, bf16* out, float* m
     return vec;
 }
 
-// Shape of the backward, a fixed function of (N, C) (never of the device), so the summation order is reproducible:
-// at most 1024 blocks of at least 8 rows; 8 warps per block, fewer when their shared slices (8 C bytes per warp)
-// would exceed the 227 KiB a block can have.
-constexpr size_t kLayerNormBackwardMaxBlocks = 1024;
-constexpr size_t kLayerNormBackwardMinRows = 8;
-constexpr size_t kMaxDynamicSharedBytes = 227 * 1024;
-inline size_t layernorm_backward_rows_per_block(size_t N) {
-    size_t rows = ceil_div(N, kLayerNormBackwardMaxBlocks);
-    return rows < kLayerNormBackwardMinRows ? kLayerNormBackwardMinRows : rows;
-}
-inline size_t layernorm_backward_blocks(size_t N) { return ceil_div(N, layernorm_backward_rows_per_block(N)); }
-inline size_t layernorm_backward_warps(size_t C) {
-    size_t warps = kMaxDynamicSharedBytes / (8 * C);
-    return warps > 8 ? 8 : warps;
-}
-// Floats of scratch the backward needs for its partial sums.
-inline size_t layernorm_backward_scratch_floats(size_t N, size_t C) { return 2 * layernorm_backward_blocks(N) * C; }
-
 inline bool layernorm_backward(bf16* dinp, float* dweight, float* dbias, float* partials, const bf16* dout,
                                const bf16* inp, const bf16* w, const float* mean, const float* rstd, size_t N,
-                               size_t C, cudaStream_t stream) {
+                               size_t C, const DeviceLimits& dev, cudaStream_t stream) {
     if (N == 0 || C == 0) return true;
     check_row_length("layernorm_backward", C);
-    const size_t warps = layernorm_backward_warps(C);
-    if (warps == 0) fail("layernorm_backward: C=%zu needs %zu bytes of shared memory per warp (at most %zu)", C, 8 * C,
-                         kMaxDynamicSharedBytes);
+    check_layernorm_fits(C, dev);
+    const size_t warps = layernorm_backward_warps(C, dev);
     const size_t rows_per_block = layernorm_backward_rows_per_block(N), G = layernorm_backward_blocks(N);
     const size_t smem = warps * 8 * C;
     const bool vec = vector_ok(C, kPackBf16, dinp, dout, inp, w);
     auto kernel = vec ? layernorm_backward_kernel<kPackBf16, kLayerNormRegPacks>
                       : layernorm_backward_kernel<1, kLayerNormScalarRegPacks>;
-    if (smem > 48 * 1024)
-        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    allow_dynamic_shared(kernel, smem);
     LLMC_LAUNCH(kernel, (unsigned)G, 32 * warps, smem, stream, dinp, partials, dout, inp, w, mean, rstd, N, C,
                 rows_per_block);
     const bool vec_w = column_sums_into(dweight, partials, G, C, stream);

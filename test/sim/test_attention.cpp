@@ -42,7 +42,9 @@
 #include "cudasim.h"
 #include "llmc/bf16.h"
 #include "llmc/cpu/cpu_backend.h"
+#include "llmc/cuda/attention.cuh"
 #include "llmc/cuda/cuda_backend.h"
+#include "llmc/cuda/layernorm_shape.h"
 #include "llmc/error.h"
 #include "test/fixtures/testing.h"
 
@@ -125,10 +127,58 @@ std::vector<std::vector<float>> each_order_identical(const std::string& what,
     return runs[0];
 }
 
+// The kernel variants the tests run (llmc/cuda/attention.cuh compiles these): every forward (keys, stages) and dQ key
+// tile that the simulated device's shared memory holds, paired up so that each runs at least once per case, plus the
+// backend's own choice for this device.
+const int kFwdVariants[][2] = {{64, 3}, {64, 2}, {32, 2}};
+const int kDqVariants[] = {64, 32};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::string variant_name(const llmc::AttentionKernels& k) {
+    return "[fwd " + std::to_string(k.fwd_keys) + " keys x " + std::to_string(k.fwd_stages) + " stages, dQ " +
+           std::to_string(k.dq_keys) + " keys]";
+}
+
+template <int HS>
+std::vector<llmc::AttentionKernels> variants_hs(const llmc::DeviceLimits& d, const llmc::AttentionKernels& chosen) {
+    using Tiles = llmc::AttentionTiles<HS>;
+    std::vector<std::pair<int, int>> fwd;
+    std::vector<int> dq;
+    for (const auto& f : kFwdVariants)
+        if (Tiles::fwd_smem(f[0], f[1]) <= d.smem_per_block) fwd.emplace_back(f[0], f[1]);
+    for (int k : kDqVariants)
+        if (Tiles::dq_smem(k) <= d.smem_per_block) dq.push_back(k);
+    std::vector<llmc::AttentionKernels> out;
+    bool has_chosen = false;
+    for (size_t i = 0; i < std::max(fwd.size(), dq.size()) && !fwd.empty() && !dq.empty(); i++) {
+        llmc::AttentionKernels k;
+        k.fwd_keys = fwd[i % fwd.size()].first, k.fwd_stages = fwd[i % fwd.size()].second;
+        k.dq_keys = dq[i % dq.size()];
+        has_chosen = has_chosen || (k.fwd_keys == chosen.fwd_keys && k.fwd_stages == chosen.fwd_stages &&
+                                    k.dq_keys == chosen.dq_keys);
+        out.push_back(k);
+    }
+    if (!has_chosen) out.push_back(chosen);
+    return out;
+}
+
+std::vector<llmc::AttentionKernels> variants_to_run(size_t hs, const llmc::DeviceLimits& d,
+                                                    const llmc::AttentionKernels& chosen) {
+    switch (hs) {
+        case 16: return variants_hs<16>(d, chosen);
+        case 32: return variants_hs<32>(d, chosen);
+        case 64: return variants_hs<64>(d, chosen);
+        default: return variants_hs<128>(d, chosen);
+    }
+}
+
 void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_t NH, size_t hs) {
     const size_t C = NH * hs, C3 = 3 * C, BH = B * NH;
-    const std::string tag = "attention B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" +
-                            std::to_string(NH) + " hs=" + std::to_string(hs);
+    const std::string shape = "attention B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" +
+                              std::to_string(NH) + " hs=" + std::to_string(hs);
     const std::vector<float> qkv = bf16_values(B * T * C3, -2.0f, 2.0f), dout = bf16_values(B * T * C, -1.0f, 1.0f);
     std::vector<float> out_cpu(B * T * C), att(B * NH * T * T), dqkv_cpu(B * T * C3);
     cpu.attention_forward(out_cpu.data(), att.data(), qkv.data(), B, T, C, NH);
@@ -138,26 +188,51 @@ void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_
     bf16 *d_qkv = dev.make<bf16>(B * T * C3), *d_out = dev.make<bf16>(B * T * C);
     bf16 *d_dout = dev.make<bf16>(B * T * C), *d_dqkv = dev.make<bf16>(B * T * C3);
     float* d_lse = dev.make<float>(CudaBackend::attention_state_elems(B, T, NH));
+    float* d_rowdot = dev.make<float>(llmc::attention_rowdot_elems(B, T, NH));
     gpu.upload_floats(d_qkv, qkv.data(), qkv.size());
     gpu.upload_floats(d_dout, dout.data(), dout.size());
-    const std::vector<std::vector<float>> fwd = each_order_identical(tag + " forward", [&] {
-        gpu.attention_forward(d_out, d_lse, d_qkv, B, T, C, NH);
-        return std::vector<std::vector<float>>{fetch_bf16(gpu, d_out, B * T * C), fetch_f32(gpu, d_lse, BH * T)};
-    });
-    auto backward = [&] {
-        std::vector<float> garbage(B * T * C3, 1e30f);
-        gpu.upload_floats(d_dqkv, garbage.data(), garbage.size());  // every element must be written
-        gpu.attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH);
-        return std::vector<std::vector<float>>{fetch_bf16(gpu, d_dqkv, B * T * C3)};
+    // Runs one variant (through the backend's own choice when k is null); returns out, lse, dqkv.
+    auto run = [&](const llmc::AttentionKernels* k, const std::string& tag) {
+        const std::vector<std::vector<float>> fwd = each_order_identical(tag + " forward", [&] {
+            if (k) llmc::attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, *k, gpu.stream());
+            else gpu.attention_forward(d_out, d_lse, d_qkv, B, T, C, NH);
+            return std::vector<std::vector<float>>{fetch_bf16(gpu, d_out, B * T * C), fetch_f32(gpu, d_lse, BH * T)};
+        });
+        auto backward = [&] {
+            std::vector<float> garbage(B * T * C3, 1e30f);
+            gpu.upload_floats(d_dqkv, garbage.data(), garbage.size());  // every element must be written
+            if (k) llmc::attention_backward(d_dqkv, d_rowdot, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, *k, gpu.stream());
+            else gpu.attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH);
+            return std::vector<std::vector<float>>{fetch_bf16(gpu, d_dqkv, B * T * C3)};
+        };
+        const std::vector<float> dqkv = each_order_identical(tag + " backward", backward)[0];
+        const std::vector<float> again = backward()[0], third = backward()[0];
+        testing::check(tag + " backward: bit-identical across two more runs", !std::memcmp(again.data(), dqkv.data(),
+                       dqkv.size() * 4) && !std::memcmp(third.data(), dqkv.data(), dqkv.size() * 4), "runs differ");
+        return std::vector<std::vector<float>>{fwd[0], fwd[1], dqkv};
     };
-    const std::vector<float> dqkv = each_order_identical(tag + " backward", backward)[0];
-    const std::vector<float> again = backward()[0], third = backward()[0];
-    testing::check(tag + " backward: bit-identical across two more runs", !std::memcmp(again.data(), dqkv.data(),
-                   dqkv.size() * 4) && !std::memcmp(third.data(), dqkv.data(), dqkv.size() * 4), "runs differ");
+    llmc::AttentionKernels chosen;
+    testing::check(shape + ": the device has a variant", llmc::attention_kernels_for(hs, gpu.device_limits(), &chosen),
+                   "no variant fits");
+    std::vector<std::pair<std::string, std::vector<std::vector<float>>>> results;
+    for (const llmc::AttentionKernels& k : variants_to_run(hs, gpu.device_limits(), chosen)) {
+        const std::string tag = shape + " " + variant_name(k);
+        results.emplace_back(tag, run(&k, tag));
+        if (k.fwd_keys == chosen.fwd_keys && k.fwd_stages == chosen.fwd_stages && k.dq_keys == chosen.dq_keys) {
+            // The backend's own call for this device: the same bits as its variant launched directly.
+            const std::string mine_tag = shape + " backend's choice " + variant_name(chosen);
+            const std::vector<std::vector<float>> mine = run(nullptr, mine_tag);
+            const auto& direct = results.back().second;
+            testing::check(mine_tag + ": bitwise equal to the variant launched directly",
+                           same_bits(direct[0], mine[0]) && same_bits(direct[1], mine[1]) &&
+                               same_bits(direct[2], mine[2]),
+                           "the backend's call differs from the direct launch");
+        }
+    }
 
     // ---- bounds, per (b, h) ---------------------------------------------------------------------------------------
     const double scale = 1.0 / std::sqrt((double)hs), c = scale / LN2;
-    const size_t ntiles = (T + 63) / 64;
+    const size_t ntiles = (T + 31) / 32;  // key tiles of the smallest variant (32 keys): the most rescalings
     std::vector<double> want_out(out_cpu.begin(), out_cpu.end()), bout(B * T * C);
     std::vector<double> want_lse(BH * T), blse(BH * T);
     std::vector<double> want_dqkv(dqkv_cpu.begin(), dqkv_cpu.end()), bdqkv(B * T * C3);
@@ -239,9 +314,53 @@ void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_
                     bdqkv[o + 2 * C] = U * std::fabs(want_dqkv[o + 2 * C]) + ev + G(T) * sv;
                 }
         }
-    expect_within(tag + " forward out", fwd[0], want_out, bout);
-    expect_within(tag + " forward log-sum-exp (base 2)", fwd[1], want_lse, blse);
-    expect_within(tag + " backward dqkv", dqkv, want_dqkv, bdqkv);
+    for (const auto& r : results) {
+        expect_within(r.first + " forward out", r.second[0], want_out, bout);
+        expect_within(r.first + " forward log-sum-exp (base 2)", r.second[1], want_lse, blse);
+        expect_within(r.first + " backward dqkv", r.second[2], want_dqkv, bdqkv);
+    }
+}
+
+// The variants and layernorm warps each GPU generation gets, from its limits (CUDA C++ Programming Guide, compute
+// capabilities table: shared memory per block with the opt-in / per SM), at every GPT-2 width and head size 32 / 64 /
+// 128: each kernel fits the block limit, the choices are the expected ones, and a device too small is refused.
+void test_variant_choice() {
+    struct Profile {
+        const char* name;
+        llmc::DeviceLimits d;
+        int fwd_keys_hs128, fwd_stages_hs64, ln_warps_1600;
+    };
+    const Profile profiles[] = {{"sm_80", {80, 163 * 1024, 164 * 1024}, 64, 3, 8},
+                                {"sm_86", {86, 99 * 1024, 100 * 1024}, 32, 2, 7},
+                                {"sm_89", {89, 99 * 1024, 100 * 1024}, 32, 2, 7},
+                                {"sm_90", {90, 227 * 1024, 228 * 1024}, 64, 3, 8}};
+    for (const Profile& p : profiles) {
+        bool all_fit = true;
+        for (size_t hs : {16, 32, 64, 128}) {
+            llmc::AttentionKernels k;
+            all_fit = all_fit && llmc::attention_kernels_for(hs, p.d, &k) && k.fwd_smem <= p.d.smem_per_block &&
+                      k.dq_smem <= p.d.smem_per_block && k.dkv_smem <= p.d.smem_per_block;
+            if (hs == 128) testing::check(std::string(p.name) + ": forward key tile at hs = 128", k.fwd_keys == p.fwd_keys_hs128,
+                                          "got %d keys, want %d", k.fwd_keys, p.fwd_keys_hs128);
+            if (hs == 64) testing::check(std::string(p.name) + ": forward cp.async stages at hs = 64",
+                                         k.fwd_stages == p.fwd_stages_hs64, "got %d, want %d", k.fwd_stages,
+                                         p.fwd_stages_hs64);
+        }
+        testing::check(std::string(p.name) + ": a variant of every attention kernel fits at hs = 16, 32, 64, 128",
+                       all_fit, "a kernel exceeds the shared memory per block");
+        bool ln_fits = true;
+        for (size_t C : {768, 1024, 1280, 1600}) ln_fits = ln_fits && llmc::layernorm_backward_warps(C, p.d) >= 1;
+        testing::check(std::string(p.name) + ": layernorm backward fits at C = 768 .. 1600", ln_fits, "no warp fits");
+        testing::check(std::string(p.name) + ": layernorm backward warps at C = 1600",
+                       llmc::layernorm_backward_warps(1600, p.d) == (size_t)p.ln_warps_1600, "got %zu, want %d",
+                       llmc::layernorm_backward_warps(1600, p.d), p.ln_warps_1600);
+    }
+    const llmc::DeviceLimits small{75, 64 * 1024, 64 * 1024};  // a Turing-sized limit: hs = 128 cannot run
+    testing::check("a device with 64 KiB per block is refused at hs = 128, with the sizes",
+                   testing::throws_with([&] { llmc::attention_kernels_or_fail(128, small); },
+                                        "allows 65536 bytes of shared memory per block"));
+    llmc::AttentionKernels k;
+    testing::check("... and still runs hs = 64", llmc::attention_kernels_for(64, small, &k), "refused");
 }
 
 }  // namespace
@@ -258,6 +377,9 @@ int main() {
         test_attention(gpu, cpu, 1, 17, 1, 128);
         test_attention(gpu, cpu, 1, 100, 1, 128);  // hs = 128: 8 forward warps, 16-query backward tiles
         test_attention(gpu, cpu, 1, 9, 2, 16);     // hs = 16 (the simulator's tiny trainer models)
+        test_attention(gpu, cpu, 1, 257, 2, 32);   // head-major grid with several heads and query tiles; 1-row tails
+        test_attention(gpu, cpu, 2, 150, 1, 128);  // B > 1 with several tiles at hs = 128
+        test_variant_choice();
         testing::check("attention refuses head size 48 with a message naming it",
                        testing::throws_with([] { CudaBackend::check_attention_shape(96, 2); }, "head size C/NH = 96/2 = 48"));
         testing::check("attention refuses C not divisible by NH",

@@ -1,0 +1,582 @@
+// The fused attention kernels as they were before the per-device variants and the head-major grid (a verbatim copy
+// of llmc/cuda/attention.cuh at that point, in namespace llmc::before), so that dev/cuda/attention.cu times the old
+// and the new kernels in the same call. Benchmark only: the trainer never includes this file.
+// Causal multi-head self-attention, fused, on tensor cores (the FlashAttention-2 algorithm, Dao 2023): no (T, T)
+// matrix is ever stored, Q, K, V are read straight from qkv and the results written straight into out / dqkv.
+//
+// Shapes: qkv (B, T, 3C) = [q | k | v] per position, each C = NH * hs wide with the heads contiguous inside; out and
+// dout (B, T, C); per (b, h) Q, K, V, O, dO are (T, hs) matrices with row stride 3C (C for O, dO). scale = 1/sqrt(hs),
+// c = scale * log2(e) (exponentials are exp2). The saved state is L (B, NH, T) fp32, the base-2 log-sum-exp of each
+// row's scaled scores: L_i = log2 sum_{j <= i} 2^(c q_i.k_j), so that p_ij = 2^(c q_i.k_j - L_i).
+//
+// forward, per block of BR query rows (one (b, h)); each warp owns 16 MT of them:
+//   for each key tile j of BC keys with j BC <= the block's last row (tiles wholly above the diagonal are skipped;
+//   a warp also skips a tile that lies wholly above its own rows):
+//     S = Q K_j^T (fp32, mma m16n8k16), masked to -inf where key > query or key >= T
+//     m_new = max(m, rowmax(S) c);  P = 2^(S c - m_new);  l = 2^(m - m_new) l + rowsum(P);  O = 2^(m - m_new) O + P V_j
+//   out = O / l (bf16),  L = m + log2(l)
+//   Scores, probabilities and the running statistics stay in fp32 registers; P is rounded to bf16 only as the MMA's
+//   A operand (l sums the fp32 values). K_j, V_j stream through shared memory, double-buffered with cp.async.
+// backward (dqkv written, =), D_i = sum_d dO_id O_id (= sum_j p_ij dP_ij), dS = P o (dP - D):
+//   kernel 1 (dQ), per block of 64 query rows: D for its rows (stored for kernel 2), then over key tiles j <= diagonal:
+//     S = Q K_j^T, P = 2^(S c - L), dP = dO V_j^T, dS = P o (dP - D), dQ += dS K_j;   dq = scale dQ
+//   kernel 2 (dK, dV), per block of 64 keys, over query tiles i from the diagonal on:
+//     S^T = K Q_i^T, P^T = 2^(S^T c - L_i), dP^T = V dO_i^T, dS^T = P^T o (dP^T - D_i),
+//     dV += P^T dO_i, dK += dS^T Q_i;   dk = scale dK, dv = dV
+//   Each output row is written by exactly one warp, once: no atomics, so the result is the same bits on every run.
+//   The price is recomputing S and P in both kernels: 7 (T x T x hs) products instead of the 5 of a backward that
+//   accumulates dQ with atomics (docs/cuda.md has the count).
+//
+// Fragment conventions (llmc/cuda/mma.cuh): an accumulator tile acc[nt][4] of a warp covers 16 rows x 8 NT columns;
+// lane (g = lane / 4, t = lane % 4) holds rows g (acc[..][0..1]) and g + 8 (acc[..][2..3]), columns nt 8 + 2t + {0,1}.
+// Two adjacent accumulator tiles of P (or dS) are exactly the A fragment of the next product (pack_bf16x2), so P never
+// leaves registers. Row sums and maxima combine the 4 lanes of a row with xor-shuffles 1 and 2 (a fixed order).
+//
+// Shared memory tiles are row-major with rows padded to hs + 8 elements (16 extra bytes): the 8 row addresses of one
+// ldmatrix (and the 8 rows of an output staging store) then fall in 8 different 16-byte bank groups: no conflicts.
+// Head sizes: 16, 32, 64, 128 (template parameter; anything else is refused by check_attention_shape). Any T >= 1:
+// rows and keys past T are zero-filled by cp.async, masked, and never stored.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "llmc/cuda/common.cuh"
+#include "llmc/cuda/cuda_check.h"
+#include "llmc/cuda/launch.cuh"
+#include "llmc/cuda/mma.cuh"
+
+namespace llmc {
+namespace before {
+
+// The kernels' dynamic shared memory. Declared here, at namespace scope, rather than inside each kernel: g++ (which
+// compiles these sources for the simulator, where __shared__ is thread_local) calls the TLS init hook of a block-scope
+// extern thread_local inside a template without checking that it exists.
+extern __shared__ __align__(16) unsigned char shmem[];
+
+// Tile sizes per head size (docs/cuda.md explains the choice: registers, shared memory, occupancy).
+template <int HS>
+struct AttentionTiles {
+    static_assert(HS % 16 == 0 && HS <= 128, "head size must be a multiple of 16, at most 128");
+    static constexpr int kStride = HS + 8;  // shared-memory row stride in elements (16 bytes of padding)
+    // forward: kFwdWarps warps x kFwdMTiles m16 tiles of query rows; kKeys keys per streamed tile
+    static constexpr int kFwdWarps = HS == 128 ? 8 : 4;
+    static constexpr int kFwdMTiles = HS == 128 ? 1 : 2;
+    static constexpr int kFwdRows = 16 * kFwdWarps * kFwdMTiles;
+    static constexpr int kKeys = 64;
+    // backward: 4 warps x 16 rows; kernel 1 has 64 query rows and streams kKeys keys, kernel 2 has 64 keys and
+    // streams kBwdQueries query rows (16 at hs = 128, so that its dK and dV accumulators fit the registers)
+    static constexpr int kBwdWarps = 4;
+    static constexpr int kBwdRows = 16 * kBwdWarps;
+    static constexpr int kBwdQueries = HS == 128 ? 16 : 64;
+    // Blocks per SM each kernel is compiled for (__launch_bounds__): the register budget ptxas may use, 65536 /
+    // (threads x blocks). Chosen as the most blocks whose budget holds the kernel without spilling on sm_80 and
+    // sm_90 (docs/cuda.md lists the resulting register counts).
+    static constexpr int kFwdMinBlocks = HS == 128 ? 1 : HS == 64 ? 2 : 3;
+    static constexpr int kDqMinBlocks = HS == 128 ? 2 : 3;
+    static constexpr int kDkvMinBlocks = HS >= 64 ? 2 : 3;
+
+    static constexpr size_t fwd_smem() { return (size_t)(kFwdRows + 4 * kKeys) * kStride * 2; }
+    static constexpr size_t dq_smem() { return (size_t)(2 * kBwdRows + 4 * kKeys) * kStride * 2; }
+    static constexpr size_t dkv_smem() {
+        return (size_t)(2 * kBwdRows + 4 * kBwdQueries) * kStride * 2 + 4 * kBwdQueries * sizeof(float);
+    }
+};
+
+// ---- building blocks ---------------------------------------------------------------------------------------------
+
+// ROWS x HS elements of a (T, HS) matrix with row stride `stride`, rows row0.. (zero-filled past T), into a padded
+// shared tile; all NTHREADS threads of the block take part, each copying 16-byte chunks of fixed columns in rows
+// NTHREADS / (HS / 8) apart (so its addresses advance by one constant step). The caller commits the group.
+template <int HS, int ROWS, int NTHREADS>
+__device__ __forceinline__ void load_tile_async(bf16* tile, const bf16* base, size_t stride, int row0, int T,
+                                                int tid) {
+    constexpr int kChunks = HS / 8, kRowStep = NTHREADS / kChunks;
+    static_assert(NTHREADS % kChunks == 0 && ROWS % kRowStep == 0, "tile rows must split evenly over the threads");
+    const int r = tid / kChunks, cc = tid % kChunks;
+    const bf16* src = base + (size_t)(row0 + r) * stride + cc * 8;
+    bf16* dst = tile + r * AttentionTiles<HS>::kStride + cc * 8;
+    LLMC_UNROLL
+    for (int i = 0; i < ROWS / kRowStep; i++) {
+        const bool ok = row0 + r + i * kRowStep < T;
+        cp_async_16(dst + i * kRowStep * AttentionTiles<HS>::kStride, ok ? src : base, ok);
+        src += (size_t)kRowStep * stride;
+    }
+}
+
+// Where head h of sequence b (bh = b NH + h) starts: in a (B, T, 3C) tensor (its q; k follows at + C, v at + 2C)
+// and in a (B, T, C) tensor.
+struct HeadOffsets {
+    size_t C, in_qkv, in_rows;
+    __device__ HeadOffsets(int bh, int T, int NH, int hs)
+        : C((size_t)NH * hs), in_qkv((size_t)(bh / NH) * T * 3 * C + (size_t)(bh % NH) * hs),
+          in_rows((size_t)(bh / NH) * T * C + (size_t)(bh % NH) * hs) {}
+};
+
+// Sets acc[mt][nt][i] to `value` where keep(row, col) is false, for the element's row = row0 + 16 mt + g + 8 (i / 2)
+// and column col0 + 8 nt + 2 t + (i & 1) (g = lane / 4, t = lane % 4): the causal and end-of-sequence masks.
+template <int MT, int NT, class Keep>
+__device__ __forceinline__ void mask_tile(float (&acc)[MT][NT][4], int row0, int col0, int lane, float value,
+                                          Keep keep) {
+    LLMC_UNROLL
+    for (int mt = 0; mt < MT; mt++)
+        LLMC_UNROLL
+        for (int nt = 0; nt < NT; nt++)
+            LLMC_UNROLL
+            for (int i = 0; i < 4; i++)
+                if (!keep(row0 + mt * 16 + lane / 4 + 8 * (i / 2), col0 + nt * 8 + 2 * (lane % 4) + (i & 1)))
+                    acc[mt][nt][i] = value;
+}
+
+// acc[mt][nt] += A_mt B^T for a warp: A_mt = 16 rows (mt 16 ..) x 16 KS columns of the shared tile `a`, B^T from the
+// shared tile `b` stored as [n][k] (NT 8 rows of 16 KS columns). Each B fragment pair is loaded once for all MT.
+template <int MT, int KS, int NT>
+__device__ __forceinline__ void warp_mma_abt(float (&acc)[MT][NT][4], const bf16* a, const bf16* b, int stride,
+                                             int lane) {
+    static_assert(NT % 2 == 0, "B is loaded two n8 tiles at a time");
+    LLMC_UNROLL
+    for (int ks = 0; ks < KS; ks++) {
+        uint32_t af[MT][4];
+        LLMC_UNROLL
+        for (int mt = 0; mt < MT; mt++)
+            ldmatrix_x4(af[mt], a + (mt * 16 + lane % 16) * stride + ks * 16 + (lane / 16) * 8);
+        LLMC_UNROLL
+        for (int np = 0; np < NT / 2; np++) {
+            uint32_t bf[4];
+            ldmatrix_x4(bf, b + (np * 16 + (lane / 16) * 8 + lane % 8) * stride + ks * 16 + (lane / 8 % 2) * 8);
+            LLMC_UNROLL
+            for (int mt = 0; mt < MT; mt++) {
+                mma_bf16_16816(acc[mt][2 * np], af[mt], bf, acc[mt][2 * np]);
+                mma_bf16_16816(acc[mt][2 * np + 1], af[mt], bf + 2, acc[mt][2 * np + 1]);
+            }
+        }
+    }
+}
+
+// acc[mt][nt] += P_mt B for a warp: P_mt is 16 x 16 KS in accumulator layout (registers, rounded to bf16 here),
+// B the shared tile `b` stored as [k][n] (16 KS rows of 8 NT columns), read transposed by ldmatrix.
+template <int MT, int KS, int NT>
+__device__ __forceinline__ void warp_mma_pb(float (&acc)[MT][NT][4], const float (&p)[MT][2 * KS][4], const bf16* b,
+                                            int stride, int lane) {
+    static_assert(NT % 2 == 0, "B is loaded two n8 tiles at a time");
+    LLMC_UNROLL
+    for (int ks = 0; ks < KS; ks++) {
+        uint32_t af[MT][4];
+        LLMC_UNROLL
+        for (int mt = 0; mt < MT; mt++) {
+            af[mt][0] = pack_bf16x2(p[mt][2 * ks][0], p[mt][2 * ks][1]);
+            af[mt][1] = pack_bf16x2(p[mt][2 * ks][2], p[mt][2 * ks][3]);
+            af[mt][2] = pack_bf16x2(p[mt][2 * ks + 1][0], p[mt][2 * ks + 1][1]);
+            af[mt][3] = pack_bf16x2(p[mt][2 * ks + 1][2], p[mt][2 * ks + 1][3]);
+        }
+        LLMC_UNROLL
+        for (int np = 0; np < NT / 2; np++) {
+            uint32_t bf[4];
+            ldmatrix_x4_trans(bf, b + (ks * 16 + (lane / 8 % 2) * 8 + lane % 8) * stride + np * 16 + (lane / 16) * 8);
+            LLMC_UNROLL
+            for (int mt = 0; mt < MT; mt++) {
+                mma_bf16_16816(acc[mt][2 * np], af[mt], bf, acc[mt][2 * np]);
+                mma_bf16_16816(acc[mt][2 * np + 1], af[mt], bf + 2, acc[mt][2 * np + 1]);
+            }
+        }
+    }
+}
+
+template <int MT, int NT>
+__device__ __forceinline__ void zero(float (&acc)[MT][NT][4]) {
+    LLMC_UNROLL
+    for (int mt = 0; mt < MT; mt++)
+        LLMC_UNROLL
+        for (int nt = 0; nt < NT; nt++)
+            LLMC_UNROLL
+            for (int i = 0; i < 4; i++) acc[mt][nt][i] = 0.0f;
+}
+
+// Sum / max over the 4 lanes that share a row of an accumulator tile (xor 1, then xor 2).
+__device__ __forceinline__ float row_sum4(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+__device__ __forceinline__ float row_max4(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+// Writes a warp's accumulator rows (16 MT rows starting at `row0`, HS columns), each multiplied by mul[mt][half],
+// as bf16 to dst + row * stride for rows < T: staged through the warp's own 16 MT rows of the shared tile `stage`
+// (which no other warp reads), then copied out in 16-byte chunks.
+template <int HS, int MT>
+__device__ __forceinline__ void store_rows(bf16* dst, size_t stride, const float (&acc)[MT][HS / 8][4],
+                                           const float (&mul)[MT][2], bf16* stage, int row0, int T, int lane) {
+    constexpr int S = AttentionTiles<HS>::kStride, kChunks = HS / 8;
+    __syncwarp();  // every lane's last ldmatrix of `stage` is done
+    LLMC_UNROLL
+    for (int mt = 0; mt < MT; mt++)
+        LLMC_UNROLL
+        for (int nt = 0; nt < HS / 8; nt++)
+            LLMC_UNROLL
+            for (int h = 0; h < 2; h++) {
+                const int r = mt * 16 + lane / 4 + 8 * h, c = nt * 8 + 2 * (lane % 4);
+                *reinterpret_cast<__nv_bfloat162*>(stage + r * S + c) =
+                    __floats2bfloat162_rn(acc[mt][nt][2 * h] * mul[mt][h], acc[mt][nt][2 * h + 1] * mul[mt][h]);
+            }
+    __syncwarp();
+    for (int c = lane; c < 16 * MT * kChunks; c += 32) {
+        const int r = c / kChunks, cc = c % kChunks;
+        if (row0 + r < T)
+            *reinterpret_cast<uint4*>(dst + (size_t)(row0 + r) * stride + cc * 8) =
+                *reinterpret_cast<const uint4*>(stage + r * S + cc * 8);
+    }
+}
+
+// ---- forward -----------------------------------------------------------------------------------------------------
+// Grid: ceil(T / BR) x (B NH) blocks, the query tiles with the most keys first (better load balance).
+template <int HS>
+__global__ void __launch_bounds__(AttentionTiles<HS>::kFwdWarps * 32, AttentionTiles<HS>::kFwdMinBlocks)
+    attention_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, int num_bh, float c_log2) {
+    using Tiles = AttentionTiles<HS>;
+    constexpr int MT = Tiles::kFwdMTiles, BR = Tiles::kFwdRows, BC = Tiles::kKeys, S = Tiles::kStride;
+    constexpr int NTHREADS = Tiles::kFwdWarps * 32, NTK = BC / 8, NTD = HS / 8;
+    bf16* sQ = reinterpret_cast<bf16*>(shmem);  // BR x S
+    bf16* sK = sQ + BR * S;                      // 2 x BC x S
+    bf16* sV = sK + 2 * BC * S;                  // 2 x BC x S
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int nq = (T + BR - 1) / BR, qt = nq - 1 - (int)(blockIdx.x / num_bh), bh = (int)(blockIdx.x % num_bh);
+    const HeadOffsets at(bh, T, NH, HS);
+    const size_t C = at.C;
+    const bf16 *q = qkv + at.in_qkv, *k = q + C, *v = q + 2 * C;
+    const int q0 = qt * BR;
+    const int num_kt = (min(T, q0 + BR) + BC - 1) / BC;  // key tiles that meet the block's rows
+
+    load_tile_async<HS, BR, NTHREADS>(sQ, q, 3 * C, q0, T, tid);
+    load_tile_async<HS, BC, NTHREADS>(sK, k, 3 * C, 0, T, tid);
+    load_tile_async<HS, BC, NTHREADS>(sV, v, 3 * C, 0, T, tid);
+    cp_async_commit();
+
+    float o[MT][NTD][4], m[MT][2], l[MT][2];
+    zero(o);
+    LLMC_UNROLL
+    for (int mt = 0; mt < MT; mt++) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
+    const int r0 = q0 + warp * 16 * MT;  // the warp's first query row
+    const bf16* sQw = sQ + warp * 16 * MT * S;
+
+    for (int kt = 0; kt < num_kt; kt++) {
+        cp_async_wait<0>();
+        __syncthreads();  // tile kt visible to all; every warp is done with tile kt - 1, whose buffer is refilled next
+        if (kt + 1 < num_kt) {
+            const int nb = (kt + 1) % 2;
+            load_tile_async<HS, BC, NTHREADS>(sK + nb * BC * S, k, 3 * C, (kt + 1) * BC, T, tid);
+            load_tile_async<HS, BC, NTHREADS>(sV + nb * BC * S, v, 3 * C, (kt + 1) * BC, T, tid);
+        }
+        cp_async_commit();
+        const int k0 = kt * BC;
+        if (r0 >= T || k0 > r0 + 16 * MT - 1) continue;  // warp-uniform: no row of this warp sees these keys
+        const bf16* sKt = sK + (kt % 2) * BC * S;
+        const bf16* sVt = sV + (kt % 2) * BC * S;
+
+        float s[MT][NTK][4];
+        zero(s);
+        warp_mma_abt<MT, HS / 16, NTK>(s, sQw, sKt, S, lane);
+
+        if (k0 + BC - 1 > r0 || k0 + BC > T)  // the diagonal tile, or past the end: not every key is visible
+            mask_tile(s, r0, k0, lane, -INFINITY, [T](int row, int key) { return key <= row && key < T; });
+        LLMC_UNROLL
+        for (int mt = 0; mt < MT; mt++)
+            LLMC_UNROLL
+            for (int hh = 0; hh < 2; hh++) {
+                float mx = -INFINITY;
+                LLMC_UNROLL
+                for (int nt = 0; nt < NTK; nt++) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
+                mx = row_max4(mx);
+                const float m_new = fmaxf(m[mt][hh], mx * c_log2);
+                const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet: keep it at 0
+                const float alpha = exp2_approx(m[mt][hh] - m_use);
+                float sum = 0.0f;
+                LLMC_UNROLL
+                for (int nt = 0; nt < NTK; nt++)
+                    LLMC_UNROLL
+                    for (int j = 0; j < 2; j++) {
+                        float& x = s[mt][nt][2 * hh + j];
+                        x = exp2_approx(fmaf(x, c_log2, -m_use));
+                        sum += x;
+                    }
+                l[mt][hh] = l[mt][hh] * alpha + sum;  // this lane's part of the row sum
+                m[mt][hh] = m_new;
+                LLMC_UNROLL
+                for (int nt = 0; nt < NTD; nt++) o[mt][nt][2 * hh] *= alpha, o[mt][nt][2 * hh + 1] *= alpha;
+            }
+        warp_mma_pb<MT, BC / 16, NTD>(o, s, sVt, S, lane);
+    }
+
+    float inv[MT][2];
+    LLMC_UNROLL
+    for (int mt = 0; mt < MT; mt++)
+        LLMC_UNROLL
+        for (int hh = 0; hh < 2; hh++) {
+            const float sum = row_sum4(l[mt][hh]);
+            inv[mt][hh] = 1.0f / sum;
+            const int row = r0 + mt * 16 + lane / 4 + 8 * hh;
+            if (lane % 4 == 0 && row < T) lse[(size_t)bh * T + row] = m[mt][hh] + log2f(sum);
+        }
+    if (r0 < T) store_rows<HS, MT>(out + at.in_rows, C, o, inv, sQ + warp * 16 * MT * S, r0, T, lane);
+}
+
+// ---- backward ----------------------------------------------------------------------------------------------------
+// Kernel 1: dQ, and D_i = dO_i . O_i for kernel 2 (rowdot, (B, NH, T)). Grid: ceil(T / 64) x (B NH), heavy tiles first.
+template <int HS>
+__global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionTiles<HS>::kDqMinBlocks)
+    attention_backward_dq_kernel(bf16* dqkv, float* rowdot, const bf16* dout, const bf16* qkv, const bf16* out,
+                                 const float* lse, int T, int NH, int num_bh, float c_log2, float scale) {
+    using Tiles = AttentionTiles<HS>;
+    constexpr int BR = Tiles::kBwdRows, BC = Tiles::kKeys, S = Tiles::kStride;
+    constexpr int NTHREADS = Tiles::kBwdWarps * 32, NTK = BC / 8, NTD = HS / 8;
+    bf16* sQ = reinterpret_cast<bf16*>(shmem);  // BR x S
+    bf16* sdO = sQ + BR * S;                     // BR x S
+    bf16* sK = sdO + BR * S;                     // 2 x BC x S
+    bf16* sV = sK + 2 * BC * S;                  // 2 x BC x S
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+    const int nq = (T + BR - 1) / BR, qt = nq - 1 - (int)(blockIdx.x / num_bh), bh = (int)(blockIdx.x % num_bh);
+    const HeadOffsets at(bh, T, NH, HS);
+    const size_t C = at.C;
+    const bf16 *q = qkv + at.in_qkv, *k = q + C, *v = q + 2 * C, *dO = dout + at.in_rows, *O = out + at.in_rows;
+    const int q0 = qt * BR, r0 = q0 + warp * 16;
+    const int num_kt = (min(T, q0 + BR) + BC - 1) / BC;
+
+    load_tile_async<HS, BR, NTHREADS>(sQ, q, 3 * C, q0, T, tid);
+    load_tile_async<HS, BR, NTHREADS>(sdO, dO, C, q0, T, tid);
+    load_tile_async<HS, BC, NTHREADS>(sK, k, 3 * C, 0, T, tid);
+    load_tile_async<HS, BC, NTHREADS>(sV, v, 3 * C, 0, T, tid);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+
+    // D and L of the lane's two rows (g and g + 8 of the warp's 16); rows past T get 0 (they are masked below).
+    float D[2], L[2];
+    LLMC_UNROLL
+    for (int hh = 0; hh < 2; hh++) {
+        const int rl = warp * 16 + g + 8 * hh, row = q0 + rl;
+        float d = 0.0f;
+        if (row < T) {
+            LLMC_UNROLL
+            for (int nt = 0; nt < NTD; nt++) {
+                const int col = nt * 8 + 2 * t4;
+                const __nv_bfloat162 o2 = *reinterpret_cast<const __nv_bfloat162*>(O + (size_t)row * C + col);
+                const __nv_bfloat162 g2 = *reinterpret_cast<const __nv_bfloat162*>(sdO + rl * S + col);
+                d += to_float(g2.x) * to_float(o2.x);
+                d += to_float(g2.y) * to_float(o2.y);
+            }
+        }
+        D[hh] = row_sum4(d);
+        L[hh] = row < T ? lse[(size_t)bh * T + row] : 0.0f;
+        if (t4 == 0 && row < T) rowdot[(size_t)bh * T + row] = D[hh];
+    }
+
+    float dq[1][NTD][4];
+    zero(dq);
+    for (int kt = 0; kt < num_kt; kt++) {
+        cp_async_wait<0>();
+        __syncthreads();
+        if (kt + 1 < num_kt) {
+            const int nb = (kt + 1) % 2;
+            load_tile_async<HS, BC, NTHREADS>(sK + nb * BC * S, k, 3 * C, (kt + 1) * BC, T, tid);
+            load_tile_async<HS, BC, NTHREADS>(sV + nb * BC * S, v, 3 * C, (kt + 1) * BC, T, tid);
+        }
+        cp_async_commit();
+        const int k0 = kt * BC;
+        if (r0 >= T || k0 > r0 + 15) continue;
+        const bf16* sKt = sK + (kt % 2) * BC * S;
+        const bf16* sVt = sV + (kt % 2) * BC * S;
+        float s[1][NTK][4], dp[1][NTK][4];
+        zero(s);
+        zero(dp);
+        warp_mma_abt<1, HS / 16, NTK>(s, sQ + warp * 16 * S, sKt, S, lane);
+        warp_mma_abt<1, HS / 16, NTK>(dp, sdO + warp * 16 * S, sVt, S, lane);
+        LLMC_UNROLL
+        for (int nt = 0; nt < NTK; nt++)
+            LLMC_UNROLL
+            for (int i = 0; i < 4; i++) s[0][nt][i] = exp2_approx(fmaf(s[0][nt][i], c_log2, -L[i / 2]));  // P
+        if (k0 + BC - 1 > r0 || k0 + BC > T || r0 + 15 >= T)
+            mask_tile(s, r0, k0, lane, 0.0f, [T](int row, int key) { return key <= row && key < T && row < T; });
+        LLMC_UNROLL
+        for (int nt = 0; nt < NTK; nt++)
+            LLMC_UNROLL
+            for (int i = 0; i < 4; i++) s[0][nt][i] *= dp[0][nt][i] - D[i / 2];  // dS = P (dP - D)
+        warp_mma_pb<1, BC / 16, NTD>(dq, s, sKt, S, lane);
+    }
+    const float mul[1][2] = {{scale, scale}};
+    if (r0 < T) store_rows<HS, 1>(dqkv + at.in_qkv, 3 * C, dq, mul, sQ + warp * 16 * S, r0, T, lane);
+}
+
+// Kernel 2: dK and dV. Grid: ceil(T / 64) x (B NH), the key tiles with the most queries (the first) first.
+template <int HS>
+__global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionTiles<HS>::kDkvMinBlocks)
+    attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
+                                  const float* rowdot, int T, int NH, int num_bh, float c_log2, float scale) {
+    using Tiles = AttentionTiles<HS>;
+    constexpr int BK = Tiles::kBwdRows, BQ = Tiles::kBwdQueries, S = Tiles::kStride;
+    constexpr int NTHREADS = Tiles::kBwdWarps * 32, NTQ = BQ / 8, NTD = HS / 8;
+    bf16* sK = reinterpret_cast<bf16*>(shmem);  // BK x S
+    bf16* sV = sK + BK * S;                      // BK x S
+    bf16* sQ = sV + BK * S;                      // 2 x BQ x S
+    bf16* sdO = sQ + 2 * BQ * S;                 // 2 x BQ x S
+    float* sL = reinterpret_cast<float*>(sdO + 2 * BQ * S);  // 2 x BQ
+    float* sD = sL + 2 * BQ;                                  // 2 x BQ
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, t4 = lane % 4;
+    const int kt = (int)(blockIdx.x / num_bh), bh = (int)(blockIdx.x % num_bh);
+    const HeadOffsets at(bh, T, NH, HS);
+    const size_t C = at.C;
+    const bf16 *q = qkv + at.in_qkv, *k = q + C, *v = q + 2 * C, *dO = dout + at.in_rows;
+    const float* Lg = lse + (size_t)bh * T;
+    const float* Dg = rowdot + (size_t)bh * T;
+    const int k0 = kt * BK, kw0 = k0 + warp * 16;  // the block's and the warp's first key
+    const int qt0 = k0 / BQ, num_qt = (T + BQ - 1) / BQ;
+
+    // Query tile qt into buffer nb: Q and dO by cp.async, L and D by plain loads (0 past T, where they are masked).
+    auto load_queries = [&](int qt, int nb) {
+        load_tile_async<HS, BQ, NTHREADS>(sQ + nb * BQ * S, q, 3 * C, qt * BQ, T, tid);
+        load_tile_async<HS, BQ, NTHREADS>(sdO + nb * BQ * S, dO, C, qt * BQ, T, tid);
+        for (int i = tid; i < BQ; i += NTHREADS) {
+            const int row = qt * BQ + i;
+            sL[nb * BQ + i] = row < T ? Lg[row] : 0.0f;
+            sD[nb * BQ + i] = row < T ? Dg[row] : 0.0f;
+        }
+    };
+    load_tile_async<HS, BK, NTHREADS>(sK, k, 3 * C, k0, T, tid);
+    load_tile_async<HS, BK, NTHREADS>(sV, v, 3 * C, k0, T, tid);
+    load_queries(qt0, 0);
+    cp_async_commit();
+
+    float dk[1][NTD][4], dv[1][NTD][4];
+    zero(dk);
+    zero(dv);
+    for (int qt = qt0; qt < num_qt; qt++) {
+        const int cur = (qt - qt0) % 2;
+        cp_async_wait<0>();
+        __syncthreads();
+        if (qt + 1 < num_qt) load_queries(qt + 1, 1 - cur);
+        cp_async_commit();
+        const int qbase = qt * BQ;
+        if (kw0 >= T || qbase + BQ - 1 < kw0) continue;  // no query of the tile sees the warp's keys
+        const bf16* sQt = sQ + cur * BQ * S;
+        const bf16* sdOt = sdO + cur * BQ * S;
+        const float* sLt = sL + cur * BQ;
+        const float* sDt = sD + cur * BQ;
+        float st[1][NTQ][4], dpt[1][NTQ][4];
+        zero(st);
+        zero(dpt);
+        warp_mma_abt<1, HS / 16, NTQ>(st, sK + warp * 16 * S, sQt, S, lane);    // S^T = K Q^T
+        warp_mma_abt<1, HS / 16, NTQ>(dpt, sV + warp * 16 * S, sdOt, S, lane);  // dP^T = V dO^T
+        LLMC_UNROLL
+        for (int nt = 0; nt < NTQ; nt++)
+            LLMC_UNROLL
+            for (int i = 0; i < 4; i++) {
+                const int ql = nt * 8 + 2 * t4 + (i & 1);
+                st[0][nt][i] = exp2_approx(fmaf(st[0][nt][i], c_log2, -sLt[ql]));  // P^T
+            }
+        if (qbase < kw0 + 15 || qbase + BQ > T || kw0 + 15 >= T)
+            mask_tile(st, kw0, qbase, lane, 0.0f,
+                      [T](int key, int query) { return query >= key && query < T && key < T; });
+        LLMC_UNROLL
+        for (int nt = 0; nt < NTQ; nt++)
+            LLMC_UNROLL
+            for (int i = 0; i < 4; i++) dpt[0][nt][i] = st[0][nt][i] * (dpt[0][nt][i] - sDt[nt * 8 + 2 * t4 + (i & 1)]);
+        warp_mma_pb<1, BQ / 16, NTD>(dv, st, sdOt, S, lane);   // dV += P^T dO
+        warp_mma_pb<1, BQ / 16, NTD>(dk, dpt, sQt, S, lane);   // dK += dS^T Q
+    }
+    if (kw0 < T) {
+        bf16* dk_dst = dqkv + at.in_qkv + C;
+        const float mul_k[1][2] = {{scale, scale}}, mul_v[1][2] = {{1.0f, 1.0f}};
+        store_rows<HS, 1>(dk_dst, 3 * C, dk, mul_k, sK + warp * 16 * S, kw0, T, lane);
+        store_rows<HS, 1>(dk_dst + C, 3 * C, dv, mul_v, sV + warp * 16 * S, kw0, T, lane);
+    }
+}
+
+// ---- host side ---------------------------------------------------------------------------------------------------
+
+inline bool attention_head_size_supported(size_t hs) { return hs == 16 || hs == 32 || hs == 64 || hs == 128; }
+
+// Refuses a shape the kernels cannot serve, with the reason (called when the model is created, before any step).
+inline void check_attention_shape(size_t C, size_t NH) {
+    if (NH == 0 || C % NH != 0) fail("attention: C=%zu is not a multiple of the number of heads NH=%zu", C, NH);
+    if (!attention_head_size_supported(C / NH))
+        fail("attention: head size C/NH = %zu/%zu = %zu is not supported by the CUDA attention kernels (supported: "
+             "16, 32, 64, 128)", C, NH, C / NH);
+}
+
+// Elements of the saved state (the log-sum-exp L, fp32) and of the backward's D scratch (fp32): B NH T each.
+inline size_t attention_lse_elems(size_t B, size_t T, size_t NH) { return B * NH * T; }
+inline size_t attention_rowdot_elems(size_t B, size_t T, size_t NH) { return B * NH * T; }
+
+// Host constants: c = log2(e) / sqrt(hs) and scale = 1 / sqrt(hs), computed in double and rounded once.
+inline float attention_c_log2(size_t hs) { return (float)(1.4426950408889634 / std::sqrt((double)hs)); }
+inline float attention_scale(size_t hs) { return (float)(1.0 / std::sqrt((double)hs)); }
+
+// Raises a kernel's dynamic shared memory limit (once per kernel instantiation; one device per process).
+template <class Kernel>
+void allow_dynamic_shared(Kernel kernel, size_t bytes) {
+    if (bytes > 48 * 1024) CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
+inline void check_attention_args(const char* op, const void* a, const void* b, size_t B, size_t T, size_t C,
+                                 size_t NH) {
+    check_attention_shape(C, NH);
+    if (T > (size_t)INT32_MAX / 2 || B * NH > (size_t)INT32_MAX)
+        fail("%s: B=%zu T=%zu NH=%zu exceeds the kernels' 32-bit row indices", op, B, T, NH);
+    if ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) % 16 != 0)
+        fail("%s: qkv and out must be 16-byte aligned (cp.async, 16-byte stores)", op);
+}
+
+template <int HS>
+void attention_forward_hs(bf16* out, float* lse, const bf16* qkv, size_t B, size_t T, size_t NH, cudaStream_t st) {
+    using Tiles = AttentionTiles<HS>;
+    static const bool ready = (allow_dynamic_shared(attention_forward_kernel<HS>, Tiles::fwd_smem()), true);
+    (void)ready;
+    const size_t bh = B * NH, grid = ceil_div(T, Tiles::kFwdRows) * bh;
+    LLMC_LAUNCH(attention_forward_kernel<HS>, grid_size(grid, 1), Tiles::kFwdWarps * 32, Tiles::fwd_smem(), st, out,
+                lse, qkv, (int)T, (int)NH, (int)bh, attention_c_log2(HS));
+}
+
+template <int HS>
+void attention_backward_hs(bf16* dqkv, float* rowdot, const bf16* dout, const bf16* qkv, const bf16* out,
+                           const float* lse, size_t B, size_t T, size_t NH, cudaStream_t st) {
+    using Tiles = AttentionTiles<HS>;
+    static const bool ready = (allow_dynamic_shared(attention_backward_dq_kernel<HS>, Tiles::dq_smem()),
+                               allow_dynamic_shared(attention_backward_dkv_kernel<HS>, Tiles::dkv_smem()), true);
+    (void)ready;
+    const size_t bh = B * NH, tiles = ceil_div(T, Tiles::kBwdRows);
+    LLMC_LAUNCH(attention_backward_dq_kernel<HS>, grid_size(tiles * bh, 1), Tiles::kBwdWarps * 32, Tiles::dq_smem(),
+                st, dqkv, rowdot, dout, qkv, out, lse, (int)T, (int)NH, (int)bh, attention_c_log2(HS),
+                attention_scale(HS));
+    LLMC_LAUNCH(attention_backward_dkv_kernel<HS>, grid_size(tiles * bh, 1), Tiles::kBwdWarps * 32,
+                Tiles::dkv_smem(), st, dqkv, dout, qkv, lse, (const float*)rowdot, (int)T, (int)NH, (int)bh,
+                attention_c_log2(HS), attention_scale(HS));
+}
+
+// out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C).
+inline void attention_forward(bf16* out, float* lse, const bf16* qkv, size_t B, size_t T, size_t C, size_t NH,
+                              cudaStream_t st) {
+    check_attention_args("attention_forward", out, qkv, B, T, C, NH);
+    switch (C / NH) {
+        case 16: attention_forward_hs<16>(out, lse, qkv, B, T, NH, st); break;
+        case 32: attention_forward_hs<32>(out, lse, qkv, B, T, NH, st); break;
+        case 64: attention_forward_hs<64>(out, lse, qkv, B, T, NH, st); break;
+        default: attention_forward_hs<128>(out, lse, qkv, B, T, NH, st); break;
+    }
+}
+
+// dqkv (B, T, 3C) written from dout (B, T, C), qkv, out and lse of the forward; rowdot: attention_rowdot_elems floats
+// of scratch (D, written by kernel 1, read by kernel 2).
+inline void attention_backward(bf16* dqkv, float* rowdot, const bf16* dout, const bf16* qkv, const bf16* out,
+                               const float* lse, size_t B, size_t T, size_t C, size_t NH, cudaStream_t st) {
+    check_attention_args("attention_backward", dqkv, dout, B, T, C, NH);
+    check_attention_args("attention_backward", qkv, out, B, T, C, NH);
+    switch (C / NH) {
+        case 16: attention_backward_hs<16>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, st); break;
+        case 32: attention_backward_hs<32>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, st); break;
+        case 64: attention_backward_hs<64>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, st); break;
+        default: attention_backward_hs<128>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, st); break;
+    }
+}
+
+}  // namespace before
+}  // namespace llmc
