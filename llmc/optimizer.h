@@ -8,9 +8,9 @@
 //                            announced after layer l's backward; bucket L = wte, wpe, lnfw, lnfb, after the
 //                            encoder's), at the micro-steps that reduce (ZeRO 0/1: the last; ZeRO 2: every one;
 //                            otherwise a no-op):
-//       ZeRO 0:    all_reduce(Avg) in place of each of the bucket's flat ranges
-//       ZeRO 1:    reduce(Avg) in place of each piece (a bucket range cut at the shard boundaries) to the rank
-//                  that owns it; afterwards this rank's shard range of the gradient buffer holds the reduced average
+//       ZeRO 0:    all_reduce(Sum) in place of each of the bucket's flat ranges
+//       ZeRO 1:    reduce(Sum) in place of each piece (a bucket range cut at the shard boundaries) to the rank
+//                  that owns it; afterwards this rank's shard range of the gradient buffer holds the reduced sum
 //                  of its shard (the rest of the buffer is left as it was: only the owner reads a piece)
 //       ZeRO 2:    the same reduce of each piece, in place in the bucket buffer
 //       one group (group_start/group_end) per bucket; the padding past num_params is never communicated
@@ -18,12 +18,16 @@
 //                            (all of them for a caller that passes no hooks), then makes the main stream wait for
 //                            the reductions; ZeRO 2 adds the rank's pieces into its shard accumulator (below).
 //   step(lr, t)              after the last micro-step (or grad_norm() then apply() or skip()):
-//       global norm = sqrt(all_reduce(Sum) of the squared norm of this rank's shard of the reduced gradients);
+//       the reduced gradients are the SUM over ranks and micro-steps of each micro-batch's mean-loss gradient (the
+//       model's backward with grad_scale 1); the mean over the k x W micro-batches of the step is taken here, in
+//       fp32: inv = 1 / (k W) (k = reduce_gradients calls since the last step, W ranks; see "World-size
+//       independence" below)
+//       global norm = inv x sqrt(all_reduce(Sum) of the squared norm of this rank's shard of the reduced sums);
 //           ZeRO 0 has every reduced gradient on every rank but still sums shard norms, so every stage and every
 //           world size computes the norm the same way
 //       clip scale = min(1, grad_clip / (norm + 1e-6))  (PyTorch's clip_grad_norm_; grad_clip <= 0: no clipping)
 //       AdamW on the rank's range (ZeRO 0: everything; ZeRO >= 1: its shard), one backend call per tensor piece
-//           (weight decay only on the 2-D matrices, ParamLayout::is_decayed)
+//           (weight decay only on the 2-D matrices, ParamLayout::is_decayed), with gradient scale inv x clip scale
 //       ZeRO >= 1: all_gather the updated parameters (in place); the gradients are zeroed meanwhile
 //   and returns the norm before clipping. A non-finite norm is returned as it is (the update is still applied):
 //   what to do about it is the training loop's decision.
@@ -32,8 +36,13 @@
 // one all_gather; every stage one 1-float all_reduce for the norm. Exactly one reduction per range or piece per
 // step for ZeRO 0/1 whatever the number of micro-steps.
 //
-// Averaging over ranks (Avg) and over micro-steps (the model scales each micro-step's loss by 1/accum) commute, so
-// the sum over micro-steps of ZeRO 2's per-micro-step averages equals ZeRO 0/1's average of the accumulated sums.
+// World-size independence: a step's k x W micro-batches are the same for any split of the global batch (the data
+// loader), and each micro-batch's gradient is computed alike (the model scales its logit gradients by 1/(B T) only,
+// in act_t, never by a factor that depends on k or W: bf16(g/48) is not bf16(g/16)/3). Summing over micro-steps
+// (fp32 accumulation) and ranks (fp32 reduction) and then multiplying once by inv = fp32(1/(k W)) is the same
+// arithmetic for every split but for the order of the fp32 sums: bit-identical when those sums are exact or happen
+// in the same order, else within fp32 reduction-order rounding (docs/distributed.md, "Numerics"). ZeRO 2's sum over
+// micro-steps of per-micro-step sums over ranks is ZeRO 0/1's sum over ranks of the accumulated sums.
 //
 // ZeRO 2 holds no full gradient buffer (the model is created with ModelOptions::gradient_buffer = false). Between
 // micro-steps a rank keeps only its fp32 shard accumulator; during backward, each bucket lives in a buffer of a pool
@@ -201,6 +210,7 @@ public:
     // backward's order, L-1 .. 0, L), then the main stream waits for every reduction of this micro-step.
     void reduce_gradients(bool last_micro_step) {
         if (reduced_) fail("Optimizer::reduce_gradients: called after the last micro-step without step()");
+        micro_steps_++;
         if (reduces_at(last_micro_step)) {
             const size_t L = bucket_done_.size() - 1;
             bool waited = false;
@@ -233,7 +243,7 @@ public:
         return norm;
     }
 
-    // step() in two halves, for a training loop that looks at the norm before deciding (issue 6: skipping
+    // step() in two halves, for a training loop that looks at the norm before deciding (skipping
     // non-finite and outlier steps). grad_norm() is collective (every rank calls it); then either apply(lr, t)
     // (clipping with the scale grad_norm() computed, AdamW, gather, zeroed gradients) or skip() (the gradients are
     // dropped; parameters and m, v, master are untouched).
@@ -245,13 +255,16 @@ public:
         collective([&](void* st) { comm_.all_reduce(norm_, 1, DType::F32, ReduceOp::Sum, st); });
         float norm2 = 0;
         be_.copy_to_host(&norm2, norm_, sizeof(float));
-        const float norm = std::sqrt(norm2);
+        // The mean over the step's micro_steps_ x W micro-batches, applied once in fp32 (see the header comment).
+        const float inv = 1.0f / ((float)micro_steps_ * (float)comm_.world_size());
+        const float norm = std::sqrt(norm2) * inv;
         float scale = 1.0f;
         if (cfg_.grad_clip > 0) {
             const float coef = cfg_.grad_clip / (norm + 1e-6f);
             if (coef < 1.0f) scale = coef;
         }
         last_grad_scale_ = scale;
+        update_scale_ = scale * inv;
         normed_ = true;
         return norm;
     }
@@ -261,7 +274,7 @@ public:
         if (t < 1) fail("Optimizer::step: step t=%d, expected >= 1 (AdamW's bias correction is 1-based)", t);
         // The reduced gradients of this rank's state range: in place for ZeRO 0 and 1, the accumulator for ZeRO 2.
         const float* g = stage_ == 2 ? accum_ : model_.grads() + state_offset_;
-        const float scale = last_grad_scale_;
+        const float scale = update_scale_;
         act_t* params = model_.params();
         for (const ShardSegment& s : segments_) {
             const float wd = ParamLayout::is_decayed(s.tensor) ? cfg_.weight_decay : 0.0f;
@@ -335,12 +348,12 @@ private:
         comm_.group_start();
         if (stage_ == 0) {
             for (const FlatRange& r : ranges_[b])
-                comm_.all_reduce(grads + r.begin, r.end - r.begin, DType::F32, ReduceOp::Avg, st);
+                comm_.all_reduce(grads + r.begin, r.end - r.begin, DType::F32, ReduceOp::Sum, st);
         } else {
             for (size_t i = 0; i < pieces_[b].size(); i++) {
                 const BucketPiece& p = pieces_[b][i];
                 float* g = k ? k->buf + piece_packed_[b][i] : grads + p.begin;
-                comm_.reduce(g, g, p.end - p.begin, DType::F32, ReduceOp::Avg, p.root, st);
+                comm_.reduce(g, g, p.end - p.begin, DType::F32, ReduceOp::Sum, p.root, st);
             }
         }
         comm_.group_end();
@@ -393,6 +406,7 @@ private:
         accumulated_ = false;
         reduced_ = false;
         normed_ = false;
+        micro_steps_ = 0;
     }
     void gather_params() {
         act_t* params = model_.params();
@@ -423,6 +437,8 @@ private:
     bool reduced_ = false;         // the last micro-step's reduction was issued
     bool normed_ = false;          // grad_norm() ran for this step (apply() uses its clip scale)
     float last_grad_scale_ = 1.0f;
+    float update_scale_ = 1.0f;    // what AdamW multiplies the reduced sums by: 1/(k W) x the clip scale
+    int micro_steps_ = 0;          // reduce_gradients calls since the last step (k)
 };
 
 }  // namespace llmc

@@ -2,7 +2,7 @@
 // logging. train_gpt2.cu picks the backend and calls run_training<Backend>().
 //
 // One optimizer step:
-//   for each of grad_accum micro-steps: next batch -> forward (dlogits scaled by 1/grad_accum) -> backward, which
+//   for each of grad_accum micro-steps: next batch -> forward (its own mean loss's dlogits) -> backward, which
 //       hands each completed gradient bucket to the optimizer (optimizer.backward_hooks: its reduction starts on
 //       the comm stream while backward goes on; ZeRO 0/1 reduce only at the last micro-step; ZeRO 2 also hands
 //       backward its bucket buffers) -> optimizer.reduce_gradients(last?)
@@ -303,7 +303,8 @@ public:
             be_.memset_zero(loss_acc, sizeof(float));
             for (size_t micro = 0; micro < grad_accum; micro++) {
                 train.next_batch(inputs.data(), targets.data());
-                model.forward(inputs.data(), targets.data(), B, T, 1.0f / (float)grad_accum);
+                // The micro-batch's own mean-loss gradient; the optimizer divides by grad_accum x ranks in fp32.
+                model.forward(inputs.data(), targets.data(), B, T, 1.0f);
                 model.accumulate_loss(loss_acc, 1.0f / (float)(B * T * grad_accum));
                 const bool last_micro = micro + 1 == grad_accum;
                 model.backward(opt.backward_hooks(last_micro));
