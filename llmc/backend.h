@@ -26,9 +26,18 @@
 
 namespace llmc {
 
-// Element types that cross the backend boundary (collectives, conversions).
-enum class DType { F32, BF16 };
-inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
+// Element types that cross the backend boundary (collectives, conversions). The integer types are for the comm's
+// host channel (llmc/comm.h: control data such as flags, sizes and checksums); the model computes in F32 and BF16.
+enum class DType { F32, BF16, I32, U64 };
+inline size_t dtype_size(DType t) {
+    switch (t) {
+        case DType::F32: case DType::I32: return 4;
+        case DType::BF16: return 2;
+        case DType::U64: return 8;
+    }
+    return 0;
+}
+const char* dtype_name(DType t);  // "f32", "bf16", "i32", "u64" (llmc/comm.cpp)
 
 // Options a backend is created with (the subset of the command line a backend cares about).
 struct BackendOptions {

@@ -164,7 +164,7 @@ public:
                 be_.copy_to_host(dst, arrays[which] + base + off, count * sizeof(float));
             });
         // Every rank's (size, CRC) for meta.json.
-        const std::vector<uint64_t> sizes_crcs = all_gather_u64(be_, comm_, {mine.bytes, mine.crc32c});
+        const std::vector<uint64_t> sizes_crcs = comm_.all_gather_host({mine.bytes, mine.crc32c});
         if (rank == 0) {
             CheckpointFileInfo model_file;
             model_file.name = "model.bin";
@@ -195,7 +195,6 @@ public:
     int find_latest_valid(CheckpointMeta* out, const std::function<std::string(const CheckpointMeta&)>& check) {
         const int rank = comm_.rank(), world = comm_.world_size();
         std::vector<int> steps = list_checkpoint_steps(out_);
-        DeviceArray<Backend, float> flag(be_, 1);
         int found = -1;
         for (size_t i = steps.size(); i-- > 0 && found < 0;) {
             const std::string dir = checkpoint_dir(out_, steps[i]);
@@ -221,11 +220,7 @@ public:
                 }
             }
             if (!problem.empty() && (rank == 0 || !shared)) std::fprintf(stderr, "checkpoint: %s\n", problem.c_str());
-            float bad = problem.empty() ? 0.0f : 1.0f;
-            be_.copy_to_device(flag.get(), &bad, sizeof(float));
-            comm_.all_reduce(flag.get(), 1, DType::F32, ReduceOp::Max, be_.main_stream());
-            be_.copy_to_host(&bad, flag.get(), sizeof(float));
-            if (bad == 0.0f) {
+            if (!comm_.any(!problem.empty())) {
                 found = steps[i], *out = meta;
             } else if (rank == 0) {
                 std::fprintf(stderr, "checkpoint: refusing %s; falling back to the previous checkpoint\n",

@@ -1,6 +1,6 @@
 // MpiComm: collectives over host buffers with MPI (the CPU backend's Comm for several processes).
 //
-// fp32 reductions are MPI's own (MPI_SUM, MPI_MAX on MPI_FLOAT). bf16 buffers (uint16 bit patterns) are widened to
+// fp32 reductions (and the host channel's integer ones) are MPI's own (MPI_SUM, MPI_MAX on MPI_FLOAT). bf16 buffers (uint16 bit patterns) are widened to
 // fp32, reduced in fp32 and rounded to bf16 once at the end, so a bf16 sum carries a single rounding however many
 // ranks contribute. Avg is Sum followed by a division by the world size (a division, not a multiplication by
 // 1/world, so Avg of identical values returns them exactly for any world size).
@@ -33,7 +33,12 @@ public:
     void broadcast(void* buf, size_t count, DType t, int root, void* stream) override;
     void barrier() override;
 
+protected:
+    void host_all_reduce(void* buf, size_t count, DType t, ReduceOp op) override;
+    void host_all_gather(const void* send, void* recv, size_t count, DType t) override;
+
 private:
+    void gather(const void* send, void* recv, size_t send_count, DType t);
     void all_reduce_f32(float* buf, size_t count, ReduceOp op);
     void reduce_f32(const float* send, float* recv, size_t count, ReduceOp op, int root);
     void reduce_scatter_f32(const float* send, float* recv, size_t recv_count, ReduceOp op);

@@ -11,11 +11,10 @@
 
 namespace llmc {
 
-// Collective. Fails with the same message on every rank, so they all stop before step 1.
-template <class Backend>
-void check_launch_layout(Backend& be, Comm& comm) {
+// Collective (the Comm's host channel). Fails with the same message on every rank, so they all stop before step 1.
+inline void check_launch_layout(Comm& comm) {
     if (comm.world_size() == 1) return;
-    const std::vector<uint64_t> words = all_gather_u64(be, comm, layout_words(comm.info()));
+    const std::vector<uint64_t> words = comm.all_gather_host(layout_words(comm.info()));
     std::vector<DistInfo> all;
     for (size_t r = 0; r < (size_t)comm.world_size(); r++)
         all.push_back(layout_from_words(words.data() + r * kLayoutWords, comm.info()));

@@ -419,7 +419,7 @@ private:
     DataSummary check_data(const char* flag, const DataLoader& loader, size_t vocab) {
         const int rank = comm_.rank(), world = comm_.world_size();
         DataSummary mine = summarize_shards(loader.shards());
-        const std::vector<uint64_t> all = all_gather_u64(be_, comm_, {mine.shards, mine.tokens, mine.digest});
+        const std::vector<uint64_t> all = comm_.all_gather_host({mine.shards, mine.tokens, mine.digest});
         const DataSummary first{all[0], all[1], (uint32_t)all[2], 0};
         for (int r = 1; r < world; r++) {
             const DataSummary theirs{all[3 * (size_t)r], all[3 * (size_t)r + 1], (uint32_t)all[3 * (size_t)r + 2], 0};
@@ -438,7 +438,7 @@ private:
             if (sc.bad.found) scans[0] = i + 1, scans[1] = sc.bad.index, scans[2] = sc.bad.value;
             scans[3 + i] = sc.content;
         }
-        const std::vector<uint64_t> got = all_gather_u64(be_, comm_, scans);
+        const std::vector<uint64_t> got = comm_.all_gather_host(scans);
         size_t worst = 0;  // the rank whose bad token is in the lowest-numbered shard
         for (size_t r = 0; r < (size_t)world; r++)
             if (got[r * row] != 0 && (got[worst * row] == 0 || got[r * row] < got[worst * row])) worst = r;

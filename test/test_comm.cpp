@@ -1,5 +1,6 @@
 // MpiComm under mpirun (test/tests.list runs it with -np 1, 2 and 3): every collective (reduce to a root included),
-// fp32 and bf16, in place and not, chunked (a tiny max_chunk forces many MPI calls per collective), and the counters.
+// fp32 and bf16, in place and not, chunked (a tiny max_chunk forces many MPI calls per collective), the counters, and
+// the host channel (host_channel_checks.h).
 //
 // Inputs are small integers, so every fp32 sum is exact in any reduction order and the results are compared
 // exactly; Avg is checked against sum / world computed in fp32, which is what MpiComm must produce (one division).
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "dist_testing.h"
+#include "host_channel_checks.h"
 #include "llmc/bf16.h"
 #include "llmc/comm_mpi.h"
 #include "llmc/error.h"
@@ -268,6 +270,8 @@ int main() {
         test_collectives(chunked, "mpi chunk=3");
         MpiComm chunk1(comm.info(), 1);
         test_collectives(chunk1, "mpi chunk=1");
+        host_channel_checks::run(comm, "mpi");
+        host_channel_checks::run(chunk1, "mpi chunk=1");
         test_counters(comm.info());
         test_errors(comm.info());
     });

@@ -300,16 +300,16 @@ void test_backward_announces_complete_buckets() {
     // The optimizer's misuse checks on announcements.
     auto comm = make_single_comm();
     Opt opt(be, model, *comm, OptimConfig(), 1, 1);
-    opt.bucket_ready(0, true);
-    expect_error("a bucket announced twice in a micro-step", [&] { opt.bucket_ready(0, true); }, "twice");
-    expect_error("a bucket past L", [&] { opt.bucket_ready(3, true); }, "bucket 3");
+    opt.reducer().bucket_ready(0, true);
+    expect_error("a bucket announced twice in a micro-step", [&] { opt.reducer().bucket_ready(0, true); }, "twice");
+    expect_error("a bucket past L", [&] { opt.reducer().bucket_ready(3, true); }, "bucket 3");
     opt.reduce_gradients(true);
-    expect_error("bucket_ready after the last micro-step without step", [&] { opt.bucket_ready(1, true); },
+    expect_error("bucket_ready after the last micro-step without step", [&] { opt.reducer().bucket_ready(1, true); },
                     "without step()");
     opt.skip();
     const uint64_t reduces = comm->counters.total();
-    opt.bucket_ready(0, false);  // ZeRO 1 before the last micro-step: nothing to do, so no error either
-    opt.bucket_ready(0, false);
+    opt.reducer().bucket_ready(0, false);  // ZeRO 1 before the last micro-step: nothing to do, so no error either
+    opt.reducer().bucket_ready(0, false);
     check("announcements before the last micro-step issue nothing at ZeRO 1", comm->counters.total() == reduces);
 }
 
@@ -398,6 +398,10 @@ public:
     void broadcast(void*, size_t, DType, int, void*) override { unexpected(); }
     void barrier() override { unexpected(); }
 
+protected:
+    void host_all_reduce(void*, size_t, DType, ReduceOp) override { unexpected(); }
+    void host_all_gather(const void*, void*, size_t, DType) override { unexpected(); }
+
 private:
     static void unexpected() { fail("PlacedComm: no collective expected"); }
 };
@@ -468,10 +472,10 @@ void test_misuse_and_state() {
     expect_error("ZeRO 1 refuses a model without a gradient buffer",
                  [&] { Opt bad(be, bufferless, *comm, OptimConfig(), 1, 1); }, "has none");
     Opt zero2(be, bufferless, *comm, OptimConfig(), 2, 1);
-    expect_error("ZeRO 2: a bucket announced before it was handed out", [&] { zero2.bucket_ready(1, false); },
+    expect_error("ZeRO 2: a bucket announced before it was handed out", [&] { zero2.reducer().bucket_ready(1, false); },
                  "before bucket_buffer()");
-    zero2.bucket_buffer(2);
-    expect_error("ZeRO 2: a bucket handed out twice", [&] { zero2.bucket_buffer(2); }, "twice");
+    zero2.reducer().bucket_buffer(2);
+    expect_error("ZeRO 2: a bucket handed out twice", [&] { zero2.reducer().bucket_buffer(2); }, "twice");
 
     uint32_t a = Opt::rounding_seed(5, 1, WTE);
     check("rounding seed is a function of its inputs", a == Opt::rounding_seed(5, 1, WTE));

@@ -32,7 +32,15 @@ void nccl_check(ncclResult_t r, const char* expr, const char* file, int line) {
 }
 #define NCCL_CHECK(expr) nccl_check((expr), #expr, __FILE__, __LINE__)
 
-ncclDataType_t nccl_type(DType t) { return t == DType::F32 ? ncclFloat32 : ncclBfloat16; }
+ncclDataType_t nccl_type(DType t) {
+    switch (t) {
+        case DType::F32: return ncclFloat32;
+        case DType::BF16: return ncclBfloat16;
+        case DType::I32: return ncclInt32;
+        case DType::U64: return ncclUint64;
+    }
+    fail("NCCL: unknown dtype %d", (int)t);
+}
 
 ncclRedOp_t nccl_op(ReduceOp op) {
     switch (op) {
@@ -120,8 +128,7 @@ public:
         // ncclCommInitRank returns once every rank joined, so every rank has read the id: rank 0 removes the file,
         // so that a later launch with the same tag cannot pick up this run's stale id.
         if (info.rank == 0 && !id_file_.empty()) std::remove(id_file_.c_str());
-        CUDA_CHECK(cudaMalloc(&barrier_buf_, sizeof(float)));
-        CUDA_CHECK(cudaMemset(barrier_buf_, 0, sizeof(float)));
+        grow_staging(256);
         if (opt.watchdog_s > 0 && info.world_size > 1) start_watchdog(info, opt, how, nonce);
     }
     ~NcclComm() override {
@@ -134,7 +141,7 @@ public:
             if (comm_) ncclCommAbort(comm_);
             return;
         }
-        if (barrier_buf_) cudaFree(barrier_buf_);
+        if (staging_) cudaFree(staging_);
         if (comm_) ncclCommDestroy(comm_);
     }
     const char* name() const override { return "nccl"; }
@@ -185,7 +192,7 @@ public:
         counters.barrier++;
         WatchedCall watched(watchdog_.get(), CollectiveKind::Barrier);  // the host waits for it to complete
         CUDA_CHECK(cudaDeviceSynchronize());
-        NCCL_CHECK(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, (cudaStream_t)0));
+        NCCL_CHECK(ncclAllReduce(staging_, staging_, 1, ncclFloat32, ncclSum, comm_, (cudaStream_t)0));
         CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)0));
     }
     void group_start() override {
@@ -202,7 +209,41 @@ public:
         }
     }
 
+protected:
+    // The host channel goes through staging_, a device buffer this comm owns, on the legacy default stream after a
+    // device synchronisation, as the barrier above does (and for the same reason: no other collective of this
+    // communicator can still be queued when it runs). Control data is small: staging_ grows only for a larger call.
+    void host_all_reduce(void* buf, size_t count, DType t, ReduceOp op) override {
+        WatchedCall watched(watchdog_.get(), CollectiveKind::AllReduce);
+        const size_t bytes = count * dtype_size(t);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        grow_staging(bytes);
+        CUDA_CHECK(cudaMemcpy(staging_, buf, bytes, cudaMemcpyHostToDevice));
+        NCCL_CHECK(ncclAllReduce(staging_, staging_, count, nccl_type(t), nccl_op(op), comm_, (cudaStream_t)0));
+        CUDA_CHECK(cudaMemcpy(buf, staging_, bytes, cudaMemcpyDeviceToHost));  // waits for the all-reduce
+    }
+    void host_all_gather(const void* send, void* recv, size_t count, DType t) override {
+        WatchedCall watched(watchdog_.get(), CollectiveKind::AllGather);
+        const size_t bytes = count * dtype_size(t), world = (size_t)info_.world_size;
+        CUDA_CHECK(cudaDeviceSynchronize());
+        grow_staging(bytes * world);
+        char* mine = static_cast<char*>(staging_) + (size_t)info_.rank * bytes;
+        CUDA_CHECK(cudaMemcpy(mine, send, bytes, cudaMemcpyHostToDevice));
+        NCCL_CHECK(ncclAllGather(mine, staging_, count, nccl_type(t), comm_, (cudaStream_t)0));
+        CUDA_CHECK(cudaMemcpy(recv, staging_, bytes * world, cudaMemcpyDeviceToHost));
+    }
+
 private:
+    void grow_staging(size_t bytes) {
+        if (bytes <= staging_bytes_) return;
+        if (staging_) CUDA_CHECK(cudaFree(staging_));
+        staging_ = nullptr;
+        staging_bytes_ = 0;
+        CUDA_CHECK(cudaMalloc(&staging_, bytes));
+        CUDA_CHECK(cudaMemset(staging_, 0, bytes));
+        staging_bytes_ = bytes;
+    }
+
     // The watchdog sees one unit per ungrouped collective or per group (its first collective's kind).
     uint64_t watch(CollectiveKind kind) {
         if (!watchdog_) return 0;
@@ -269,7 +310,8 @@ private:
     uint64_t group_id_ = 0;    // the watchdog unit of the open group (0: none yet)
     void* group_stream_ = nullptr;
     ncclComm_t comm_ = nullptr;
-    float* barrier_buf_ = nullptr;
+    void* staging_ = nullptr;  // the host channel's device buffer (and the barrier's one float)
+    size_t staging_bytes_ = 0;
     std::string id_file_;  // -pi fs: the rendezvous file rank 0 wrote (removed once every rank joined)
 };
 

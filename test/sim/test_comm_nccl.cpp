@@ -3,7 +3,8 @@
 // barrier after collectives still queued on the non-blocking streams (the simulator reports two collectives of one
 // communicator that nothing orders, so a barrier that does not wait for them fails here). Then the optimizer's
 // stream contract (llmc/optimizer.h): after step() the main stream may read the parameters without a device
-// synchronisation (the next forward does), for ZeRO 0 and 1, which must agree bitwise.
+// synchronisation (the next forward does), for ZeRO 0 and 1, which must agree bitwise. And the host channel
+// (test/host_channel_checks.h), staged through NcclComm's own device buffer.
 #include <cuda_bf16.h>
 
 #include "llmc/bf16.h"
@@ -12,6 +13,7 @@
 #include "llmc/model.h"
 #include "llmc/optimizer.h"
 #include "test/dist_testing.h"
+#include "test/host_channel_checks.h"
 #include "test/optimizer_fixture.h"
 
 #include <cstring>
@@ -143,6 +145,16 @@ int main() {
         llmc::CudaBackend be;
         std::unique_ptr<llmc::Comm> nccl = llmc::create_comm(be, mpi.info(), llmc::CommOptions());
         test_nccl_comm(be, *nccl);
+        // The host channel right after a collective still queued on the comm stream: staged and ordered after it.
+        std::vector<float> x(5, 1.0f);
+        auto* d = (float*)be.alloc(x.size() * sizeof(float));
+        be.copy_to_device(d, x.data(), x.size() * sizeof(float));
+        be.comm_waits_main();
+        nccl->all_reduce(d, x.size(), DType::F32, ReduceOp::Sum, be.comm_stream());
+        host_channel_checks::run(*nccl, "nccl");
+        be.copy_to_host(x.data(), d, x.size() * sizeof(float));
+        dt::check("NcclComm: the queued all_reduce ran before the host channel's", x[4] == (float)nccl->world_size());
+        be.free(d);
         test_optimizer_streams(be, *nccl);
     });
 }
