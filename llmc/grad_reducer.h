@@ -70,9 +70,12 @@ template <class Backend, class Model>
 class GradReducer {
 public:
     // The model's buffers must be padded to a multiple of zero_pad_multiple(world size, align) (ModelOptions::pad_to).
-    GradReducer(Backend& be, Model& model, Comm& comm, int zero_stage, size_t align)
-        : be_(be), model_(model), comm_(comm), stage_(zero_stage) {
+    // wire: the type the gradients are reduced in (F32, or BF16: half the bytes, see "Reduce dtype" above).
+    GradReducer(Backend& be, Model& model, Comm& comm, int zero_stage, size_t align, DType wire = DType::F32)
+        : be_(be), model_(model), comm_(comm), stage_(zero_stage), wire_(wire) {
         validate_zero_stage(zero_stage);
+        if (wire != DType::F32 && wire != DType::BF16)
+            fail("GradReducer: gradients are reduced in f32 or bf16, not %s", dtype_name(wire));
         plan_ = make_shard_plan(model.num_params(), comm.world_size(), comm.rank(), align);
         if (model.padded_params() < plan_.padded)
             fail("the model's flat buffers have %zu elements but ZeRO over %d ranks needs %zu: create the model "
@@ -96,9 +99,11 @@ public:
         bucket_done_.assign(nb, 0);
         acquired_.assign(nb, 0);
         if (stage_ == 2) allocate_pool(nb);
+        if (wire_ == DType::BF16) wire_buf_ = be_.alloc(max_bucket_elements(model.layout()) * 2);
     }
     ~GradReducer() {
         if (accum_) be_.free(accum_);
+        if (wire_buf_) be_.free(wire_buf_);
         for (BucketSlot& k : slots_) {
             be_.free(k.buf);
             be_.event_destroy(k.reduced);
@@ -183,6 +188,9 @@ public:
     bool reduced() const { return reduced_; }
     // reduce_gradients calls since the last step: the micro-steps whose gradients the reduced sums hold.
     int micro_steps() const { return micro_steps_; }
+    // Bytes this rank handed to gradient reductions so far (count x the wire type's size).
+    uint64_t reduced_bytes() const { return reduced_bytes_; }
+    DType wire_dtype() const { return wire_; }
     // The reduced gradient of flat element `flat_begin` onwards, for this rank's range (ZeRO 0: the whole buffer;
     // ZeRO >= 1: its shard): in place in the model's buffer for ZeRO 0 and 1, the accumulator for ZeRO 2.
     const float* reduced_grads(size_t flat_begin) const {
@@ -225,24 +233,52 @@ private:
 
     // Enqueues bucket b's reductions on the comm stream (the caller made it wait for the main stream). ZeRO 2
     // reduces the bucket's buffer and records the buffer's event after the reductions.
+    // With a bf16 wire, each part is converted into the staging buffer (at its packed offset in the bucket), reduced
+    // there, and converted back into its fp32 place where the result lands (every rank for ZeRO 0, the root for
+    // ZeRO 1/2), all on the comm stream, so buckets take turns with the one staging buffer.
     void reduce_bucket(size_t b) {
         void* st = be_.comm_stream();
         BucketSlot* k = stage_ == 2 ? &slot_of(b) : nullptr;
-        float* grads = model_.grads();
+        const std::vector<Part> parts = parts_of(b, k);
+        const bool staged = wire_ == DType::BF16;
+        uint16_t* wire = static_cast<uint16_t*>(wire_buf_);
+        if (staged)
+            for (const Part& p : parts) be_.grads_to_bf16(wire + p.packed, p.grads, p.count, st);
         comm_.group_start();
-        if (stage_ == 0) {
-            for (const FlatRange& r : ranges_[b])
-                comm_.all_reduce(grads + r.begin, r.end - r.begin, DType::F32, ReduceOp::Sum, st);
-        } else {
-            for (size_t i = 0; i < pieces_[b].size(); i++) {
-                const BucketPiece& p = pieces_[b][i];
-                float* g = k ? k->buf + piece_packed_[b][i] : grads + p.begin;
-                comm_.reduce(g, g, p.end - p.begin, DType::F32, ReduceOp::Sum, p.root, st);
-            }
+        for (const Part& p : parts) {
+            void* buf = staged ? (void*)(wire + p.packed) : (void*)p.grads;
+            if (p.root < 0) comm_.all_reduce(buf, p.count, wire_, ReduceOp::Sum, st);
+            else comm_.reduce(buf, buf, p.count, wire_, ReduceOp::Sum, p.root, st);
+            reduced_bytes_ += p.count * dtype_size(wire_);
         }
         comm_.group_end();
+        if (staged)
+            for (const Part& p : parts)
+                if (p.root < 0 || p.root == plan_.rank) be_.grads_from_bf16(p.grads, wire + p.packed, p.count, st);
         if (k) be_.event_record(k->reduced, st);
         bucket_done_[b] = 1;
+    }
+    struct BucketSlot;
+    // One collective of a bucket: ZeRO 0 all-reduces each range (root -1), ZeRO 1/2 reduce each piece to its owner.
+    struct Part {
+        float* grads;   // the fp32 gradients: the model's buffer, or ZeRO 2's bucket buffer
+        size_t packed;  // offset in the bucket's packed layout (where a bf16 wire stages it)
+        size_t count;
+        int root;
+    };
+    std::vector<Part> parts_of(size_t b, BucketSlot* k) const {
+        std::vector<Part> parts;
+        if (stage_ == 0) {
+            for (const FlatRange& r : ranges_[b])
+                parts.push_back({model_.grads() + r.begin, packed_offset(ranges_[b], r.begin), r.end - r.begin, -1});
+            return parts;
+        }
+        for (size_t i = 0; i < pieces_[b].size(); i++) {
+            const BucketPiece& p = pieces_[b][i];
+            float* g = k ? k->buf + piece_packed_[b][i] : model_.grads() + p.begin;
+            parts.push_back({g, piece_packed_[b][i], p.end - p.begin, p.root});
+        }
+        return parts;
     }
 
     // ZeRO 2's pool (llmc/zero.h): buffer (L-1-b) mod K for layer bucket b < L, buffer K for bucket L.
@@ -291,6 +327,9 @@ private:
     bool accumulated_ = false;     // ZeRO 2: accum_ holds this step's first micro-step
     bool reduced_ = false;         // the last micro-step's reduction was issued
     int micro_steps_ = 0;          // reduce_gradients calls since the last step
+    DType wire_;                   // the type gradients are reduced in
+    void* wire_buf_ = nullptr;     // bf16 wire: the staging buffer, the largest bucket's size
+    uint64_t reduced_bytes_ = 0;
 };
 
 }  // namespace llmc

@@ -41,6 +41,7 @@ namespace llmc {
 
 struct OptimConfig {
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f, grad_clip = 1.0f;
+    DType reduce_dtype = DType::F32;  // the type the gradients are reduced in (GradReducer; F32 or BF16)
 };
 
 template <class Backend>
@@ -56,7 +57,7 @@ public:
     Optimizer(Backend& be, Model& model, Comm& comm, const OptimConfig& cfg, int zero_stage, uint64_t seed,
               size_t align = 128)
         : be_(be), model_(model), comm_(comm), cfg_(cfg), seed_(seed),
-          reducer_(be, model, comm, zero_stage, align), plan_(reducer_.plan()), stage_(zero_stage) {
+          reducer_(be, model, comm, zero_stage, align, cfg.reduce_dtype), plan_(reducer_.plan()), stage_(zero_stage) {
         state_offset_ = stage_ == 0 ? 0 : plan_.begin();
         state_count_ = stage_ == 0 ? plan_.padded : plan_.shard_size;
         segments_ = range_segments(model.layout(), state_offset_, state_offset_ + state_count_);

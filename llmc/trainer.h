@@ -170,6 +170,7 @@ public:
         OptimConfig oc;
         oc.beta1 = o_.beta1, oc.beta2 = o_.beta2, oc.eps = o_.eps, oc.weight_decay = o_.weight_decay;
         oc.grad_clip = o_.grad_clip;
+        oc.reduce_dtype = o_.reduce_dtype == "bf16" ? DType::BF16 : DType::F32;
         Optimizer<Backend> opt(be_, model, comm_, oc, zero_stage, o_.seed);
         const int max_steps = o_.max_steps > 0 ? o_.max_steps : (int)train.steps_per_epoch();
         // -m N: the first N windows of -d tokens of the validation data; -m -1: all of them, every sequence.
@@ -364,6 +365,9 @@ public:
         } else if (rank != 0 && !o_.output_dir.empty()) {
             model.get_params();  // keeps ranks in step with rank 0's synchronising download
         }
+        if (rank == 0 && world > 1)
+            std::printf("gradient reduction: %llu bytes handed to collectives by rank 0 (%s)\n",
+                        (unsigned long long)opt.reducer().reduced_bytes(), dtype_name(opt.reducer().wire_dtype()));
         return 0;
     }
 

@@ -408,37 +408,45 @@ private:
 
 // zero_memory() is what the model and the optimizer allocate: the parameters and the full gradient buffer (stages
 // 0, 1) in the model; m, v, master, ZeRO 2's accumulator and bucket buffers in the optimizer (plus one float, the
-// norm's scratch). For 1, 3 and 8 ranks (the rank's plan), L = 2 and L = 5 (fewer layers than ZeRO 2's layer
-// buffers, and more), every stage.
+// norm's scratch), and --reduce-dtype bf16's staging buffer in the reducer. For 1, 3 and 8 ranks (the rank's plan),
+// L = 2 and L = 5 (fewer layers than ZeRO 2's layer buffers, and more), every stage, both reduce types.
 void test_memory_matches_allocations() {
     bool ok = true;
     std::string why;
     for (int world : {1, 3, 8})
         for (size_t layers : {(size_t)2, (size_t)5})
-            for (int stage = 0; stage <= 2; stage++) {
+            for (int stage = 0; stage <= 2; stage++)
+            for (size_t reduce_bytes : {(size_t)4, (size_t)2}) {
                 CountingBackend be;
-                const ZeroMemory want = zero_memory(ParamLayout(tiny_config(layers)), world, stage, sizeof(float));
+                const ZeroMemory want =
+                    zero_memory(ParamLayout(tiny_config(layers)), world, stage, sizeof(float), 128, reduce_bytes);
+                OptimConfig oc;
+                oc.reduce_dtype = reduce_bytes == 2 ? DType::BF16 : DType::F32;
                 GPT2<CountingBackend> model(be, tiny_config(layers), 1, 1, padded_for(world, stage));
                 PlacedComm comm(world, world - 1);
                 const size_t before = be.live;
-                Optimizer<CountingBackend> opt(be, model, comm, OptimConfig(), stage, 1);
+                Optimizer<CountingBackend> opt(be, model, comm, oc, stage, 1);
                 const size_t opt_bytes = be.live - before;
                 const size_t model_grads = model.grads() ? be.sizes.at(model.grads()) : 0;
-                const size_t planned = want.accumulator + want.bucket_pool + want.master + want.adam_m + want.adam_v;
+                const size_t planned =
+                    want.accumulator + want.bucket_pool + want.master + want.adam_m + want.adam_v + want.wire;
                 char buf[256];
                 std::snprintf(buf, sizeof buf,
-                              "W=%d L=%zu ZeRO %d: params %zu/%zu grads %zu/%zu optimizer %zu/%zu (+4) m %zu/%zu",
-                              world, layers, stage, be.sizes.at(model.params()), want.params, model_grads, want.grads,
+                              "W=%d L=%zu ZeRO %d wire %zu: params %zu/%zu grads %zu/%zu optimizer %zu/%zu (+4) "
+                              "m %zu/%zu",
+                              world, layers, stage, reduce_bytes, be.sizes.at(model.params()), want.params, model_grads, want.grads,
                               opt_bytes, planned, be.sizes.at(opt.m()), want.adam_m);
                 if (be.sizes.at(model.params()) != want.params || model_grads != want.grads ||
                     opt_bytes != planned + sizeof(float) || be.sizes.at(opt.m()) != want.adam_m ||
                     be.sizes.at(opt.v()) != want.adam_v || be.sizes.at(opt.master()) != want.master ||
-                    (stage == 2) != (want.bucket_pool > 0 && want.accumulator > 0 && want.grads == 0)) {
+                    (stage == 2) != (want.bucket_pool > 0 && want.accumulator > 0 && want.grads == 0) ||
+                    (reduce_bytes == 2) != (want.wire > 0)) {
                     if (ok) why = buf;
                     ok = false;
                 }
             }
-    check("zero_memory() equals the model's and the optimizer's allocations (W 1/3/8, L 2/5, ZeRO 0/1/2)", ok,
+    check("zero_memory() equals the model's and the optimizer's allocations (W 1/3/8, L 2/5, ZeRO 0/1/2, fp32 and "
+          "bf16 reduction)", ok,
           "%s", why.c_str());
 }
 

@@ -119,6 +119,10 @@ public:
     void norm_squared_into(float* acc, const float* g, size_t n);
     // dst[i] += src[i]               (ZeRO-2: add a reduce-scattered micro-step into the sharded accumulator)
     void add_into(float* dst, const float* src, size_t n);
+    // Gradients in bf16 on the wire (--reduce-dtype bf16), enqueued on `stream` (the comm stream):
+    //   dst[i] = bf16(src[i])  (uint16 bit patterns, round to nearest even)  /  dst[i] = float(src[i])  (exact)
+    void grads_to_bf16(void* dst, const float* src, size_t n, void* stream);
+    void grads_from_bf16(float* dst, const void* src, size_t n, void* stream);
     // AdamW on n elements (PyTorch semantics, decoupled weight decay):
     //   g = grad_scale * grads[i]
     //   m = beta1 m + (1-beta1) g;   v = beta2 v + (1-beta2) g^2
