@@ -10,6 +10,7 @@
 
 #include "llmc/cli.h"
 #include "llmc/dist_info.h"
+#include "llmc/launch_check.h"
 #include "llmc/error.h"
 #include "llmc/mpi_env.h"
 #include "llmc/trainer.h"
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
         co.init = llmc::parse_comm_init(opt.init_method), co.rendezvous_dir = opt.rendezvous_dir;
         co.watchdog_s = opt.comm_timeout;
         std::unique_ptr<llmc::Comm> comm = llmc::create_comm(backend, info, co);
+        llmc::check_launch_layout(*comm);  // before the trainer touches -o
         int rc = llmc::Trainer<Backend>(opt, backend, *comm).run();
         comm.reset();
         llmc::mpi_finalize();

@@ -198,6 +198,11 @@ struct BackendContract {
     using norm_squared_into = void(float* acc, const float* g, size_t n);
     // dst[i] += src[i]               (ZeRO 2: add a reduced micro-step into the sharded accumulator)
     using add_into = void(float* dst, const float* src, size_t n);
+    // Gradients in bf16 on the wire (--reduce-dtype bf16), enqueued on `stream` (the comm stream); dst/src of the
+    // bf16 side are uint16 bit patterns:
+    //   grads_to_bf16:   dst[i] = bf16(src[i]), round to nearest even;   grads_from_bf16: dst[i] = float(src[i]), exact
+    using grads_to_bf16 = void(void* dst, const float* src, size_t n, Stream stream);
+    using grads_from_bf16 = void(float* dst, const void* src, size_t n, Stream stream);
     // AdamW on n elements (PyTorch semantics, decoupled weight decay):
     //   g = grad_scale * grads[i]
     //   m = beta1 m + (1-beta1) g;   v = beta2 v + (1-beta2) g^2
@@ -220,7 +225,7 @@ struct BackendContract {
     X(event_record) X(stream_wait_event) X(encoder_forward) X(layernorm_forward) X(fused_residual_layernorm_forward) \
     X(matmul_forward) X(gelu_forward) X(attention_forward) X(fused_classifier) X(matmul_backward)                    \
     X(layernorm_backward) X(attention_backward) X(encoder_backward) X(sum_into) X(norm_squared_into) X(add_into)     \
-    X(adamw_update)
+    X(grads_to_bf16) X(grads_from_bf16) X(adamw_update)
 #define LLMC_BACKEND_STATIC_OPS(X) X(scratch_plan) X(attention_state_elems) X(check_attention_shape)
 
 namespace backend_contract {

@@ -53,6 +53,7 @@ struct TrainOptions {
     int max_bad_steps = 5;      // stop after this many non-finite steps in a row
     // distributed
     std::string init_method = "auto";  // -pi
+    std::string reduce_dtype = "fp32";  // --reduce-dtype: the gradient reduction's type (accumulation stays fp32)
     int num_processes = -1, process_rank = -1, gpus_per_node = -1;  // -pn -pr -pg
     std::string rendezvous_dir;        // -pf
     std::string server_ip;             // -ps

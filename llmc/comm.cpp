@@ -2,6 +2,7 @@
 #include "comm.h"
 
 #include "error.h"
+#include "mpi_env.h"
 
 namespace llmc {
 
@@ -58,6 +59,7 @@ CommInit parse_comm_init(const std::string& s) {
 }
 
 std::unique_ptr<Comm> create_host_comm(const DistInfo& info, const CommOptions& opt) {
+    mpi_check_launch(info);
     if (info.world_size == 1) return make_single_comm();
     if (opt.init == CommInit::File)
         fail("-pi fs: the shared-file rendezvous exchanges NCCL's id; the CPU backend's collectives need MPI "

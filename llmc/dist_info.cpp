@@ -4,7 +4,9 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "error.h"
 
@@ -67,6 +69,7 @@ DistInfo from_mpi_vars(const EnvMap& env, const char* launcher, const char* rank
                        const char* local_rank, const char* local_size) {
     DistInfo d;
     d.launcher = launcher;
+    d.rank_var = rank, d.world_var = size, d.local_var = local_rank;
     d.rank = get_int(env, rank);
     d.world_size = get_int(env, size);
     d.local_rank = has(env, local_rank) ? get_int(env, local_rank) : -1;
@@ -99,7 +102,10 @@ DistInfo from_slurm(const EnvMap& env) {
     DistInfo d;
     d.launcher = "slurm";
     d.node_exact = true;
+    d.rank_var = "SLURM_PROCID", d.local_var = "SLURM_NODEID/SLURM_LOCALID";
     d.rank = get_int(env, "SLURM_PROCID");
+    for (const char* v : {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"})
+        if (d.world_var.empty() && has(env, v)) d.world_var = v;
     d.world_size = get_first(env, {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"});
     if (d.world_size < 0) fail("Slurm step without SLURM_STEP_NUM_TASKS or SLURM_NTASKS: cannot tell the world size");
     d.local_rank = get_first(env, {"SLURM_LOCALID"});
@@ -133,6 +139,8 @@ DistInfo from_slurm(const EnvMap& env) {
 DistInfo from_torchrun(const EnvMap& env) {
     DistInfo d;
     d.launcher = "torchrun";
+    d.rank_var = "RANK", d.world_var = "WORLD_SIZE", d.local_var = "LOCAL_RANK";
+    if (has(env, "GROUP_RANK")) d.local_var = "GROUP_RANK/LOCAL_RANK";
     d.rank = get_int(env, "RANK");
     d.world_size = get_int(env, "WORLD_SIZE");
     if (has(env, "LOCAL_RANK") && has(env, "LOCAL_WORLD_SIZE")) {
@@ -159,7 +167,79 @@ DistInfo from_torchrun(const EnvMap& env) {
     return d;
 }
 
+// An MPI launcher's own variables that the chosen launcher did not use (PMI_* under a Slurm step: Hydra inside
+// srun, or srun --mpi=pmi2) must tell the same rank and world size.
+void check_mpi_variables_agree(const EnvMap& env, const DistInfo& d) {
+    struct Var {
+        const char* name;
+        int want;
+        const std::string& used;
+    };
+    for (const Var& v : {Var{"PMI_RANK", d.rank, d.rank_var}, Var{"PMI_SIZE", d.world_size, d.world_var},
+                         Var{"PMIX_RANK", d.rank, d.rank_var}}) {
+        if (!has(env, v.name) || v.used == v.name || d.launcher == "command line") continue;
+        const int got = get_int(env, v.name);
+        if (got == v.want) continue;
+        const bool size = v.name == std::string("PMI_SIZE");
+        const std::string used = v.used.empty() ? "no launcher variable: " + std::to_string(v.want)
+                                                : v.used + "=" + std::to_string(v.want);
+        fail("the MPI launcher's %s=%d disagrees with the %s environment's %s (%s): an mpiexec (MPICH/Intel MPI's "
+             "Hydra) inside an srun step, or a mix of launchers? Start the ranks with one launcher: srun --mpi=pmix "
+             "(or pmi2) alone, or mpiexec outside srun",
+             v.name, got, d.launcher.c_str(), size ? "world size" : "rank", used.c_str());
+    }
+}
+
 }  // namespace
+
+std::string mpi_layout_mismatch(const DistInfo& d, int mpi_rank, int mpi_size) {
+    if (mpi_rank == d.rank && mpi_size == d.world_size) return "";
+    const std::string rv = d.rank_var.empty() ? "no launcher variable" : d.rank_var + "=" + std::to_string(d.rank);
+    const std::string wv =
+        d.world_var.empty() ? "one process" : d.world_var + "=" + std::to_string(d.world_size);
+    char buf[768];
+    std::snprintf(buf, sizeof buf,
+                  "MPI sees rank %d of %d but the launcher's environment (%s) says rank %d of %d (%s, %s): the "
+                  "processes would not train as one run. Was the job started with srun without an MPI plugin (use "
+                  "srun --mpi=pmix or --mpi=pmi2), with mpiexec inside an srun step (MPICH/Intel MPI's Hydra under "
+                  "Slurm), or with a different mpirun than the MPI the program was built with?",
+                  mpi_rank, mpi_size, d.launcher.c_str(), d.rank, d.world_size, rv.c_str(), wv.c_str());
+    return buf;
+}
+
+std::vector<uint64_t> layout_words(const DistInfo& d) {
+    return {(uint64_t)d.rank, (uint64_t)d.world_size, (uint64_t)d.node, (uint64_t)d.num_nodes,
+            (uint64_t)d.local_rank, (uint64_t)d.local_size};
+}
+
+DistInfo layout_from_words(const uint64_t* w, const DistInfo& variables_from) {
+    DistInfo d = variables_from;
+    d.rank = (int)w[0], d.world_size = (int)w[1], d.node = (int)w[2], d.num_nodes = (int)w[3];
+    d.local_rank = (int)w[4], d.local_size = (int)w[5];
+    return d;
+}
+
+void check_gathered_layouts(const std::vector<DistInfo>& all) {
+    if (all.empty()) return;
+    const DistInfo& first = all[0];
+    const std::string from = first.local_var.empty() ? first.launcher : first.local_var;
+    std::map<std::pair<int, int>, int> seen;  // (node, local rank) -> rank
+    for (size_t r = 0; r < all.size(); r++) {
+        const DistInfo& d = all[r];
+        if (d.rank != (int)r)
+            fail("launch layout: process %zu of the communicator says it is rank %d (%s): ranks must be numbered "
+                 "0 .. %zu in the launcher's order", r, d.rank, d.rank_var.c_str(), all.size() - 1);
+        if (d.world_size != (int)all.size() || d.num_nodes != first.num_nodes)
+            fail("launch layout: rank %zu says %d ranks on %d nodes, rank 0 says %d ranks on %d nodes (%s, %s): the "
+                 "ranks were not started by one launch", r, d.world_size, d.num_nodes, first.world_size,
+                 first.num_nodes, d.world_var.c_str(), from.c_str());
+        auto ins = seen.emplace(std::make_pair(d.node, d.local_rank), (int)r);
+        if (!ins.second)
+            fail("launch layout: ranks %d and %zu both say they are local rank %d on node %d (%s from the %s "
+                 "environment): they would drive the same GPU; every (node, local rank) pair must be unique",
+                 ins.first->second, r, d.local_rank, d.node, from.c_str(), d.launcher.c_str());
+    }
+}
 
 int device_for_local_rank(const EnvMap& env, int local_rank, int local_size) {
     // Entries in CUDA_VISIBLE_DEVICES (unset: every GPU is visible).
@@ -243,6 +323,7 @@ DistInfo compute_dist_info(const EnvMap& env, const DistOverrides& ov) {
         d.node = rank / d.local_size;
         d.num_nodes = (d.world_size + d.local_size - 1) / d.local_size;
         d.node_exact = true;
+        d.rank_var = "-pr", d.world_var = "-pn", d.local_var = "-pr/-pg";
         source = "command line (-pn/-pr/-pg)";
     } else if (has(env, "OMPI_COMM_WORLD_RANK") || has(env, "OMPI_COMM_WORLD_SIZE")) {
         d = from_mpi_vars(env, "openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
@@ -268,6 +349,7 @@ DistInfo compute_dist_info(const EnvMap& env, const DistOverrides& ov) {
     } else {
         source = "single process";
     }
+    check_mpi_variables_agree(env, d);
     // The GPU: the local rank, folded onto the visible devices when the launcher shows each rank fewer GPUs.
     d.device = device_for_local_rank(env, d.local_rank, d.local_size);
     validate_dist_info(d, source);

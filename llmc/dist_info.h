@@ -21,8 +21,11 @@
 // (test/e2e/multinode_test.sh runs ranks that believe they are on 2 or 3 nodes and checks this).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace llmc {
 
@@ -38,6 +41,9 @@ struct DistInfo {
     // True when the launcher named this rank's node and local rank itself (Slurm's SLURM_NODEID / SLURM_LOCALID,
     // torchrun's GROUP_RANK / LOCAL_RANK, the command line's -pn/-pr/-pg): MpiComm keeps that layout as it is.
     bool node_exact = false;
+    // Where the values came from, for messages: the variables (or options) that gave the rank, the world size and
+    // the node / local rank, e.g. "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_NODEID/SLURM_LOCALID".
+    std::string rank_var, world_var, local_var;
 
     bool is_main() const { return rank == 0; }
     std::string describe() const;  // "rank 3/8 (local 3/8, node 0/1, gpu 3, openmpi)"
@@ -62,6 +68,20 @@ DistInfo compute_dist_info(const EnvMap& env, const DistOverrides& overrides = D
 // Throws unless 0 <= rank < world_size, 0 <= local_rank < local_size <= world_size, 0 <= node < num_nodes <=
 // world_size, device >= 0. `source` names where the values came from, for the message.
 void validate_dist_info(const DistInfo& d, const std::string& source);
+
+// The message for an MPI launch whose own view (MPI_Comm_rank / MPI_Comm_size) disagrees with the environment's
+// layout `d`, naming the variables; empty when they agree. (MPICH/Intel MPI's Hydra inside a Slurm step leaves the
+// step's world of 1 in SLURM_*, while it started N processes: without this check N independent runs would start.)
+std::string mpi_layout_mismatch(const DistInfo& d, int mpi_rank, int mpi_size);
+
+// Every rank's layout, gathered in rank order (all[r] is rank r's): fails naming the variables when two ranks claim
+// the same (node, local rank) (they would drive the same GPU), when a rank's own rank is not its position, or when
+// the ranks disagree on the world size or the number of nodes.
+void check_gathered_layouts(const std::vector<DistInfo>& all);
+// The fields check_gathered_layouts compares, packed for an all-gather of integers, and back.
+std::vector<uint64_t> layout_words(const DistInfo& d);
+DistInfo layout_from_words(const uint64_t* w, const DistInfo& variables_from);
+constexpr size_t kLayoutWords = 6;
 
 // True when the process was started by an MPI launcher (mpirun/mpiexec of OpenMPI, MPICH, Intel MPI, MVAPICH2, or
 // srun with a PMI/PMIx plugin), i.e. MPI_Init will find its peers. A plain `./train_gpt2_cpu` returns false and

@@ -10,9 +10,9 @@
 //                            announced after layer l's backward; bucket L = wte, wpe, lnfw, lnfb, after the
 //                            encoder's), at the micro-steps that reduce (ZeRO 0/1: the last; ZeRO 2: every one;
 //                            otherwise a no-op):
-//       ZeRO 0:    all_reduce(Avg) in place of each of the bucket's flat ranges
-//       ZeRO 1:    reduce(Avg) in place of each piece (a bucket range cut at the shard boundaries) to the rank
-//                  that owns it; afterwards this rank's shard range of the gradient buffer holds the reduced average
+//       ZeRO 0:    all_reduce(Sum) in place of each of the bucket's flat ranges
+//       ZeRO 1:    reduce(Sum) in place of each piece (a bucket range cut at the shard boundaries) to the rank
+//                  that owns it; afterwards this rank's shard range of the gradient buffer holds the reduced sum
 //                  of its shard (the rest of the buffer is left as it was: only the owner reads a piece)
 //       ZeRO 2:    the same reduce of each piece, in place in the bucket buffer
 //       one group (group_start/group_end) per bucket; the padding past num_params is never communicated
@@ -20,9 +20,16 @@
 //                            them for a caller that passes no hooks), then makes the main stream wait for the
 //                            reductions; ZeRO 2 adds the rank's pieces into its shard accumulator (below).
 // Exactly one reduction per range or piece per optimizer step for ZeRO 0/1 whatever the number of micro-steps;
-// ZeRO 2 reduces every micro-step. Averaging over ranks (Avg) and over micro-steps (the model scales each
-// micro-step's loss by 1/accum) commute, so the sum of ZeRO 2's per-micro-step averages equals ZeRO 0/1's average
-// of the accumulated sums.
+// ZeRO 2 reduces every micro-step. Summing over ranks and over micro-steps commute, so the sum of ZeRO 2's
+// per-micro-step sums equals ZeRO 0/1's sum of the accumulated sums.
+//
+// World-size independence: a step's k x W micro-batches are the same for any split of the global batch (the data
+// loader), and each micro-batch's gradient is computed alike (the model scales its logit gradients by 1/(B T) only,
+// in act_t, never by a factor that depends on k or W: bf16(g/12) is not bf16(g/4)/3). The reduced gradients are
+// the fp32 sums over micro-steps (accumulation) and ranks (reduction); the optimizer multiplies them once by
+// inv = fp32(1/(k W)), k = micro_steps(). That is the same arithmetic for every split but for the order of the fp32
+// sums: bit-identical when those sums are exact or formed in the same order, else within fp32 reduction-order
+// rounding (docs/distributed.md, "Semantics").
 //
 // ZeRO 2 holds no full gradient buffer (the model is created with ModelOptions::gradient_buffer = false). Between
 // micro-steps a rank keeps only its fp32 shard accumulator; during backward, each bucket lives in a buffer of a pool
@@ -63,9 +70,12 @@ template <class Backend, class Model>
 class GradReducer {
 public:
     // The model's buffers must be padded to a multiple of zero_pad_multiple(world size, align) (ModelOptions::pad_to).
-    GradReducer(Backend& be, Model& model, Comm& comm, int zero_stage, size_t align)
-        : be_(be), model_(model), comm_(comm), stage_(zero_stage) {
+    // wire: the type the gradients are reduced in (F32, or BF16: half the bytes, see "Reduce dtype" above).
+    GradReducer(Backend& be, Model& model, Comm& comm, int zero_stage, size_t align, DType wire = DType::F32)
+        : be_(be), model_(model), comm_(comm), stage_(zero_stage), wire_(wire) {
         validate_zero_stage(zero_stage);
+        if (wire != DType::F32 && wire != DType::BF16)
+            fail("GradReducer: gradients are reduced in f32 or bf16, not %s", dtype_name(wire));
         plan_ = make_shard_plan(model.num_params(), comm.world_size(), comm.rank(), align);
         if (model.padded_params() < plan_.padded)
             fail("the model's flat buffers have %zu elements but ZeRO over %d ranks needs %zu: create the model "
@@ -89,9 +99,11 @@ public:
         bucket_done_.assign(nb, 0);
         acquired_.assign(nb, 0);
         if (stage_ == 2) allocate_pool(nb);
+        if (wire_ == DType::BF16) wire_buf_ = be_.alloc(max_bucket_elements(model.layout()) * 2);
     }
     ~GradReducer() {
         if (accum_) be_.free(accum_);
+        if (wire_buf_) be_.free(wire_buf_);
         for (BucketSlot& k : slots_) {
             be_.free(k.buf);
             be_.event_destroy(k.reduced);
@@ -147,6 +159,7 @@ public:
     // backward's order, L-1 .. 0, L), then the main stream waits for every reduction of this micro-step.
     void reduce_gradients(bool last_micro_step) {
         if (reduced_) fail("GradReducer::reduce_gradients: called after the last micro-step without step()");
+        micro_steps_++;
         if (reduces_at(last_micro_step)) {
             const size_t L = bucket_done_.size() - 1;
             bool waited = false;
@@ -175,6 +188,11 @@ public:
 
     // The last micro-step's reduction was issued (and waited for on the main stream).
     bool reduced() const { return reduced_; }
+    // reduce_gradients calls since the last step: the micro-steps whose gradients the reduced sums hold.
+    int micro_steps() const { return micro_steps_; }
+    // Bytes this rank handed to gradient reductions so far (count x the wire type's size).
+    uint64_t reduced_bytes() const { return reduced_bytes_; }
+    DType wire_dtype() const { return wire_; }
     // The reduced gradient of flat element `flat_begin` onwards, for this rank's range (ZeRO 0: the whole buffer;
     // ZeRO >= 1: its shard): in place in the model's buffer for ZeRO 0 and 1, the accumulator for ZeRO 2.
     const float* reduced_grads(size_t flat_begin) const {
@@ -186,6 +204,7 @@ public:
         if (stage_ != 2) be_.memset_zero(model_.grads(), model_.padded_params() * sizeof(float));
         accumulated_ = false;
         reduced_ = false;
+        micro_steps_ = 0;
     }
 
 private:
@@ -216,24 +235,52 @@ private:
 
     // Enqueues bucket b's reductions on the comm stream (the caller made it wait for the main stream). ZeRO 2
     // reduces the bucket's buffer and records the buffer's event after the reductions.
+    // With a bf16 wire, each part is converted into the staging buffer (at its packed offset in the bucket), reduced
+    // there, and converted back into its fp32 place where the result lands (every rank for ZeRO 0, the root for
+    // ZeRO 1/2), all on the comm stream, so buckets take turns with the one staging buffer.
     void reduce_bucket(size_t b) {
         const Stream st = be_.comm_stream();
         BucketSlot* k = stage_ == 2 ? &slot_of(b) : nullptr;
-        float* grads = model_.grads();
+        const std::vector<Part> parts = parts_of(b, k);
+        const bool staged = wire_ == DType::BF16;
+        uint16_t* wire = static_cast<uint16_t*>(wire_buf_);
+        if (staged)
+            for (const Part& p : parts) be_.grads_to_bf16(wire + p.packed, p.grads, p.count, st);
         comm_.group_start();
-        if (stage_ == 0) {
-            for (const FlatRange& r : ranges_[b])
-                comm_.all_reduce(grads + r.begin, r.end - r.begin, DType::F32, ReduceOp::Avg, st);
-        } else {
-            for (size_t i = 0; i < pieces_[b].size(); i++) {
-                const BucketPiece& p = pieces_[b][i];
-                float* g = k ? k->buf + piece_packed_[b][i] : grads + p.begin;
-                comm_.reduce(g, g, p.end - p.begin, DType::F32, ReduceOp::Avg, p.root, st);
-            }
+        for (const Part& p : parts) {
+            void* buf = staged ? (void*)(wire + p.packed) : (void*)p.grads;
+            if (p.root < 0) comm_.all_reduce(buf, p.count, wire_, ReduceOp::Sum, st);
+            else comm_.reduce(buf, buf, p.count, wire_, ReduceOp::Sum, p.root, st);
+            reduced_bytes_ += p.count * dtype_size(wire_);
         }
         comm_.group_end();
+        if (staged)
+            for (const Part& p : parts)
+                if (p.root < 0 || p.root == plan_.rank) be_.grads_from_bf16(p.grads, wire + p.packed, p.count, st);
         if (k) be_.event_record(k->reduced, st);
         bucket_done_[b] = 1;
+    }
+    struct BucketSlot;
+    // One collective of a bucket: ZeRO 0 all-reduces each range (root -1), ZeRO 1/2 reduce each piece to its owner.
+    struct Part {
+        float* grads;   // the fp32 gradients: the model's buffer, or ZeRO 2's bucket buffer
+        size_t packed;  // offset in the bucket's packed layout (where a bf16 wire stages it)
+        size_t count;
+        int root;
+    };
+    std::vector<Part> parts_of(size_t b, BucketSlot* k) const {
+        std::vector<Part> parts;
+        if (stage_ == 0) {
+            for (const FlatRange& r : ranges_[b])
+                parts.push_back({model_.grads() + r.begin, packed_offset(ranges_[b], r.begin), r.end - r.begin, -1});
+            return parts;
+        }
+        for (size_t i = 0; i < pieces_[b].size(); i++) {
+            const BucketPiece& p = pieces_[b][i];
+            float* g = k ? k->buf + piece_packed_[b][i] : model_.grads() + p.begin;
+            parts.push_back({g, piece_packed_[b][i], p.end - p.begin, p.root});
+        }
+        return parts;
     }
 
     // ZeRO 2's pool (llmc/zero.h): buffer (L-1-b) mod K for layer bucket b < L, buffer K for bucket L.
@@ -281,6 +328,10 @@ private:
     float* accum_ = nullptr;       // ZeRO 2: the fp32 accumulator of this rank's shard of the reduced gradients
     bool accumulated_ = false;     // ZeRO 2: accum_ holds this step's first micro-step
     bool reduced_ = false;         // the last micro-step's reduction was issued
+    int micro_steps_ = 0;          // reduce_gradients calls since the last step
+    DType wire_;                   // the type gradients are reduced in
+    void* wire_buf_ = nullptr;     // bf16 wire: the staging buffer, the largest bucket's size
+    uint64_t reduced_bytes_ = 0;
 };
 
 }  // namespace llmc

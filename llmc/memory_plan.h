@@ -65,7 +65,7 @@ MemoryPlan plan_training_memory(const TrainOptions& o, const GPT2Config& cfg, in
     const std::vector<BufferSize> acts = GPT2<Backend>::activation_plan(cfg, B, T, mo);  // validates the shape
     const ParamLayout layout(cfg);
     const size_t A = sizeof(typename Backend::act_t), padded = GPT2<Backend>::padded_params(layout, mo);
-    const ZeroMemory z = zero_memory(layout, world, stage, A);
+    const ZeroMemory z = zero_memory(layout, world, stage, A, 128, o.reduce_dtype == "bf16" ? 2 : 4);
     if (z.params != padded * A)
         fail("memory plan: the ZeRO plan pads %zu parameters differently from the model (%zu)", layout.total, padded);
 
@@ -85,6 +85,8 @@ MemoryPlan plan_training_memory(const TrainOptions& o, const GPT2Config& cfg, in
         {"AdamW m and v", stage == 0 ? "fp32, full" : "fp32, shard", (z.adam_m + z.adam_v) / 4, 4},
         {"grad norm, loss accumulator", "fp32 scalars", 2, 4},
     }});
+    if (z.wire)
+        p.groups.back().items.push_back({"gradient reduction staging", "bf16, the largest bucket", z.wire / 2, 2});
     p.groups.push_back({"activations (model)", acts});
     p.groups.push_back({"backend buffers", Backend::scratch_plan(B, T, cfg.channels, cfg.num_heads, bo)});
     return p;

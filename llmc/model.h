@@ -132,7 +132,9 @@ public:
     // Forward over inputs/targets (host, B*T token ids each; B <= max_batch(), T <= max_seq_len()).
     // targets == nullptr: logits only. With targets, per-position losses are computed and
     // mean_loss() returns their mean. grad_scale > 0 prepares backward(): the classifier overwrites the logits with
-    // d(grad_scale * mean loss)/dlogits (so micro-step losses are scaled by grad_scale = 1/grad_accum_steps).
+    // d(grad_scale * mean loss)/dlogits. Training passes grad_scale = 1: each micro-batch's gradient is that of its
+    // own mean loss whatever the number of micro-steps or ranks, and the optimizer divides the accumulated, reduced
+    // sums by (micro-steps x ranks) in fp32 (llmc/optimizer.h, "World-size independence").
     void forward(const int* inputs, const int* targets, size_t B, size_t T, float grad_scale = 0.0f) {
         if (B > B_ || T > T_ || B == 0 || T == 0)
             fail("forward: batch %zux%zu does not fit the model's activations %zux%zu", B, T, B_, T_);

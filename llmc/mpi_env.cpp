@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <string>
 
 #include "error.h"
 
@@ -40,11 +41,12 @@ void mpi_init_once(const DistInfo& info) {
     int rank = 0, size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (rank != info.rank || size != info.world_size)
-        fail("MPI sees rank %d of %d but the launcher's environment (%s) says rank %d of %d: was the job started "
-             "with srun without an MPI plugin (use srun --mpi=pmix) or with a different mpirun than the MPI the "
-             "program was built with?",
-             rank, size, info.launcher.c_str(), info.rank, info.world_size);
+    const std::string mismatch = mpi_layout_mismatch(info, rank, size);
+    if (!mismatch.empty()) fail("%s", mismatch.c_str());
+}
+
+void mpi_check_launch(const DistInfo& info) {
+    if (launched_with_mpi(current_environment())) mpi_init_once(info);
 }
 
 bool mpi_thread_multiple() {

@@ -26,6 +26,10 @@ void check_mpi(int rc, const char* what);
 // `info` is what the environment said: MPI's own rank and size must agree with it, otherwise this fails with a
 // message on how the job was probably launched wrongly (e.g. srun without a PMI plugin gives N singletons).
 void mpi_init_once(const DistInfo& info);
+// Whenever an MPI launcher started this process (launched_with_mpi), MPI's own rank and size must be the
+// environment's, whatever the world size (a world of 1 included: Hydra inside an srun step says 1 and starts N):
+// initialises MPI and checks (mpi_init_once). No-op for a process no MPI launcher started.
+void mpi_check_launch(const DistInfo& info);
 // MPI is initialised with MPI_THREAD_MULTIPLE (by mpi_init_once or whoever initialised it).
 bool mpi_thread_multiple();
 

@@ -4,10 +4,15 @@
 //
 // After the micro-steps (each backward with backward_hooks(last), each followed by reduce_gradients(last)),
 // step(lr, t), or grad_norm() then apply() or skip():
-//   norm = sqrt(all_reduce(Sum) of the squared norm of this rank's shard of the reduced gradients); ZeRO 0 has every
+//   the reduced gradients are the SUM over ranks and micro-steps of each micro-batch's mean-loss gradient (the
+//       model's backward with grad_scale 1); the mean over the step's k x W micro-batches is taken here, once, in
+//       fp32: inv = 1 / (k W) (k = the reducer's micro-steps, W ranks; llmc/grad_reducer.h, "World-size
+//       independence")
+//   norm = inv x sqrt(all_reduce(Sum) of the squared norm of this rank's shard of the reduced sums); ZeRO 0 has every
 //       reduced gradient on every rank but still sums shard norms, so every stage and world size computes it alike
 //   clip scale = min(1, grad_clip / (norm + 1e-6))  (PyTorch's clip_grad_norm_; grad_clip <= 0: no clipping)
-//   AdamW on the rank's range, one backend call per tensor piece (weight decay on the 2-D matrices only)
+//   AdamW on the rank's range, one backend call per tensor piece (weight decay on the 2-D matrices only), with
+//       gradient scale inv x clip scale
 //   ZeRO >= 1: all_gather the updated parameters in place (comm stream, after AdamW: comm_waits_main) while the
 //       gradients are zeroed on the main stream; the next forward waits for the gather (main_waits_comm)
 // and returns the norm before clipping; a non-finite norm is returned as it is (the update is still applied): what
@@ -36,6 +41,7 @@ namespace llmc {
 
 struct OptimConfig {
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f, grad_clip = 1.0f;
+    DType reduce_dtype = DType::F32;  // the type the gradients are reduced in (GradReducer; F32 or BF16)
 };
 
 template <class Backend>
@@ -51,7 +57,7 @@ public:
     Optimizer(Backend& be, Model& model, Comm& comm, const OptimConfig& cfg, int zero_stage, uint64_t seed,
               size_t align = 128)
         : be_(be), model_(model), comm_(comm), cfg_(cfg), seed_(seed),
-          reducer_(be, model, comm, zero_stage, align), plan_(reducer_.plan()), stage_(zero_stage) {
+          reducer_(be, model, comm, zero_stage, align, cfg.reduce_dtype), plan_(reducer_.plan()), stage_(zero_stage) {
         state_offset_ = stage_ == 0 ? 0 : plan_.begin();
         state_count_ = stage_ == 0 ? plan_.padded : plan_.shard_size;
         segments_ = range_segments(model.layout(), state_offset_, state_offset_ + state_count_);
@@ -90,13 +96,16 @@ public:
         collective([&](Stream st) { comm_.all_reduce(norm_, 1, DType::F32, ReduceOp::Sum, st); });
         float norm2 = 0;
         be_.copy_to_host(&norm2, norm_, sizeof(float));
-        const float norm = std::sqrt(norm2);
+        // The mean over the step's micro-steps x W micro-batches, applied once in fp32 (see the header comment).
+        const float inv = 1.0f / ((float)reducer_.micro_steps() * (float)comm_.world_size());
+        const float norm = std::sqrt(norm2) * inv;
         float scale = 1.0f;
         if (cfg_.grad_clip > 0) {
             const float coef = cfg_.grad_clip / (norm + 1e-6f);
             if (coef < 1.0f) scale = coef;
         }
         last_grad_scale_ = scale;
+        update_scale_ = scale * inv;
         normed_ = true;
         return norm;
     }
@@ -105,7 +114,7 @@ public:
         if (!normed_) fail("Optimizer::apply: grad_norm() was not called for this step");
         if (t < 1) fail("Optimizer::step: step t=%d, expected >= 1 (AdamW's bias correction is 1-based)", t);
         const float* g = reducer_.reduced_grads(state_offset_);
-        const float scale = last_grad_scale_;
+        const float scale = update_scale_;
         act_t* params = model_.params();
         for (const ShardSegment& s : segments_) {
             const float wd = ParamLayout::is_decayed(s.tensor) ? cfg_.weight_decay : 0.0f;
@@ -193,6 +202,7 @@ private:
     float* norm_ = nullptr;        // the squared norm (one device float)
     bool normed_ = false;          // grad_norm() ran for this step (apply() uses its clip scale)
     float last_grad_scale_ = 1.0f;
+    float update_scale_ = 1.0f;    // what AdamW multiplies the reduced sums by: 1/(k W) x the clip scale
 };
 
 }  // namespace llmc

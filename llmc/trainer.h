@@ -73,6 +73,9 @@ public:
             maybe_checkpoint(step + 1);
         }
         save_final_model();
+        if (rank_ == 0 && shape_.world > 1)  // bytes on the wire, for --reduce-dtype (docs/distributed.md)
+            std::printf("gradient reduction: %llu bytes handed to collectives by rank 0 (%s)\n",
+                        (unsigned long long)opt_->reducer().reduced_bytes(), dtype_name(opt_->reducer().wire_dtype()));
         return 0;
     }
 
@@ -132,7 +135,8 @@ private:
         const size_t accum = shape_.grad_accum, B = shape_.B, T = shape_.T;
         for (size_t micro = 0; micro < accum; micro++) {
             data_.train->next_batch(inputs_.data(), targets_.data());
-            model_->forward(inputs_.data(), targets_.data(), B, T, 1.0f / (float)accum);
+            // The micro-batch's own mean-loss gradient; the optimizer divides by accum x ranks in fp32.
+            model_->forward(inputs_.data(), targets_.data(), B, T, 1.0f);
             model_->accumulate_loss(loss_acc, 1.0f / (float)(B * T * accum));
             // Gradients are reduced across ranks at the last micro-step only (ZeRO 2: at every one, into the shard).
             const bool last_micro = micro + 1 == accum;

@@ -194,6 +194,7 @@ inline OptimConfig optim_config_for(const TrainOptions& o) {
     OptimConfig oc;
     oc.beta1 = o.beta1, oc.beta2 = o.beta2, oc.eps = o.eps, oc.weight_decay = o.weight_decay;
     oc.grad_clip = o.grad_clip;
+    oc.reduce_dtype = o.reduce_dtype == "bf16" ? DType::BF16 : DType::F32;
     return oc;
 }
 

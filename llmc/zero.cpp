@@ -112,8 +112,18 @@ ZeroMemory memory_of(const ShardPlan& plan, const ParamLayout& layout, int stage
 }
 }  // namespace
 
-ZeroMemory zero_memory(const ParamLayout& layout, int world_size, int stage, size_t act_bytes, size_t align) {
-    return memory_of(make_shard_plan(layout.total, world_size, 0, align), layout, stage, act_bytes);
+ZeroMemory zero_memory(const ParamLayout& layout, int world_size, int stage, size_t act_bytes, size_t align,
+                       size_t reduce_bytes) {
+    if (reduce_bytes != 4 && reduce_bytes != 2) fail("zero_memory: reduce_bytes %zu, expected 4 or 2", reduce_bytes);
+    ZeroMemory m = memory_of(make_shard_plan(layout.total, world_size, 0, align), layout, stage, act_bytes);
+    if (reduce_bytes == 2) m.wire = 2 * max_bucket_elements(layout);
+    return m;
+}
+
+size_t max_bucket_elements(const ParamLayout& layout) {
+    size_t most = 0;
+    for (size_t b = 0; b < num_grad_buckets(layout); b++) most = std::max(most, bucket_elements(layout, b));
+    return most;
 }
 
 ZeroFootprint zero_footprint(const ShardPlan& plan, const ParamLayout& layout, int stage, size_t act_bytes,

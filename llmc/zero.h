@@ -126,6 +126,7 @@ size_t packed_offset(const std::vector<FlatRange>& ranges, size_t flat);
 //   stage 1:  params aP, grads 4P,                                   master 4S,  m 4S,  v 4S
 //   stage 2:  params aP, accumulator 4S, bucket pool 4 x (bucket L + min(L, ZERO2_LAYER_BUFFERS) layer buckets),
 //                                                                    master 4S,  m 4S,  v 4S
+//   reduce_bytes 2 (--reduce-dtype bf16), every stage: a bf16 staging buffer of the largest bucket, 2 x max(B_L, B_l)
 struct ZeroMemory {
     size_t params = 0;       // the full parameters (act_t), every stage
     size_t grads = 0;        // stages 0, 1: the full fp32 gradient buffer backward accumulates into (0 at stage 2)
@@ -133,9 +134,13 @@ struct ZeroMemory {
     size_t bucket_pool = 0;  // stage 2: the fp32 bucket buffers backward accumulates into (see above)
     size_t master = 0;       // fp32 master weights: everything at stage 0, the rank's shard at 1 and 2
     size_t adam_m = 0, adam_v = 0;  // AdamW's moments, the same extent as master
-    size_t total() const { return params + grads + accumulator + bucket_pool + master + adam_m + adam_v; }
+    size_t wire = 0;         // --reduce-dtype bf16: the staging buffer the gradients are reduced in (see above)
+    size_t total() const { return params + grads + accumulator + bucket_pool + master + adam_m + adam_v + wire; }
 };
-ZeroMemory zero_memory(const ParamLayout& layout, int world_size, int stage, size_t act_bytes, size_t align = 128);
+ZeroMemory zero_memory(const ParamLayout& layout, int world_size, int stage, size_t act_bytes, size_t align = 128,
+                       size_t reduce_bytes = 4);
+// Elements of the largest gradient bucket (the bf16 staging buffer's size).
+size_t max_bucket_elements(const ParamLayout& layout);
 
 // Per-rank memory of the training state and the collective traffic of one optimizer step.
 struct ZeroFootprint {

@@ -39,6 +39,8 @@ public:
     void sum_into(float* acc, const float* x, size_t n, float scale);
     void norm_squared_into(float* acc, const float* g, size_t n);
     void add_into(float* dst, const float* src, size_t n);
+    void grads_to_bf16(void* dst, const float* src, size_t n, Stream stream);
+    void grads_from_bf16(float* dst, const void* src, size_t n, Stream stream);
 
     // No device: no peak FLOP/s (MFU is not reported); the chosen GPU index is reported like the CUDA backend's.
     double peak_flops() const { return 0.0; }

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "../bf16.h"
 #include "../error.h"
 
 namespace llmc {
@@ -139,6 +140,18 @@ void CpuBackend::norm_squared_into(float* acc, const float* g, size_t n) {
 void CpuBackend::add_into(float* dst, const float* src, size_t n) {
 #pragma omp parallel for num_threads(num_threads_) schedule(static)
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+void CpuBackend::grads_to_bf16(void* dst, const float* src, size_t n, Stream) {
+    uint16_t* d = static_cast<uint16_t*>(dst);
+#pragma omp parallel for num_threads(num_threads_) schedule(static)
+    for (size_t i = 0; i < n; i++) d[i] = float_to_bf16(src[i]);
+}
+
+void CpuBackend::grads_from_bf16(float* dst, const void* src, size_t n, Stream) {
+    const uint16_t* s = static_cast<const uint16_t*>(src);
+#pragma omp parallel for num_threads(num_threads_) schedule(static)
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_float(s[i]);
 }
 
 }  // namespace llmc

@@ -104,6 +104,7 @@ public:
         if (info.rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
         CommInit how = CommInit::Auto;
         uint64_t nonce = 0;
+        mpi_check_launch(info);  // MPI's view must be the environment's, even for one rank (mpi_env.h)
         if (info.world_size > 1) {
             how = opt.init;
             if (how == CommInit::Auto)

@@ -391,6 +391,12 @@ void CudaBackend::norm_squared_into(float* acc, const float* g, size_t n) {
 }
 
 void CudaBackend::add_into(float* dst, const float* src, size_t n) { count_path(llmc::add_into(dst, src, n, main_)); }
+void CudaBackend::grads_to_bf16(void* dst, const float* src, size_t n, Stream stream) {
+    count_path(llmc::floats_to_bf16(static_cast<bf16*>(dst), src, n, cuda_stream(stream)));
+}
+void CudaBackend::grads_from_bf16(float* dst, const void* src, size_t n, Stream stream) {
+    count_path(llmc::bf16_to_floats(dst, static_cast<const bf16*>(src), n, cuda_stream(stream)));
+}
 
 void CudaBackend::adamw_update(act_t* params, float* master, const float* grads, float* m, float* v, size_t n,
                                float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,

@@ -101,6 +101,8 @@ public:
     void norm_squared_into(float* acc, const float* g, size_t n);
     void sum_into(float* acc, const float* x, size_t n, float scale);
     void add_into(float* dst, const float* src, size_t n);
+    void grads_to_bf16(void* dst, const float* src, size_t n, Stream stream);
+    void grads_from_bf16(float* dst, const void* src, size_t n, Stream stream);
     void adamw_update(act_t* params, float* master, const float* grads, float* m, float* v, size_t n,
                       float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                       int t, uint32_t seed, size_t seed_offset = 0);

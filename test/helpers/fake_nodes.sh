@@ -33,4 +33,6 @@ unset OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK OMPI_
 export SLURM_JOB_ID=4242 SLURM_STEP_ID=0 SLURM_PROCID=$rank SLURM_NTASKS=$world SLURM_STEP_NUM_TASKS=$world \
        SLURM_NODEID=$node SLURM_LOCALID=$((rank - first)) SLURM_STEP_NUM_NODES=${#counts[@]} \
        SLURM_STEP_TASKS_PER_NODE=$list
+# FAKE_SLURM_PMI2=1: as under srun --mpi=pmi2, which also sets PMI's variables (test/helpers/fake_slurm/srun).
+if [ "${FAKE_SLURM_PMI2:-0}" = 1 ]; then export PMI_RANK=$rank PMI_SIZE=$world; fi
 exec "$@"

@@ -2,6 +2,8 @@
 // 2 nodes x 8, an uneven Slurm step, torchrun, MPICH/PMI, command-line overrides, and bad values.
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "llmc/dist_info.h"
 #include "llmc/error.h"
@@ -212,8 +214,66 @@ void test_node_exact() {
               !compute_dist_info({}).node_exact);
 }
 
+// Launches that must stop before step 1: an MPI launcher's variables that disagree with the environment used, MPI's
+// own view that disagrees, and two ranks claiming the same (node, local rank).
+void test_launch_checks() {
+    // MPICH/Intel MPI's Hydra inside an srun step: the step says 1 task, Hydra started 2 processes.
+    EnvMap hydra = slurm(0, 1, 0, 0, 1, "1");
+    hydra["PMI_RANK"] = "0", hydra["PMI_SIZE"] = "2";
+    expect_error("hydra under srun: PMI_SIZE against the Slurm step's world size", [&] { compute_dist_info(hydra); },
+                 "PMI_SIZE=2 disagrees with the slurm environment's world size (SLURM_STEP_NUM_TASKS=1)");
+    hydra["PMI_RANK"] = "1";
+    expect_error("hydra under srun: PMI_RANK against SLURM_PROCID", [&] { compute_dist_info(hydra); },
+                 "PMI_RANK=1 disagrees with the slurm environment's rank (SLURM_PROCID=0)");
+    // srun --mpi=pmi2 sets both, consistently: Slurm's layout is used.
+    EnvMap pmi2 = slurm(5, 8, 1, 1, 2, "4(x2)");
+    pmi2["PMI_RANK"] = "5", pmi2["PMI_SIZE"] = "8", pmi2["PMIX_RANK"] = "5";
+    expect_layout("srun --mpi=pmi2: PMI variables agree with Slurm's", pmi2, {5, 8, 1, 4, 1, 2, 1, "slurm", false});
+    expect_error("PMIX_RANK alone against a single process", [] { compute_dist_info({{"PMIX_RANK", "3"}}); },
+                 "PMIX_RANK=3 disagrees with the single environment's rank (no launcher variable: 0)");
+
+    DistInfo one = compute_dist_info(slurm(0, 1, 0, 0, 1, "1"));
+    const std::string m = mpi_layout_mismatch(one, 0, 4);
+    check("MPI's size against the environment's names the variables",
+          m.find("MPI sees rank 0 of 4") != std::string::npos &&
+              m.find("SLURM_PROCID=0, SLURM_STEP_NUM_TASKS=1") != std::string::npos,
+          "got '%s'", m.c_str());
+    check("MPI's view equal to the environment's is no mismatch", mpi_layout_mismatch(one, 0, 1).empty());
+    check("MPI's rank against the environment's",
+          !mpi_layout_mismatch(compute_dist_info(openmpi(1, 2, 1, 2)), 0, 2).empty());
+
+    // Four ranks on two nodes placed round-robin (ranks 0, 2 on node 0; 1, 3 on node 1): valid.
+    auto gathered = [](std::vector<std::pair<int, int>> node_local) {
+        std::vector<DistInfo> all;
+        for (size_t r = 0; r < node_local.size(); r++) {
+            DistInfo d = compute_dist_info(slurm((int)r, (int)node_local.size(), node_local[r].second,
+                                                 node_local[r].first, 2, "2(x2)"));
+            all.push_back(layout_from_words(layout_words(d).data(), d));
+        }
+        return all;
+    };
+    try {
+        check_gathered_layouts(gathered({{0, 0}, {1, 0}, {0, 1}, {1, 1}}));
+        testing::pass("round-robin placement over 2 nodes is a valid layout");
+    } catch (const Error& e) {
+        testing::fail("round-robin placement over 2 nodes is a valid layout", "%s", e.what());
+    }
+    expect_error("duplicate (node, local rank) refused, naming the variables",
+                 [&] { check_gathered_layouts(gathered({{0, 0}, {1, 0}, {0, 1}, {0, 1}})); },
+                 "ranks 2 and 3 both say they are local rank 1 on node 0 (SLURM_NODEID/SLURM_LOCALID");
+    std::vector<DistInfo> other_world = gathered({{0, 0}, {1, 0}, {0, 1}, {1, 1}});
+    other_world[3].world_size = 5;
+    expect_error("ranks that disagree on the world size", [&] { check_gathered_layouts(other_world); },
+                 "rank 3 says 5 ranks");
+    std::vector<DistInfo> misnumbered = gathered({{0, 0}, {1, 0}, {0, 1}, {1, 1}});
+    misnumbered[2].rank = 0;
+    expect_error("a rank whose number is not its position", [&] { check_gathered_layouts(misnumbered); },
+                 "process 2 of the communicator says it is rank 0");
+}
+
 int main() {
     test_layouts();
+    test_launch_checks();
     test_node_exact();
     test_overrides();
     test_bad_values();

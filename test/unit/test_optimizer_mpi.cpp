@@ -1,16 +1,18 @@
 // Data-parallel Optimizer under mpirun (test/tests.list: -np 1, 2, 3, 4) for ZeRO 0, 1 and 2: every rank gets
 // different local gradients whose average over ranks is a known global gradient G; after three steps the
-// parameters, norms and optimizer state must equal those of a one-process Optimizer fed G directly (itself checked
-// against a hand computation in test_optimizer.cpp), whether the gradient buckets are announced during backward
-// (bucket_ready) or reduced by reduce_gradients. Also counts the collectives of each step. ZeRO 2 runs on the tiny
-// model (L = 2) and on one with more layers than its bucket buffers (L = 5: each buffer reused within a backward);
-// with one micro-step ZeRO 1 and ZeRO 2 do the same arithmetic and must give bit-identical parameters.
+// parameters, norms and optimizer state must equal those of a one-process Optimizer that runs the same micro-batches
+// itself (accum x W micro-steps: each rank's local gradient in turn; that Optimizer is checked against a hand
+// computation in test_optimizer.cpp), whether the gradient buckets are announced during backward (bucket_ready) or
+// reduced by reduce_gradients. Also counts the collectives of each step. ZeRO 2 runs on the tiny model (L = 2) and
+// on one with more layers than its bucket buffers (L = 5: each buffer reused within a backward); with one
+// micro-step ZeRO 1 and ZeRO 2 do the same arithmetic and must give bit-identical parameters.
 //
 // Two gradient families:
 //   exact     G and the per-rank offsets are small integers times 2^-6. Every sum the run forms (over micro-steps,
-//             over ranks in any order, the division by W of W*G, the squared norm: integer multiples of 2^-12 below
-//             2^24 * 2^-12) is exact in fp32, so the reduced gradients, the norm and hence every elementwise AdamW
-//             result are bit-identical to the one-process run: compared exactly.
+//             over ranks in any order, the squared norm: integer multiples of 2^-12 below 2^24 * 2^-12) is exact in
+//             fp32, and both runs then multiply by the same fp32(1/(accum W)), so the gradients, the norm and hence
+//             every elementwise AdamW result are bit-identical to the one-process run: compared exactly. This is
+//             the optimizer's share of world-size independence (llmc/optimizer.h).
 //   general   random fp32 values. The reduction over ranks rounds differently from the single process; see
 //             check_general() for the tolerance.
 #include <cmath>
@@ -118,9 +120,14 @@ std::vector<float> run_case(Comm& comm, int stage, int accum, bool exact, bool a
         for (int k = 0; k < accum; k++) {
             backward_with(model, opt, grads.local(n, s, k, R, W), k == accum - 1, announce);
             opt.reduce_gradients(k == accum - 1);
-            backward_with(ref_model, ref, grads.global(n, s, k), k == accum - 1, false);
-            ref.reduce_gradients(k == accum - 1);
         }
+        // The one process runs the step's accum x W micro-batches itself, each rank's local gradient in turn.
+        for (int k = 0; k < accum; k++)
+            for (int r = 0; r < W; r++) {
+                const bool last = k == accum - 1 && r == W - 1;
+                backward_with(ref_model, ref, grads.local(n, s, k, r, W), last, false);
+                ref.reduce_gradients(last);
+            }
         norms.push_back(opt.step(kLr[s], s + 1));
         ref_norms.push_back(ref.step(kLr[s], s + 1));
     }
