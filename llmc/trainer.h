@@ -40,6 +40,9 @@
 #include "optimizer.h"
 #include "outlier.h"
 #include "output_dir.h"
+#include "preemption.h"
+#include "run_identity.h"
+#include "run_lock.h"
 #include "sampler.h"
 #include "schedule.h"
 #include "tokenizer.h"
@@ -141,15 +144,8 @@ public:
                  tokens_per_micro, batch_size_advice(total_batch, T, world).c_str());
         const size_t grad_accum = total_batch / tokens_per_micro;
         const int zero_stage = zero_stage_for(o_, world);
-
-        // The output directory is never destroyed (llmc/output_dir.h): a fresh run into an -o that holds an earlier
-        // run is refused here, before anything is loaded; with --start-over the earlier files are moved aside below.
-        std::vector<std::string> earlier;
-        if (!o_.output_dir.empty()) earlier = earlier_run_files(o_.output_dir);
-        if (!earlier.empty() && !o_.resume && !o_.start_over)
-            fail("-o %s holds an earlier run (%s): resume it with -y 1, or choose another -o; --start-over moves its "
-                 "files into %s/previous_<time>/ and starts afresh",
-                 o_.output_dir.c_str(), describe_earlier_run(earlier).c_str(), o_.output_dir.c_str());
+        // A signal from here on finishes the step and saves instead of killing the run (llmc/preemption.h).
+        PreemptionHandlers preemption(parse_preempt_signal(o_.preempt_signal));
 
         // The data first: it is cheap to check, and a batch larger than the data (a mistyped -b, -t or -d) is
         // refused here with a message instead of after allocating activations for it (which may not fit).
@@ -159,9 +155,34 @@ public:
         DataLoader& train = *train_ptr;
         std::unique_ptr<DataLoader> val;
         if (o_.val_every > 0) val = open_loader("-j", o_.val_data, seqs_per_step, false);
-        // Before step 1 every rank agrees on the data, and no token is outside the vocabulary (llmc/data_check.h).
-        const DataSummary train_summary = check_data("-i", train, cfg.vocab_size);
-        if (val) check_data("-j", *val, cfg.vocab_size);
+        const int max_steps = o_.max_steps > 0 ? o_.max_steps : (int)train.steps_per_epoch();
+        // Every rank agrees on the model, the flags, the data and -o before anything is built or written
+        // (llmc/run_identity.h); then rank 0 locks -o for the whole run (llmc/run_lock.h).
+        ResolvedRun resolved;
+        resolved.backend = Backend::name, resolved.config = cfg, resolved.model_from_file = from_file;
+        resolved.total_batch = (long long)total_batch, resolved.max_steps = max_steps, resolved.zero_stage = zero_stage;
+        resolved.train = summarize_shards(train.shards());
+        if (val) resolved.val = summarize_shards(val->shards());
+        agree(identity_of(o_, resolved));
+        RunLock lock;
+        if (rank == 0 && !o_.output_dir.empty()) make_dirs(o_.output_dir), lock = RunLock(o_.output_dir);
+
+        // The output directory is never destroyed (llmc/output_dir.h): a fresh run into an -o that holds an earlier
+        // run is refused here, before anything is loaded; with --start-over the earlier files are moved aside below.
+        std::vector<std::string> earlier;
+        if (!o_.output_dir.empty()) earlier = earlier_run_files(o_.output_dir);
+        if (!earlier.empty() && !o_.resume && !o_.start_over)
+            fail("-o %s holds an earlier run (%s): resume it with -y 1, or choose another -o; --start-over moves its "
+                 "files into %s/previous_<time>/ and starts afresh",
+                 o_.output_dir.c_str(), describe_earlier_run(earlier).c_str(), o_.output_dir.c_str());
+        if (o_.resume) {  // the ranks see the same checkpoints (a shared -o), so they resume the same one
+            RunIdentity checkpoints;
+            checkpoints.add_checkpoints(o_.output_dir);
+            agree(checkpoints);
+        }
+        // No token is outside the vocabulary (llmc/data_check.h).
+        const DataSummary train_summary = check_data("-i", train, resolved.train, cfg.vocab_size);
+        if (val) check_data("-j", *val, resolved.val, cfg.vocab_size);
 
         GPT2<Backend> model(be_, cfg, B, T, model_options_for(o_, world));
         if (from_file) model.set_params(read_model_file(o_.model).params);
@@ -171,7 +192,6 @@ public:
         oc.beta1 = o_.beta1, oc.beta2 = o_.beta2, oc.eps = o_.eps, oc.weight_decay = o_.weight_decay;
         oc.grad_clip = o_.grad_clip;
         Optimizer<Backend> opt(be_, model, comm_, oc, zero_stage, o_.seed);
-        const int max_steps = o_.max_steps > 0 ? o_.max_steps : (int)train.steps_per_epoch();
         // -m N: the first N windows of -d tokens of the validation data; -m -1: all of them, every sequence.
         const size_t val_steps = !val ? 0
                                  : o_.val_batches < 0 ? val->eval_windows()
@@ -274,6 +294,7 @@ public:
 
         DeviceArray<Backend, float> loss_acc_buf(be_, 1);
         float* loss_acc = loss_acc_buf.get();
+        DeviceArray<Backend, float> signal_flag(be_, 1);
         std::vector<int> inputs(B * T), targets(B * T);
         double total_ms = 0;
         int timed_steps = 0;
@@ -298,6 +319,7 @@ public:
             if (last) break;
 
             test_stop_hook(rank, step + 1);
+            wait_for_signal_test_hook(rank, step + 1);
             auto t0 = std::chrono::steady_clock::now();
             if (o_.overfit_single_batch) train.reset();
             be_.memset_zero(loss_acc, sizeof(float));
@@ -348,13 +370,16 @@ public:
                 if (o_.skip_grad_z > 0) rec["grad_norm_z"] = z(verdict.norm_z);
                 metrics.log(rec);
             }
-            if (ckpt && o_.checkpoint_every > 0 && ((step + 1) % o_.checkpoint_every == 0 || step + 1 == max_steps)) {
+            const bool preempted = signalled_on_any_rank(signal_flag.get());  // one collective per step (llmc/preemption.h)
+            const bool periodic = o_.checkpoint_every > 0 && ((step + 1) % o_.checkpoint_every == 0 || step + 1 == max_steps);
+            if (ckpt && (periodic || preempted)) {
                 CheckpointMeta meta = run_id;
                 meta.step = step + 1, meta.data = train.position(), meta.guard = guard.state();
                 if (metrics.enabled()) meta.metrics_bytes = (int64_t)file_size_or_fail(o_.output_dir + "/metrics.jsonl");
                 ckpt->save(meta, o_.keep_last, o_.keep_every);
                 if (rank == 0) std::printf("checkpoint %s\n", checkpoint_dir(o_.output_dir, step + 1).c_str());
             }
+            if (preempted) return stop_preempted(step + 1, max_steps);
         }
         if (rank == 0 && !o_.output_dir.empty()) {
             std::string path = o_.output_dir + "/model.bin";
@@ -410,23 +435,47 @@ private:
         return "";
     }
 
-    // Before step 1, on every rank: all ranks read the same shards (a rank with other or missing files would compute
-    // another number of steps, or other batches, and leave the others waiting in a collective), and no token is
-    // outside the model's vocabulary. Rank r scans shards r, r + world, ... (each with all its threads); every rank
-    // gets every result, so every rank stops with the same message. Returns the data's summary, with the content
+    // Collective: every rank stops, with the same message, where its description of the run differs from rank 0's
+    // (llmc/run_identity.h).
+    void agree(const RunIdentity& id) {
+        agree_on_identity(id, comm_.world_size(),
+                          [&](const std::vector<uint64_t>& mine) { return all_gather_u64(be_, comm_, mine); });
+    }
+
+    // Collective, at the end of each step: whether any rank has received a preemption signal (a max over ranks of
+    // 0 or 1 in `flag`, one float on the device), so that every rank saves and stops at the same step.
+    bool signalled_on_any_rank(float* flag) {
+        float mine = PreemptionHandlers::received() != 0 ? 1.0f : 0.0f;
+        if (comm_.world_size() == 1) return mine != 0.0f;
+        be_.copy_to_device(flag, &mine, sizeof(float));
+        comm_.all_reduce(flag, 1, DType::F32, ReduceOp::Max, be_.main_stream());
+        be_.copy_to_host(&mine, flag, sizeof(float));
+        return mine != 0.0f;
+    }
+
+    // After a preemption signal: the step `step` is saved (when there is an -o); says so and returns the status
+    // scripts/autoresume.sh reads as "requeue".
+    int stop_preempted(int step, int max_steps) {
+        if (comm_.rank() != 0) return EXIT_PREEMPTED;
+        const int sig = PreemptionHandlers::received();
+        const std::string who = sig ? std::string(signal_name(sig)) + " here" : "a signal on another rank";
+        if (o_.output_dir.empty())
+            std::printf("preempted  by %s after step %d of %d; no -o, nothing saved; exiting with status %d\n",
+                        who.c_str(), step, max_steps, EXIT_PREEMPTED);
+        else
+            std::printf("preempted  by %s after step %d of %d: every rank saved it in %s; exiting with status %d "
+                        "(resume with -y 1)\n", who.c_str(), step, max_steps,
+                        checkpoint_dir(o_.output_dir, step).c_str(), EXIT_PREEMPTED);
+        std::fflush(stdout);
+        return EXIT_PREEMPTED;
+    }
+
+    // Before step 1, on every rank (the ranks agreed on the shards' names and sizes already): no token is outside
+    // the model's vocabulary. Rank r scans shards r, r + world, ... (each with all its threads); every rank gets
+    // every result, so every rank stops with the same message. Returns the data's summary `mine` with the content
     // digest of every shard (checkpoints record it).
-    DataSummary check_data(const char* flag, const DataLoader& loader, size_t vocab) {
+    DataSummary check_data(const char* flag, const DataLoader& loader, DataSummary mine, size_t vocab) {
         const int rank = comm_.rank(), world = comm_.world_size();
-        DataSummary mine = summarize_shards(loader.shards());
-        const std::vector<uint64_t> all = all_gather_u64(be_, comm_, {mine.shards, mine.tokens, mine.digest});
-        const DataSummary first{all[0], all[1], (uint32_t)all[2], 0};
-        for (int r = 1; r < world; r++) {
-            const DataSummary theirs{all[3 * (size_t)r], all[3 * (size_t)r + 1], (uint32_t)all[3 * (size_t)r + 2], 0};
-            if (!(theirs == first))
-                fail("%s: the ranks see different data: rank 0 has %s, rank %d has %s; every rank must read the "
-                     "same files (is the data complete on every node?)",
-                     flag, describe(first).c_str(), r, describe(theirs).c_str());
-        }
         // Per rank: [shard index + 1 of its first bad token (0: none), token index, value, then one content digest
         // per shard (0 for the shards of other ranks)].
         const std::vector<ShardInfo>& shards = loader.shards();

@@ -55,6 +55,7 @@ run optimizer_mpi_np3 "${MPI[@]}" -np 3 "$B/test/test_optimizer_mpi"
 # checkpoints (kill -9 and resume, corruption, resharding under mpirun), generation, data preparation.
 export TOOL_DIR="$B/bin" BUILD_DIR="$B"
 run hostile_input bash test/hostile_input_test.sh
+run cluster bash test/cluster_test.sh
 run train_cpu bash test/train_cpu_test.sh
 run checkpoint_e2e bash test/checkpoint_test.sh
 run generate bash test/generate_test.sh
