@@ -5,6 +5,7 @@
 #      item, with nothing written
 #   P. preemption: a signal finishes the step, every rank saves it, exit status 75; -y 1 then ends exactly like an
 #      uninterrupted run; a second signal stops at once and leaves the earlier checkpoints intact
+#   A. scripts/autoresume.sh forwards a signal, waits, leaves no trainer behind, keeps every earlier log
 # Signals are sent once the run says it is waiting for one (LLMC_TEST_WAIT_FOR_SIGNAL, llmc/preemption.h): no
 # timing assumption, however loaded the machine.
 # TOOL_DIR: where the binaries are (make asan: build-asan/bin).
@@ -109,6 +110,31 @@ wait_for "$d.log" "waits for a signal" $pid && kill -KILL $pid
 $BIN "${common[@]}" -o "$d" -y 1 >"$d.resume.log" 2>&1 && same_run "$TMP/ref" "$d" \
     && pass "L2 the lock of a killed trainer is gone with it: -y 1 runs (no checkpoint yet: afresh), identical" \
     || fail "L2 after SIGKILL" "$(tail -2 "$d.resume.log")"
+
+# ---- A. scripts/autoresume.sh -------------------------------------------------------------------------------------
+# An earlier job's attempt_1.log is there; SIGTERM to the script (not to the trainer) while step 6 runs: it is
+# forwarded (as SIGUSR1), the trainer saves step 6 and exits 75, the script exits 75 (requeue) and no trainer is left after 10 s;
+# its log is attempt_2.log, attempt_1.log is intact. The next job finishes the run bit-identically.
+d=$TMP/a1
+mkdir -p "$d" && echo "an earlier job's log" >"$d/attempt_1.log"
+LLMC_TEST_WAIT_FOR_SIGNAL=0:6 RESTART_DELAY=0 bash scripts/autoresume.sh "$d" $BIN "${common[@]}" -o "$d" -y 1 >"$d.out" 2>&1 &
+apid=$!
+wait_for "$d/attempt_2.log" "waits for a signal" $apid && kill -TERM $apid
+wait $apid; rc=$?
+left=1
+for _ in $(seq 100); do
+    ps -eo args | grep -F -- "-o $d " | grep -qv grep || { left=0; break; }
+    sleep 0.1
+done
+[ $rc -eq 75 ] && [ $left -eq 0 ] && grep -q "^preempted  by SIGUSR1 here after step 6" "$d/attempt_2.log" \
+    && pass "A1 autoresume.sh killed with SIGTERM: forwarded, step 6 saved, exit 75, no trainer left within 10 s" \
+    || fail "A1 autoresume.sh SIGTERM" "status $rc, trainer left: $left: $(tail -3 "$d.out")"
+[ "$(cat "$d/attempt_1.log")" = "an earlier job's log" ] && pass "A1 ... the earlier job's attempt_1.log is intact" \
+    || fail "A1 attempt_1.log overwritten"
+RESTART_DELAY=0 bash scripts/autoresume.sh "$d" $BIN "${common[@]}" -o "$d" -y 1 >"$d.out2" 2>&1 \
+    && grep -q "^resume .*ckpt_00000006: step 6" "$d/attempt_3.log" && same_run "$TMP/ref" "$d" \
+    && pass "A1 ... the next job (attempt_3.log) resumes from step 6 and ends bit-identical" \
+    || fail "A1 next job" "$(tail -3 "$d.out2")"
 
 if ! command -v mpirun >/dev/null; then skip "R and P5 mpirun cases" "mpirun not found"; finish; fi
 
