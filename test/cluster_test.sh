@@ -6,6 +6,8 @@
 #   P. preemption: a signal finishes the step, every rank saves it, exit status 75; -y 1 then ends exactly like an
 #      uninterrupted run; a second signal stops at once and leaves the earlier checkpoints intact
 #   A. scripts/autoresume.sh forwards a signal, waits, leaves no trainer behind, keeps every earlier log
+#   T. the tools: generate's stray words, export_hf and write-table overwrites, prepare_data on compressed or binary
+#      input, a FIFO as -e, -i, -j
 # Signals are sent once the run says it is waiting for one (LLMC_TEST_WAIT_FOR_SIGNAL, llmc/preemption.h): no
 # timing assumption, however loaded the machine.
 # TOOL_DIR: where the binaries are (make asan: build-asan/bin).
@@ -135,6 +137,54 @@ RESTART_DELAY=0 bash scripts/autoresume.sh "$d" $BIN "${common[@]}" -o "$d" -y 1
     && grep -q "^resume .*ckpt_00000006: step 6" "$d/attempt_3.log" && same_run "$TMP/ref" "$d" \
     && pass "A1 ... the next job (attempt_3.log) resumes from step 6 and ends bit-identical" \
     || fail "A1 next job" "$(tail -3 "$d.out2")"
+
+# ---- T. tools refuse what they would misread ----------------------------------------------------------------------
+refuses() {  # NAME WANT CMD...: non-zero exit, exactly one "error: " line, containing WANT
+    local n="$1" want="$2"; shift 2
+    local err rc
+    err=$("$@" 2>&1 >/dev/null); rc=$?
+    if [ $rc -eq 0 ]; then fail "$n" "exited 0"
+    elif [ "$(grep -c '^error: ' <<<"$err")" -ne 1 ]; then fail "$n" "status $rc: $(head -c 300 <<<"$err")"
+    elif ! grep '^error: ' <<<"$err" | grep -qF -- "$want"; then fail "$n" "the error lacks '$want': $(head -c 300 <<<"$err")"
+    else pass "$n"; fi
+}
+refuses "T1 generate refuses an unquoted prompt's other words" "unexpected argument 'jury'" \
+    $TOOLS/generate -e "$TMP/ref/model.bin" -p The jury said -n 4
+mkdir -p "$TMP/hf"
+$TOOLS/export_hf "$TMP/ref/model.bin" "$TMP/hf" >/dev/null || fail "T2 export_hf"
+before=$(sha256sum "$TMP/hf"/*)
+refuses "T2 export_hf refuses to overwrite an earlier export" "$TMP/hf/model.safetensors exists; export_hf does not overwrite" \
+    $TOOLS/export_hf "$TMP/ref/ckpt_00000004/model.bin" "$TMP/hf"
+[ "$before" = "$(sha256sum "$TMP/hf"/*)" ] && pass "T2 ... and left it as it was" || fail "T2 the export changed"
+$TOOLS/export_hf --force "$TMP/ref/ckpt_00000004/model.bin" "$TMP/hf" >/dev/null && [ "$before" != "$(sha256sum "$TMP/hf"/*)" ] \
+    && pass "T2 ... --force replaces it" || fail "T2 --force"
+if [ -f data/gpt2/encoder.json ]; then
+    echo "not a table" >"$TMP/table.bin"
+    refuses "T3 gpt2_tokenizer write-table refuses to overwrite a file" "$TMP/table.bin exists; write-table does not overwrite" \
+        $TOOLS/gpt2_tokenizer write-table "$TMP/table.bin"
+    [ "$(cat "$TMP/table.bin")" = "not a table" ] && $TOOLS/gpt2_tokenizer write-table --force "$TMP/table.bin" 2>/dev/null \
+        && [ "$(head -c 4 "$TMP/table.bin" | od -An -tu4 | tr -d ' ')" = 20240328 ] \
+        && pass "T3 ... kept it; --force replaces it with a decode table" || fail "T3 write-table --force"
+else
+    skip "T3 write-table" "no data/gpt2 (dev/data/fetch_tokenizer.sh)"
+fi
+mkdir -p "$TMP/text" && printf 'Some text.\n' >"$TMP/text/doc.txt" && gzip -k "$TMP/text/doc.txt"
+refuses "T4 prepare_data refuses a .gz input" "$TMP/text/doc.txt.gz: a gzip-compressed file (decompress it first: gunzip -k), not text" \
+    $TOOLS/prepare_data -q -o "$TMP/t4" "$TMP/text/doc.txt.gz"
+refuses "T4 ... inside an input directory too" "doc.txt.gz: a gzip-compressed file" $TOOLS/prepare_data -q -o "$TMP/t4" "$TMP/text"
+head -c 3000 "$BIN" >"$TMP/binary.dat"
+refuses "T4 ... and a binary file (NUL bytes)" "$TMP/binary.dat: a binary file (it holds NUL bytes; text never does), not text" \
+    $TOOLS/prepare_data -q -o "$TMP/t4" "$TMP/binary.dat"
+[ -e "$TMP/t4" ] && fail "T4 prepare_data wrote $TMP/t4" || pass "T4 ... nothing written"
+mkfifo "$TMP/fifo.bin"
+refuses "T5 -e naming a FIFO is refused before it is opened (it hung)" "$TMP/fifo.bin: a FIFO (named pipe), expected a regular file" \
+    timeout 30 $BIN -e "$TMP/fifo.bin" -i "$TMP/data/syn_train_*.bin" -j "$TMP/data/syn_val_*.bin" -t 32 -x 1
+refuses "T5 ... -i naming a FIFO" "$TMP/fifo.bin: a FIFO (named pipe), expected a regular file" \
+    timeout 30 $BIN "${common[@]}" -n 0 -i "$TMP/fifo.bin"
+refuses "T5 ... -j naming a FIFO" "$TMP/fifo.bin: a FIFO (named pipe), expected a regular file" \
+    timeout 30 $BIN "${common[@]}" -n 0 -j "$TMP/fifo.bin"
+refuses "T5 ... generate -e naming a FIFO" "$TMP/fifo.bin: a FIFO (named pipe), expected a regular file" \
+    timeout 30 $TOOLS/generate -e "$TMP/fifo.bin"
 
 if ! command -v mpirun >/dev/null; then skip "R and P5 mpirun cases" "mpirun not found"; finish; fi
 
