@@ -1,5 +1,6 @@
 // Training metrics: one JSON object per line in <output dir>/metrics.jsonl (DESIGN.md, "Contracts"), written by
-// rank 0 only. Each line is flushed as it is written, so a crash loses at most the line being written and a
+// rank 0 only. Each line is written with one write() as it comes (no buffering), so a crash loses at most the
+// line being written, a failed write (a full disk) is cut back out of the file (it never holds half a line), and a
 // resumed run appends to the same file.
 #pragma once
 
@@ -18,14 +19,14 @@ public:
     ~MetricsLogger();
     MetricsLogger(const MetricsLogger&) = delete;
     MetricsLogger& operator=(const MetricsLogger&) = delete;
-    MetricsLogger(MetricsLogger&& o) noexcept : f_(o.f_), path_(std::move(o.path_)) { o.f_ = nullptr; }
+    MetricsLogger(MetricsLogger&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
     MetricsLogger& operator=(MetricsLogger&& o) noexcept;
 
     void log(const nlohmann::json& record);
-    bool enabled() const { return f_ != nullptr; }
+    bool enabled() const { return fd_ >= 0; }
 
 private:
-    FILE* f_ = nullptr;
+    int fd_ = -1;
     std::string path_;
 };
 

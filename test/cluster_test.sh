@@ -6,6 +6,7 @@
 #   P. preemption: a signal finishes the step, every rank saves it, exit status 75; -y 1 then ends exactly like an
 #      uninterrupted run; a second signal stops at once and leaves the earlier checkpoints intact
 #   A. scripts/autoresume.sh forwards a signal, waits, leaves no trainer behind, keeps every earlier log
+#   M. metrics.jsonl on a full disk: never half a line
 #   T. the tools: generate's stray words, export_hf and write-table overwrites, prepare_data on compressed or binary
 #      input, a FIFO as -e, -i, -j
 # Signals are sent once the run says it is waiting for one (LLMC_TEST_WAIT_FOR_SIGNAL, llmc/preemption.h): no
@@ -137,6 +138,19 @@ RESTART_DELAY=0 bash scripts/autoresume.sh "$d" $BIN "${common[@]}" -o "$d" -y 1
     && grep -q "^resume .*ckpt_00000006: step 6" "$d/attempt_3.log" && same_run "$TMP/ref" "$d" \
     && pass "A1 ... the next job (attempt_3.log) resumes from step 6 and ends bit-identical" \
     || fail "A1 next job" "$(tail -3 "$d.out2")"
+
+# ---- M. metrics.jsonl never holds half a line ---------------------------------------------------------------------
+# A file-size limit (ulimit -f, with SIGXFSZ ignored: writes past it fail like on a full disk, the first one part-way)
+# stops the run with an error; every line of metrics.jsonl is whole JSON.
+d=$TMP/m1
+mkdir -p "$d"
+err=$( (trap '' XFSZ; ulimit -f 2; exec $BIN "${common[@]}" -x 40 -n 0 -o "$d") 2>&1 >/dev/null); rc=$?
+size=$(stat -c %s "$d/metrics.jsonl" 2>/dev/null || echo 0)
+[ $rc -ne 0 ] && grep -q "^error: $d/metrics.jsonl: write failed (File too large); the file is as it was before this line" <<<"$err" \
+    && [ "$size" -gt 0 ] && [ "$size" -lt 2048 ] && [ "$(tail -c 1 "$d/metrics.jsonl" | od -An -c | tr -d ' ')" = '\n' ] \
+    && /usr/bin/python3 -c "import json, sys; [json.loads(l) for l in open(sys.argv[1])]" "$d/metrics.jsonl" \
+    && pass "M1 a metrics write that fails part-way is cut back out: $size bytes of whole lines" \
+    || fail "M1 metrics.jsonl on a full disk" "status $rc, $size bytes: $err"
 
 # ---- T. tools refuse what they would misread ----------------------------------------------------------------------
 refuses() {  # NAME WANT CMD...: non-zero exit, exactly one "error: " line, containing WANT
