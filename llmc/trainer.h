@@ -165,7 +165,10 @@ public:
         if (val) resolved.val = summarize_shards(val->shards());
         agree(identity_of(o_, resolved));
         RunLock lock;
-        if (rank == 0 && !o_.output_dir.empty()) make_dirs(o_.output_dir), lock = RunLock(o_.output_dir);
+        if (rank == 0 && !o_.output_dir.empty()) {
+            make_dirs(o_.output_dir);
+            lock = RunLock(o_.output_dir);
+        }
 
         // The output directory is never destroyed (llmc/output_dir.h): a fresh run into an -o that holds an earlier
         // run is refused here, before anything is loaded; with --start-over the earlier files are moved aside below.

@@ -82,10 +82,11 @@ $BIN "${common[@]}" -o "$d" -y 1 >"$d.resume.log" 2>&1 && grep -q "^resume .*ckp
     || fail "P4 resume" "$(grep -m2 -e resume -e error "$d.resume.log")"
 
 # ---- L. one writer per output directory ---------------------------------------------------------------------------
-# A run holds -o (waiting before step 6); a second trainer on it, with -y 1 (a requeued job while the old one still
-# runs) or without, stops at once naming the holder, and changes nothing; the history ends with every step once.
+# A run holds -o (waiting before step 3, no checkpoint yet); a second trainer on it, with -y 1 (a requeued job while
+# the old one still runs: it used to move the live run's metrics.jsonl aside) or without, stops at once naming the
+# holder, and changes nothing; the history ends with every step once.
 d=$TMP/l1
-LLMC_TEST_WAIT_FOR_SIGNAL=0:6 $BIN "${common[@]}" -o "$d" >"$d.log" 2>&1 &
+LLMC_TEST_WAIT_FOR_SIGNAL=0:3 $BIN "${common[@]}" -o "$d" >"$d.log" 2>&1 &
 pid=$!
 if wait_for "$d.log" "waits for a signal" $pid; then
     before=$(cd "$d" && find . -type f -exec sha256sum {} + | sort -k2)
