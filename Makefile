@@ -4,12 +4,12 @@
 #   make test          install missing packages, build, generate references, run every test
 #   make cpu           only what the CPU needs (no nvcc)
 #   make asan          the CPU programs and tests with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/,
-#                      and a CI-sized run of them (test/asan_test.sh)
+#                      and a CI-sized run of them (test/e2e/asan_test.sh)
 #   GPU_ARCH="90"      override the CUDA architectures (default: sm_80 and sm_90 in one fatbinary, plus PTX of the
 #                      last one so newer GPUs can JIT-compile it)
 #
 # Object files go to build/; sources are found by wildcard, so a new llmc/*.cpp, llmc/cpu/*.cpp, llmc/cuda/*.cu,
-# test/test_*.cpp or test/sim/test_*.cpp is picked up without editing this file.
+# test/unit/test_*.cpp or test/sim/test_*.cpp is picked up without editing this file.
 
 CXX      ?= g++
 NVCC     ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
@@ -47,9 +47,9 @@ CPU_OBJS  := $(CPU_SRCS:%.cpp=$(BUILD)/cpu/%.o)
 CUDA_OBJS := $(CUDA_SRCS:%.cu=$(BUILD)/cuda/%.o)
 SIM_OBJS  := $(CUDA_SRCS:%.cu=$(BUILD)/sim/%.o) $(SIMRT_SRCS:%.cpp=$(BUILD)/sim/%.o)
 
-TEST_SRCS     := $(wildcard test/test_*.cpp)
+TEST_SRCS     := $(wildcard test/unit/test_*.cpp)
 SIM_TEST_SRCS := $(wildcard test/sim/test_*.cpp)
-TEST_BINS     := $(TEST_SRCS:test/%.cpp=$(BUILD)/test/%) $(SIM_TEST_SRCS:test/sim/test_%.cpp=$(BUILD)/test/sim_%)
+TEST_BINS     := $(TEST_SRCS:test/unit/%.cpp=$(BUILD)/test/%) $(SIM_TEST_SRCS:test/sim/test_%.cpp=$(BUILD)/test/sim_%)
 TOOL_SRCS     := $(wildcard dev/tools/*.cpp)
 TOOLS         := $(TOOL_SRCS:dev/tools/%.cpp=%)
 
@@ -103,7 +103,7 @@ $(BUILD)/test_gpt2_sim: test_gpt2.cu $(CORE_OBJS) $(SIM_OBJS)
 	$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ $< -x none $(CORE_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
 
 # ---- tests --------------------------------------------------------------------------------------------------
-$(BUILD)/test/test_%: test/test_%.cpp $(CORE_OBJS) $(CPU_OBJS)
+$(BUILD)/test/test_%: test/unit/test_%.cpp $(CORE_OBJS) $(CPU_OBJS)
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
 $(BUILD)/test/sim_%: test/sim/test_%.cpp $(CORE_OBJS) $(CPU_OBJS) $(SIM_OBJS)
@@ -124,18 +124,18 @@ deps:
 # ---- sanitizers ----------------------------------------------------------------------------------------------
 # The CPU trainer, the tools and the CPU unit tests (not the simulator's: its fibers switch stacks under ASan's
 # feet) with ASan + UBSan, every object and binary under build-asan/ (BUILD and BIN_DIR), so the normal build is
-# untouched; then test/asan_test.sh runs a CI-sized set under them (no error, no leak). GCC 12 warns about
+# untouched; then test/e2e/asan_test.sh runs a CI-sized set under them (no error, no leak). GCC 12 warns about
 # maybe-uninitialised values inside its own <regex> headers at -O1 with sanitizers: that warning is off here.
 ASAN_DIR   := build-asan
 ASAN_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
               -Wno-maybe-uninitialized
 .PHONY: asan asan-build asan-binaries
 asan: deps asan-build
-	@bash test/asan_test.sh $(ASAN_DIR)
+	@bash test/e2e/asan_test.sh $(ASAN_DIR)
 asan-build:
 	@$(MAKE) --no-print-directory -j$(shell nproc 2>/dev/null || echo 2) BUILD=$(ASAN_DIR) BIN_DIR=$(ASAN_DIR)/bin \
 	    SANITIZE="$(ASAN_FLAGS)" asan-binaries
-asan-binaries: cpu $(TEST_SRCS:test/%.cpp=$(BUILD)/test/%)
+asan-binaries: cpu $(TEST_SRCS:test/unit/%.cpp=$(BUILD)/test/%)
 
 # deps first (it may install the libraries the build needs), then everything (and the sanitizer build that
 # test/tests.list runs as its last test), then the runner.
@@ -154,5 +154,5 @@ clean:
 	rm -rf $(BUILD) $(CPU_BINS) $(CUDA_BINS)
 
 # Header dependencies (-MMD): the objects' and test programs' under build/, the top-level binaries' (train_gpt2_cpu.d,
-# prepare_data.d, ...) next to them, so editing a header they include rebuilds them (test/makefile_deps_test.sh).
+# prepare_data.d, ...) next to them, so editing a header they include rebuilds them (test/e2e/makefile_deps_test.sh).
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null) $(wildcard *.d)

@@ -6,7 +6,7 @@
 // One source, three builds: g++ -x c++ -> ./test_gpt2_cpu (CpuBackend, fp32); nvcc -> ./test_gpt2 (CudaBackend, bf16);
 // g++ -DLLMC_CUDASIM -> build/test_gpt2_sim (CudaBackend's real sources on the CUDA simulator).
 //
-// Checks, each printing a PASS/FAIL line (test/testing.h) with the observed errors:
+// Checks, each printing a PASS/FAIL line (test/fixtures/testing.h) with the observed errors:
 //   logits (B,T,Vp) and the mean loss of one forward pass at the initial weights;
 //   each of the 16 parameter gradients of that loss;
 //   10 AdamW steps on the same batch (weight decay on the 2-D tensors only, gradient clipping): the loss and the
@@ -31,7 +31,7 @@
 #include "llmc/model_file.h"
 #include "llmc/optimizer.h"
 #include "llmc/zero.h"
-#include "test/testing.h"
+#include "test/fixtures/testing.h"
 
 #if defined(__CUDACC__) || defined(LLMC_CUDASIM)
 #include "llmc/cuda/cuda_backend.h"

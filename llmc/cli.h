@@ -38,7 +38,7 @@ struct TrainOptions {
     int sample_every = 20;   // -s (0: off)
     int gen_tokens = 64;     // -g
     int log_every = 1;
-    // checkpoints (issue 6) and memory
+    // checkpoints and memory
     int checkpoint_every = 0;   // -n
     int keep_last = 0;          // -nk
     int keep_every = 0;         // -nm

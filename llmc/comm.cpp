@@ -14,6 +14,42 @@ const char* reduce_op_name(ReduceOp op) {
     return "?";
 }
 
+const char* dtype_name(DType t) {
+    switch (t) {
+        case DType::F32: return "f32";
+        case DType::BF16: return "bf16";
+        case DType::I32: return "i32";
+        case DType::U64: return "u64";
+    }
+    return "?";
+}
+
+void Comm::all_reduce_host(void* buf, size_t count, DType t, ReduceOp op) {
+    if (t == DType::BF16) fail("all_reduce_host: dtype bf16, expected i32, u64 or f32 (control data)");
+    if (op == ReduceOp::Avg && t != DType::F32)
+        fail("all_reduce_host: avg of %s values, expected f32 (an integer average would round)", dtype_name(t));
+    counters.host++;
+    if (count) host_all_reduce(buf, count, t, op);
+}
+
+void Comm::all_gather_host(const void* send, void* recv, size_t count, DType t) {
+    if (t == DType::BF16) fail("all_gather_host: dtype bf16, expected i32, u64 or f32 (control data)");
+    counters.host++;
+    if (count) host_all_gather(send, recv, count, t);
+}
+
+std::vector<uint64_t> Comm::all_gather_host(const std::vector<uint64_t>& mine) {
+    std::vector<uint64_t> all(mine.size() * (size_t)world_size());
+    all_gather_host(mine.data(), all.data(), mine.size(), DType::U64);
+    return all;
+}
+
+bool Comm::any(bool mine) {
+    int32_t flag = mine ? 1 : 0;
+    all_reduce_host(&flag, 1, DType::I32, ReduceOp::Max);
+    return flag != 0;
+}
+
 CommInit parse_comm_init(const std::string& s) {
     if (s == "auto") return CommInit::Auto;
     if (s == "mpi") return CommInit::Mpi;

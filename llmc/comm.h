@@ -1,4 +1,4 @@
-// Collective communication over flat buffers (DESIGN.md, "Comm").
+// Collective communication over flat buffers (docs/distributed.md).
 //
 // A collective takes (buffer, count, dtype, op) and is enqueued: on the CUDA backend (NCCL) on the given stream,
 // ordered by the caller through streams and events; on the CPU backend (MPI) it runs immediately on host buffers.
@@ -29,10 +29,11 @@ const char* reduce_op_name(ReduceOp op);  // "sum", "avg", "max"
 
 struct CommCounters {
     uint64_t all_reduce = 0, reduce = 0, reduce_scatter = 0, all_gather = 0, broadcast = 0, barrier = 0;
+    uint64_t host = 0;  // host-channel collectives (all_reduce_host, all_gather_host, any)
     // Payload bytes handed to collectives by this rank: the buffer for all_reduce, reduce and broadcast, the whole
     // send buffer (world_size * recv_count elements) for reduce_scatter, the rank's own block for all_gather.
     uint64_t bytes = 0;
-    uint64_t total() const { return all_reduce + reduce + reduce_scatter + all_gather + broadcast + barrier; }
+    uint64_t total() const { return all_reduce + reduce + reduce_scatter + all_gather + broadcast + barrier + host; }
 };
 
 class Comm {
@@ -44,26 +45,43 @@ public:
     virtual const char* name() const = 0;
 
     // In place: buf (count elements) becomes the reduction over ranks.
-    virtual void all_reduce(void* buf, size_t count, DType t, ReduceOp op, void* stream) = 0;
+    virtual void all_reduce(void* buf, size_t count, DType t, ReduceOp op, Stream stream) = 0;
     // Rank `root` receives the reduction over ranks of `send` (count elements) in recv; recv is not touched on the
     // other ranks. In place on the root when send == recv.
     virtual void reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root,
-                        void* stream) = 0;
+                        Stream stream) = 0;
     // send holds world_size * recv_count elements; rank r receives the reduction of block r into recv.
     virtual void reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op,
-                                void* stream) = 0;
+                                Stream stream) = 0;
     // Each rank contributes send_count elements; recv (world_size * send_count) receives them in rank order.
     // In place when send == recv + rank * send_count.
-    virtual void all_gather(const void* send, void* recv, size_t send_count, DType t, void* stream) = 0;
-    virtual void broadcast(void* buf, size_t count, DType t, int root, void* stream) = 0;
+    virtual void all_gather(const void* send, void* recv, size_t send_count, DType t, Stream stream) = 0;
+    virtual void broadcast(void* buf, size_t count, DType t, int root, Stream stream) = 0;
     virtual void barrier() = 0;
     // Group several collectives into one launch (NCCL group); no-op elsewhere.
     virtual void group_start() {}
     virtual void group_end() {}
 
+    // ---- the host channel: small control data (flags, sizes, checksums, identities) in host memory -------------
+    // Blocking and exact on every Comm: integers travel as integers. The caller allocates no device memory (NcclComm
+    // stages the values through a small device buffer of its own). Each call waits for the rank's device work
+    // enqueued so far, so keep it to control decisions, not bulk data.
+    // In place: buf (count elements of I32, U64 or F32; Avg only for F32) becomes the reduction over ranks.
+    void all_reduce_host(void* buf, size_t count, DType t, ReduceOp op);
+    // Each rank's `send` (count elements) lands in recv (world_size * count elements) in rank order.
+    void all_gather_host(const void* send, void* recv, size_t count, DType t);
+    // Every rank's `mine` (the same length on every rank), concatenated in rank order.
+    std::vector<uint64_t> all_gather_host(const std::vector<uint64_t>& mine);
+    // True on every rank when at least one rank passed true.
+    bool any(bool mine);
+
     CommCounters counters;
 
 protected:
+    // The host channel's transport (the public functions above check the arguments and count the call).
+    virtual void host_all_reduce(void* buf, size_t count, DType t, ReduceOp op) = 0;
+    virtual void host_all_gather(const void* send, void* recv, size_t count, DType t) = 0;
+
     DistInfo info_;
 };
 
@@ -83,7 +101,7 @@ struct CommOptions {
 
 // SingleComm copies with `copy` when send and receive buffers differ (nullptr: host memcpy; the CUDA backend passes
 // an asynchronous device copy on the given stream).
-using CommCopyFn = void (*)(void* dst, const void* src, size_t bytes, void* stream);
+using CommCopyFn = void (*)(void* dst, const void* src, size_t bytes, Stream stream);
 std::unique_ptr<Comm> make_single_comm(CommCopyFn copy = nullptr);
 
 // MpiComm over host buffers (llmc/comm_mpi.h). Initialises MPI if needed (mpi_env.h) and refines the layout.
@@ -93,24 +111,5 @@ std::unique_ptr<Comm> make_mpi_comm(const DistInfo& info, const CommOptions& opt
 // message when several processes were launched without MPI. Backends wrap this: llmc/cpu/cpu_comm.h,
 // llmc/cuda/cuda_comm.h (device buffers, NCCL).
 std::unique_ptr<Comm> create_host_comm(const DistInfo& info, const CommOptions& opt = CommOptions());
-
-// Every rank's `mine` (the same length on every rank), concatenated in rank order, through the comm's float
-// all-gather on backend buffers: each value travels as four 16-bit pieces in floats (exact; no NaN bit patterns).
-// Collective.
-template <class Backend>
-std::vector<uint64_t> all_gather_u64(Backend& be, Comm& comm, const std::vector<uint64_t>& mine) {
-    const size_t n = mine.size() * 4, world = (size_t)comm.world_size(), rank = (size_t)comm.rank();
-    std::vector<float> host(n * world, 0.0f);
-    for (size_t i = 0; i < mine.size(); i++)
-        for (size_t k = 0; k < 4; k++) host[rank * n + 4 * i + k] = (float)((mine[i] >> (16 * k)) & 0xFFFF);
-    DeviceArray<Backend, float> dev(be, host.size());
-    be.copy_to_device(dev.get(), host.data(), host.size() * sizeof(float));
-    comm.all_gather(dev.get() + rank * n, dev.get(), n, DType::F32, be.main_stream());
-    be.copy_to_host(host.data(), dev.get(), host.size() * sizeof(float));
-    std::vector<uint64_t> all(mine.size() * world, 0);
-    for (size_t i = 0; i < all.size(); i++)
-        for (size_t k = 0; k < 4; k++) all[i] |= (uint64_t)host[4 * i + k] << (16 * k);
-    return all;
-}
 
 }  // namespace llmc

@@ -17,20 +17,26 @@ namespace llmc {
 
 namespace {
 
-void check_mpi(int rc, const char* what) {
-    if (rc == MPI_SUCCESS) return;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    fail("MPI error in %s: %s", what, msg);
-}
-
 MPI_Op mpi_op(ReduceOp op) {
     // Avg is reduced as a Sum and divided afterwards.
     return op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
 }
 
-MPI_Datatype mpi_type(DType t) { return t == DType::F32 ? MPI_FLOAT : MPI_UINT16_T; }
+MPI_Datatype mpi_type(DType t) {
+    switch (t) {
+        case DType::F32: return MPI_FLOAT;
+        case DType::BF16: return MPI_UINT16_T;  // bit patterns; reductions widen them to fp32 first
+        case DType::I32: return MPI_INT32_T;
+        case DType::U64: return MPI_UINT64_T;
+    }
+    fail("MPI: unknown dtype %d", (int)t);
+}
+
+// The device-buffer reductions compute in fp32; integers are control data, reduced by the host channel.
+void require_float(DType t, const char* what) {
+    if (t != DType::F32 && t != DType::BF16)
+        fail("%s: dtype %s, expected f32 or bf16 (integers go through all_reduce_host)", what, dtype_name(t));
+}
 
 void widen(float* dst, const uint16_t* src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = bf16_to_float(src[i]);
@@ -108,8 +114,9 @@ void MpiComm::reduce_scatter_f32(const float* send, float* recv, size_t recv_cou
     if (op == ReduceOp::Avg) divide_by_world(recv, recv_count);
 }
 
-void MpiComm::all_reduce(void* buf, size_t count, DType t, ReduceOp op, void*) {
+void MpiComm::all_reduce(void* buf, size_t count, DType t, ReduceOp op, Stream) {
     WatchedCall watched(watchdog_.get(), CollectiveKind::AllReduce);
+    require_float(t, "all_reduce");
     counters.all_reduce++;
     counters.bytes += count * dtype_size(t);
     if (t == DType::F32) {
@@ -123,8 +130,9 @@ void MpiComm::all_reduce(void* buf, size_t count, DType t, ReduceOp op, void*) {
     }
 }
 
-void MpiComm::reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root, void*) {
+void MpiComm::reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root, Stream) {
     WatchedCall watched(watchdog_.get(), CollectiveKind::Reduce);
+    require_float(t, "reduce");
     if (root < 0 || root >= info_.world_size)
         fail("reduce: root %d, expected 0 <= root < world size %d", root, info_.world_size);
     counters.reduce++;
@@ -143,8 +151,9 @@ void MpiComm::reduce(const void* send, void* recv, size_t count, DType t, Reduce
     }
 }
 
-void MpiComm::reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op, void*) {
+void MpiComm::reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op, Stream) {
     WatchedCall watched(watchdog_.get(), CollectiveKind::ReduceScatter);
+    require_float(t, "reduce_scatter");
     const size_t W = (size_t)info_.world_size;
     counters.reduce_scatter++;
     counters.bytes += W * recv_count * dtype_size(t);
@@ -168,11 +177,15 @@ void MpiComm::reduce_scatter(const void* send, void* recv, size_t recv_count, DT
     }
 }
 
-void MpiComm::all_gather(const void* send, void* recv, size_t send_count, DType t, void*) {
+void MpiComm::all_gather(const void* send, void* recv, size_t send_count, DType t, Stream) {
     WatchedCall watched(watchdog_.get(), CollectiveKind::AllGather);
-    const size_t W = (size_t)info_.world_size, es = dtype_size(t);
     counters.all_gather++;
-    counters.bytes += send_count * es;
+    counters.bytes += send_count * dtype_size(t);
+    gather(send, recv, send_count, t);
+}
+
+void MpiComm::gather(const void* send, void* recv, size_t send_count, DType t) {
+    const size_t W = (size_t)info_.world_size, es = dtype_size(t);
     if (send_count == 0) return;
     const char* s = static_cast<const char*>(send);
     char* r = static_cast<char*>(recv);
@@ -196,7 +209,7 @@ void MpiComm::all_gather(const void* send, void* recv, size_t send_count, DType 
     }
 }
 
-void MpiComm::broadcast(void* buf, size_t count, DType t, int root, void*) {
+void MpiComm::broadcast(void* buf, size_t count, DType t, int root, Stream) {
     WatchedCall watched(watchdog_.get(), CollectiveKind::Broadcast);
     if (root < 0 || root >= info_.world_size)
         fail("broadcast: root %d, expected 0 <= root < world size %d", root, info_.world_size);
@@ -213,6 +226,22 @@ void MpiComm::barrier() {
     WatchedCall watched(watchdog_.get(), CollectiveKind::Barrier);
     counters.barrier++;
     check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+}
+
+void MpiComm::host_all_reduce(void* buf, size_t count, DType t, ReduceOp op) {
+    WatchedCall watched(watchdog_.get(), CollectiveKind::AllReduce);
+    char* b = static_cast<char*>(buf);
+    for (size_t off = 0; off < count; off += max_chunk_) {
+        int n = (int)std::min(count - off, max_chunk_);
+        check_mpi(MPI_Allreduce(MPI_IN_PLACE, b + off * dtype_size(t), n, mpi_type(t), mpi_op(op), comm_),
+                  "MPI_Allreduce");
+    }
+    if (op == ReduceOp::Avg) divide_by_world(static_cast<float*>(buf), count);  // f32 only (Comm checks)
+}
+
+void MpiComm::host_all_gather(const void* send, void* recv, size_t count, DType t) {
+    WatchedCall watched(watchdog_.get(), CollectiveKind::AllGather);
+    gather(send, recv, count, t);
 }
 
 std::unique_ptr<Comm> make_mpi_comm(const DistInfo& info, const CommOptions& opt) {

@@ -1,9 +1,9 @@
 // MpiComm: collectives over host buffers with MPI (the CPU backend's Comm for several processes).
 //
-// fp32 reductions are MPI's own (MPI_SUM, MPI_MAX on MPI_FLOAT). bf16 buffers (uint16 bit patterns) are widened to
-// fp32, reduced in fp32 and rounded to bf16 once at the end, so a bf16 sum carries a single rounding however many
-// ranks contribute. Avg is Sum followed by a division by the world size (a division, not a multiplication by
-// 1/world, so Avg of identical values returns them exactly for any world size).
+// fp32 reductions are MPI's own (MPI_SUM, MPI_MAX on MPI_FLOAT), and so are the host channel's integer ones. bf16
+// buffers (uint16 bit patterns) are widened to fp32, reduced in fp32 and rounded to bf16 once at the end, so a bf16
+// sum carries a single rounding however many ranks contribute. Avg is Sum followed by a division by the world size
+// (a division, not a multiplication by 1/world, so Avg of identical values returns them exactly for any world size).
 // MPI counts are int: buffers longer than `max_chunk` elements (default 2^30) go in several calls.
 // With a watchdog timeout (CommOptions::watchdog_s) every collective is watched (llmc/watchdog.h): a peer that does
 // not arrive in time stops the job with a message naming it, instead of a hang.
@@ -26,14 +26,19 @@ public:
     ~MpiComm() override;
     const char* name() const override { return "mpi"; }
 
-    void all_reduce(void* buf, size_t count, DType t, ReduceOp op, void* stream) override;
-    void reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root, void* stream) override;
-    void reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op, void* stream) override;
-    void all_gather(const void* send, void* recv, size_t send_count, DType t, void* stream) override;
-    void broadcast(void* buf, size_t count, DType t, int root, void* stream) override;
+    void all_reduce(void* buf, size_t count, DType t, ReduceOp op, Stream stream) override;
+    void reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root, Stream stream) override;
+    void reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op, Stream stream) override;
+    void all_gather(const void* send, void* recv, size_t send_count, DType t, Stream stream) override;
+    void broadcast(void* buf, size_t count, DType t, int root, Stream stream) override;
     void barrier() override;
 
+protected:
+    void host_all_reduce(void* buf, size_t count, DType t, ReduceOp op) override;
+    void host_all_gather(const void* send, void* recv, size_t count, DType t) override;
+
 private:
+    void gather(const void* send, void* recv, size_t send_count, DType t);
     void all_reduce_f32(float* buf, size_t count, ReduceOp op);
     void reduce_f32(const float* send, float* recv, size_t count, ReduceOp op, int root);
     void reduce_scatter_f32(const float* send, float* recv, size_t recv_count, ReduceOp op);

@@ -6,7 +6,7 @@
 // A shard of n tokens holds (n - 1) / T sequences; sequence j is tokens [j*T, j*T + T] (T inputs, and the same
 // window shifted by one as targets). An optimizer step consumes `seqs_per_step` sequences (= -d / T), all from one
 // shard; it is split into micro-steps of world_size * B sequences, and rank r takes the r-th B of each micro-step.
-// So the global batch of every step is the same whatever the world size (DESIGN.md, "Distributed semantics").
+// So the global batch of every step is the same whatever the world size (docs/distributed.md, "Semantics").
 // With shuffling, each epoch permutes the shard order and the sequences inside each shard from one global seed
 // (seed, epoch, shard): every rank computes the same permutation.
 #pragma once

@@ -1,7 +1,7 @@
 // Where this process sits in a distributed run: rank, world size, local rank/size, node, GPU.
 //
 // Computed in ONE place from the launcher's environment, as a pure function of an environment map so that every
-// layout (1 GPU, 8 GPUs on one node, several nodes, uneven Slurm layouts) is unit-tested (test/test_dist_info.cpp).
+// layout (1 GPU, 8 GPUs on one node, several nodes, uneven Slurm layouts) is unit-tested (test/unit/test_dist_info.cpp).
 //
 // Launchers recognised, first match wins (an inner launcher is checked before an outer one, so torchrun started by
 // srun reports torchrun's layout, and mpirun inside a Slurm allocation reports mpirun's):
@@ -18,7 +18,7 @@
 // The GPU a rank drives is its local rank, unless CUDA_VISIBLE_DEVICES lists fewer devices than there are local
 // ranks (e.g. Slurm's --gpus-per-task=1 shows each task exactly one GPU): then it is local_rank modulo that count.
 // The data loader and the ZeRO plan use the GLOBAL rank only; the local rank picks the GPU and nothing else
-// (test/multinode_test.sh runs ranks that believe they are on 2 or 3 nodes and checks this).
+// (test/e2e/multinode_test.sh runs ranks that believe they are on 2 or 3 nodes and checks this).
 #pragma once
 
 #include <map>

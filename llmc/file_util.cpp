@@ -53,9 +53,28 @@ void write_exact(FILE* f, const void* src, size_t n, const std::string& path) {
     if (std::fwrite(src, 1, n, f) != n) fail("%s: write failed (%s)", path.c_str(), std::strerror(errno));
 }
 
-static std::string dir_of(const std::string& path) {
+std::string parent_dir(const std::string& path) {
     size_t slash = path.find_last_of('/');
     return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+void fsync_dir(const std::string& dir) {
+    int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+void make_dirs(const std::string& dir) {
+    std::string path;
+    for (size_t i = 0; i <= dir.size(); i++) {
+        if ((i == dir.size() || dir[i] == '/') && !path.empty() && mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
+            fail("%s: cannot create directory (%s)", path.c_str(), std::strerror(errno));
+        if (i < dir.size()) path += dir[i];
+    }
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail("%s: not a directory", dir.c_str());
 }
 
 void write_atomically(const std::string& path, const std::function<void(FILE*)>& write) {
@@ -79,11 +98,7 @@ void write_atomically(const std::string& path, const std::function<void(FILE*)>&
         std::remove(tmp.c_str());
         fail("%s: cannot rename into place (%s)", path.c_str(), std::strerror(errno));
     }
-    int dfd = open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
+    fsync_dir(parent_dir(path));
 }
 
 }  // namespace llmc

@@ -1,4 +1,4 @@
-// Small file helpers shared by every reader and writer: whole-file checks and atomic replacement.
+// Small file helpers shared by every reader and writer: whole-file checks, atomic replacement, directories.
 #pragma once
 
 #include <cstddef>
@@ -23,5 +23,12 @@ void read_exact(FILE* f, void* dst, size_t n, const std::string& path);
 void write_atomically(const std::string& path, const std::function<void(FILE*)>& write);
 // fwrite that fails with the path on a short write.
 void write_exact(FILE* f, const void* src, size_t n, const std::string& path);
+// mkdir -p: creates `dir` and every missing parent (0755); fails naming the first one that cannot be made, or `dir`
+// when it exists but is not a directory.
+void make_dirs(const std::string& dir);
+// fsync of a directory, so the entries just made or removed in it survive a crash (best effort: errors ignored).
+void fsync_dir(const std::string& dir);
+// "a/b" for "a/b/c", "." for "c", "/" for "/c".
+std::string parent_dir(const std::string& path);
 
 }  // namespace llmc

@@ -1,4 +1,4 @@
-// GPT-2, written once over a backend (llmc/backend.h; ops and their semantics in llmc/cpu/cpu_backend.h).
+// GPT-2, written once over a backend (llmc/backend.h: the ops and their semantics).
 //
 // The model owns three kinds of device memory:
 //   params   act_t, flat, ParamLayout order (llmc/layout.h), padded to padded_params() elements (zeros past the end)
@@ -139,7 +139,7 @@ public:
         const size_t C = cfg_.channels, NH = cfg_.num_heads, L = cfg_.num_layers, N = B * T;
         const size_t V = cfg_.vocab_size, Vp = cfg_.padded_vocab_size;
         for (size_t i = 0; i < N; i++) check_token(inputs[i], "input");
-        be_.copy_to_device(inputs_, inputs, N * sizeof(int));
+        be_.upload_tokens(inputs_, inputs, N);
         has_targets_ = targets != nullptr;
         if (targets) {
             for (size_t i = 0; i < N; i++) check_token(targets[i], "target");
@@ -147,9 +147,6 @@ public:
         }
         cur_B_ = B, cur_T_ = T, grad_scale_ = grad_scale;
 
-        // A backward will follow: let the backend do its host-side work for encoder_backward now, while the
-        // device runs this forward (the CUDA backend groups positions by token).
-        if (targets && grad_scale > 0.0f) be_.encoder_backward_prepare(inputs, B, T);
         ParamViews<act_t> p = param_views();
         be_.encoder_forward(a_.encoded, inputs_, p.wte(), p.wpe(), B, T, C);              // (B,T,C)
         be_.layernorm_forward(a_.ln1, a_.ln1_mean, a_.ln1_rstd, a_.encoded,              // (B,T,C)

@@ -10,7 +10,6 @@
 
 namespace llmc {
 
-namespace {
 void check_mpi(int rc, const char* what) {
     if (rc == MPI_SUCCESS) return;
     char msg[MPI_MAX_ERROR_STRING];
@@ -18,7 +17,6 @@ void check_mpi(int rc, const char* what) {
     MPI_Error_string(rc, msg, &len);
     fail("MPI error in %s: %s", what, msg);
 }
-}  // namespace
 
 bool mpi_is_initialized() {
     int init = 0, fin = 0;

@@ -18,6 +18,9 @@ namespace llmc {
 
 bool mpi_is_initialized();
 
+// Turns an MPI return code other than MPI_SUCCESS into llmc::Error: "MPI error in <what>: <MPI's message>".
+void check_mpi(int rc, const char* what);
+
 // Initialises MPI once, asking for MPI_THREAD_MULTIPLE (the comm watchdog's thread talks to its peers while the main
 // thread waits in a collective: llmc/watchdog.h); idempotent, and accepts an MPI that someone else initialised.
 // `info` is what the environment said: MPI's own rank and size must agree with it, otherwise this fails with a

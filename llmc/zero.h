@@ -8,7 +8,7 @@
 // The padding past num_params is zero in every buffer and stays zero (a zero gradient and zero state give a zero
 // AdamW update and nothing to decay).
 //
-// Stages (DESIGN.md, "Distributed semantics"; docs/distributed.md has the formulas):
+// Stages (docs/distributed.md has the formulas):
 //   0  every rank keeps everything; the gradients are all-reduced at the last micro-step
 //   1  AdamW m, v and the fp32 master weights exist only for the rank's shard; at the last micro-step each
 //      gradient piece is reduced to the rank that owns it; the updated parameters are all-gathered

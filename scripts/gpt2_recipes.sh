@@ -1,6 +1,6 @@
 # GPT-2 reproduction recipes (llm.c's published hyper-parameters) and the batch arithmetic that runs them on any
 # number of GPUs. Sourced, not run: scripts/run_gpt2.sh, scripts/multi_node/run_mpirun.sh and
-# scripts/multi_node/run_slurm.sbatch build their command lines here, so the three agree; test/scripts_test.sh
+# scripts/multi_node/run_slurm.sbatch build their command lines here, so the three agree; test/e2e/scripts_test.sh
 # checks the arithmetic for 1, 2, 3, 6, 8, 16 and 64 GPUs (make test).
 #
 #   gpt2_recipe SIZE              RECIPE_* for 124M | 350M | 774M | 1558M

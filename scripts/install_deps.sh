@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the Debian packages the build, the tests and the quickstart need, if any is missing, and the SASS
-# disassembler of test/sass_check.py.
+# disassembler of test/e2e/sass_check_test.py.
 # Uses sudo when not root. Safe to run repeatedly: it does nothing when everything is present.
 set -euo pipefail
 PKGS=(g++ make libopenblas-dev libcxxopts-dev nlohmann-json3-dev libpcre2-dev libopenmpi-dev openmpi-bin
@@ -22,10 +22,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# A SASS disassembler for test/sass_check.py. A CUDA toolkit with cuobjdump needs nothing more; the build machines'
+# A SASS disassembler for test/e2e/sass_check_test.py. A CUDA toolkit with cuobjdump needs nothing more; the build machines'
 # CUDA 13 has neither cuobjdump nor nvdisasm, and Debian packages only CUDA 11.8's tools (nvidia-cuda-toolkit, in the
 # non-free component, which this machine's apt sources do not enable): download that package with a private source
-# list (the machine's own Debian mirror, non-free) and unpack only its nvdisasm (test/sass_check.py says why 11.8's
+# list (the machine's own Debian mirror, non-free) and unpack only its nvdisasm (test/e2e/sass_check_test.py says why 11.8's
 # disassembler reads CUDA 13's sm_80/sm_90 code).
 NVDISASM_DIR=/usr/local/lib/llmc-nvdisasm
 cuda_bin=$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test runner behind `make test`. Every test is a program (or script) that prints PASS/FAIL/SKIP lines
-# (test/testing.h for C++, test/lib.sh for shell); this script runs them all, keeps each one's full output in
+# (test/fixtures/testing.h for C++, test/helpers/lib.sh for shell); this script runs them all, keeps each one's full output in
 # build/test-logs/, and ends with the line "N passed, M failed, K skipped".
 #
 # A program that exits non-zero without printing a FAIL line counts as one failure; one that prints no
@@ -38,7 +38,7 @@ run() {
     passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
 }
 
-# One line per test program. Keep them fast: tiny shapes (see DESIGN.md, "Tests").
+# One line per test program. Keep them fast: tiny shapes (test/README.md).
 source test/tests.list
 
 echo "$passed passed, $failed failed, $skipped skipped"

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""GPT-2 124M training throughput in PyTorch on a GPU: the baseline DESIGN.md compares ./train_gpt2 against.
+"""GPT-2 124M training throughput in PyTorch on a GPU: the baseline ./train_gpt2 is compared against
+(docs/benchmarks.md).
 
 A nanoGPT-style GPT-2 written here (tied embeddings, tanh GELU, padded vocabulary 50304, causal
 scaled_dot_product_attention, i.e. flash attention), bf16 autocast, fused AdamW, torch.compile. Random tokens, so the

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's fused causal attention (scaled_dot_product_attention, is_causal=True, bf16) at GPT-2 124M's shapes.
 
-The baseline for build/cuda-bench/attention (llmc/cuda/attention.cuh), run in the same GPU session by
+The baseline for build/cuda-bench/attention (llmc/cuda/attention.cuh), run in the same GPU run by
 dev/gpu/run_checks.sh: the same shapes (B = 64 by default, T = 1024, 12 heads of 64) and the same FLOP convention
 (causal: forward 2 B NH T^2 hs, backward 2.5 x the forward). Inputs are random, laid out as the model's qkv (B, T, 3C)
 viewed as (B, NH, T, hs) per tensor, as a GPT-2 block passes them. Prints one JSON line with the backend PyTorch

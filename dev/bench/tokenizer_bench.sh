@@ -26,8 +26,8 @@ best() {
     echo "$b"
 }
 cpp=$(best ./gpt2_tokenizer encode --stats "${docs[@]}")
-tik=$(best node test/tokenizer_reference.js js-tiktoken --stats "${docs[@]}")
-g3=$(best node test/tokenizer_reference.js gpt-3-encoder --stats "${docs[@]}")
+tik=$(best node test/helpers/tokenizer_reference.js js-tiktoken --stats "${docs[@]}")
+g3=$(best node test/helpers/tokenizer_reference.js gpt-3-encoder --stats "${docs[@]}")
 load=$(./gpt2_tokenizer encode --stats "${docs[0]}" 2>&1 >/dev/null | grep -o 'vocab load [0-9.]* s')
 
 prep() {  # prep THREADS: end-to-end tokens/s of prepare_data (best of REPEAT)

@@ -1,6 +1,6 @@
 // cuBLASLt on the CPU: cublasLtMatmul computes D = epilogue(alpha * op(A) op(B) + beta * C [+ bias]) with the real
 // library's conventions (column-major storage, op() from TRANSA/TRANSB, leading dimensions, strided batches), for the
-// subset the llmc CUDA backend uses (see /work/cuda_contract.md): fp32 or bf16 A/B, fp32 or bf16 C/D,
+// subset the llmc CUDA backend uses (docs/cudasim.md, "cuBLASLt"): fp32 or bf16 A/B, fp32 or bf16 C/D,
 // CUBLAS_COMPUTE_32F with fp32 scale, epilogues DEFAULT, BIAS, GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS, BGRADA, BGRADB.
 // Products accumulate in double; results round once to the output type. The GEMM is an operation on the caller's
 // stream (it runs when the stream scheduler gets to it, like a kernel). Anything else returns

@@ -13,8 +13,8 @@
 #   (`dev/data/fineweb.sh 10B` = classic 10B, as before.)
 #
 # Needs internet access to Hugging Face and Python's `datasets` package (pip install datasets); the build machines
-# have neither, so the download is not run there: test/fineweb_script_test.sh runs this script end to end against a
-# stand-in `datasets` module serving a few local documents, and test/test_prepare_data.sh checks the split itself.
+# have neither, so the download is not run there: test/e2e/fineweb_script_test.sh runs this script end to end against a
+# stand-in `datasets` module serving a few local documents, and test/e2e/prepare_data_test.sh checks the split itself.
 # Step 1 streams the subset into JSON lines (<out>/jsonl/part_NNNN.jsonl, a million documents each, about 4.5 bytes
 # per token: ~45 GB for 10B; <out>/jsonl/.done marks it complete, so a rerun goes straight to step 2); step 2 is
 # ./prepare_data --val-first-shard on them (tokenization on all cores; ~20 GB of shards for 10B).

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Prepares everything a GPU session needs into .gpu_bundle/ (git-ignored), so that the GPU checks run in ONE call of
-# the device tool: the lent machine has nvcc, PyTorch and the NVIDIA libraries but none of our Debian packages (no
+# Prepares everything the GPU checks need into .gpu_bundle/ (git-ignored), so that they run as ONE command on a GPU
+# machine that has nvcc, PyTorch and the NVIDIA libraries but none of our Debian packages (no
 # PCRE2, no OpenMPI, no cxxopts headers) and no network. So the CUDA binaries are built here and carried with the
 # few shared libraries they need beyond the CUDA ones (the GPU machine's own cuBLASLt and NCCL are used there), and the
 # PyTorch references are generated here.
 #
-#   bash dev/gpu/pack.sh                  then, with the device tool:
-#   run(command="bash dev/gpu/run_checks.sh", carry=[".gpu_bundle"])
+#   bash dev/gpu/pack.sh                  then, on the GPU machine, in a copy of this checkout with .gpu_bundle/:
+#   bash dev/gpu/run_checks.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=.gpu_bundle
@@ -30,7 +30,7 @@ done
 [ -f data/brown/brown_train_000000.bin ] || bash dev/data/prepare_brown.sh >/dev/null
 mkdir -p "$OUT/data"
 cp data/brown/brown_train_000000.bin data/brown/brown_val_000000.bin "$OUT/data/"
-# References for ./test_gpt2: the same shapes as test/reference_test.sh.
+# References for ./test_gpt2: the same shapes as test/e2e/reference_test.sh.
 PY=/usr/bin/python3
 $PY dev/reference/gpt2_reference.py --out "$OUT/ref/small" --layers 2 --heads 4 --channels 64 --max-seq-len 32 \
     --vocab 250 --batch 2 --seq-len 16 --seed 42 >/dev/null

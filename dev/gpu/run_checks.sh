@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The GPU checks of the issues, in one command on a lent GPU machine (see dev/gpu/pack.sh, which must have run here
-# first; .gpu_bundle is carried). Data, runs and checkpoints go to a scratch folder; what comes back is two files in
-# $OUT (the device tool's output folder, else ./gpu_results): summary.txt and logs.tgz (every log and metrics.jsonl).
+# The checks that need a real GPU, in one command on a GPU machine (see dev/gpu/pack.sh, which must have run on the
+# build machine first; its .gpu_bundle/ is copied along). Data, runs and checkpoints go to a scratch folder; the
+# results are two files in $OUT (if set, else ./gpu_results): summary.txt and logs.tgz (every log and metrics.jsonl).
 # Each part runs even when an earlier one failed; the summary says which passed.
 #   1. ./test_gpt2 against the PyTorch references (bf16 tolerances)
 #   2. compute-sanitizer memcheck, racecheck and synccheck on ./test_gpt2 (small reference)
@@ -10,13 +10,13 @@
 #      random tokens, and at B = 64 on real text (the Brown shards packed by pack.sh: skewed token frequencies, which
 #      the encoder backward must handle as fast)
 #   5. the same model in PyTorch (torch.compile, bf16 autocast, flash attention) in the same run
-#   6. the per-kernel benchmarks (dev/cuda), and the SASS check (test/sass_check.py) with the toolkit's cuobjdump;
+#   6. the per-kernel benchmarks (dev/cuda), and the SASS check (test/e2e/sass_check_test.py) with the toolkit's cuobjdump;
 #      attention checks itself against a plain GPU reference first; dev/cuda/cublaslt_rules: what the real cuBLASLt
 #      does with each configuration the simulator's cuBLASLt refuses (a MISMATCH line means the simulator is too lax)
 #   7. PyTorch's scaled_dot_product_attention at the attention benchmark's shapes (dev/bench/pytorch_sdpa.py), and
 #      the --dry-run memory plan of the B = 64 run beside its measured peak
 #   8. with 2 or more GPUs: the NCCL collectives' watchdog (a stopped rank ends the job, named; no false alarm)
-#   9. ZeRO-2's bucket buffers and events against ZeRO-1 on the device (issue 14), with peak memory
+#   9. ZeRO-2's bucket buffers and events against ZeRO-1 on the device, with peak memory
 set -u
 cd "$(dirname "$0")/../.."
 B=.gpu_bundle
@@ -63,7 +63,7 @@ PY
 TR="$WORK/data/syn_train_*.bin"; VA="$WORK/data/syn_val_*.bin"
 step nccl_one_rank_train "$B/bin/train_gpt2" -i "$TR" -j "$VA" -e d6 -b 8 -t 512 -x 20 -v 10 -m 2 -s 0 -n 10 -o "$WORK/run_d6"
 step nccl_one_rank_resume "$B/bin/train_gpt2" -i "$TR" -j "$VA" -e d6 -b 8 -t 512 -x 30 -v 10 -m 2 -s 0 -n 10 -y 1 -o "$WORK/run_d6"
-# The NCCL watchdog on real GPUs (issue 13; needs 2 GPUs, NCCL refuses two ranks on one): two processes started by
+# The NCCL watchdog on real GPUs (needs 2 GPUs, NCCL refuses two ranks on one): two processes started by
 # hand (torchrun-style variables, -pi fs: this machine has no MPI), rank 1 stops itself before step 3; rank 0 must
 # exit non-zero within seconds naming rank 1 (its watchdog polls the CUDA events of the enqueued collectives and
 # aborts the communicator). A second pair without the stop must run to the end (no false alarm at 5 s).
@@ -100,11 +100,11 @@ done
 # Real text: the Brown corpus (its most frequent token is a few percent of the positions, unlike uniform tokens).
 step gpt2_124M_B64_brown "$B/bin/train_gpt2" -i "$B/data/brown_train_*.bin" -j "$B/data/brown_val_*.bin" -e d12 -b 64 \
     -t 1024 -x 20 -v 0 -s 0 -o "$WORK/run_124M_B64_brown"
-# Issue 14: ZeRO-2's bucket buffers on real streams and events (one rank: the pool's reuse and its event waits run
+# ZeRO-2's bucket buffers on real streams and events (one rank: the pool's reuse and its event waits run
 # on the device). One micro-step: ZeRO-2 does ZeRO-1's arithmetic, so bit-identical. Four micro-steps for 3 steps:
 # the sums over micro-steps are taken in another order (in the bucket buffers vs in the cuBLASLt epilogue), so
 # losses within 1e-4, grad norms 1e-3, parameters 2 lr steps = 1.8e-3 (bf16 parameters, see
-# test/train_sim_mpi_test.sh). Peak memory: at one rank ZeRO-2's accumulator is full-size, so it needs the bucket
+# test/e2e/train_sim_mpi_test.sh). Peak memory: at one rank ZeRO-2's accumulator is full-size, so it needs the bucket
 # pool (204.5 MiB for d12) more than ZeRO-1; the saving starts at 2 ranks (docs/distributed.md).
 for z in 1 2; do
     for acc in 1 4; do
@@ -117,12 +117,12 @@ for z in 1 2; do
         echo "$name peak device memory: $(sort -n "$LOGS/mem_$name.txt" | tail -1) MiB" | tee -a "$summary"
     done
 done
-step zero2_bit_identical_acc1 python3 test/compare_runs.py "$WORK/zero1_d12_acc1" "$WORK/zero2_d12_acc1" 0 0
-step zero2_matches_zero1_acc4 python3 test/compare_runs.py "$WORK/zero1_d12_acc4" "$WORK/zero2_d12_acc4" 1e-4 1.8e-3 1e-3
+step zero2_bit_identical_acc1 python3 test/helpers/compare_runs.py "$WORK/zero1_d12_acc1" "$WORK/zero2_d12_acc1" 0 0
+step zero2_matches_zero1_acc4 python3 test/helpers/compare_runs.py "$WORK/zero1_d12_acc4" "$WORK/zero2_d12_acc4" 1e-4 1.8e-3 1e-3
 step pytorch_124M python3 dev/bench/pytorch_gpu_step.py --batch 16 --seq-len 1024 --steps 20
 # The SASS check read by the real cuobjdump (the build machines use Debian's CUDA 11.8 nvdisasm instead).
 if command -v cuobjdump >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/cuobjdump ]; then
-    step sass_check_cuobjdump python3 test/sass_check.py "$B/bin/train_gpt2"
+    step sass_check_cuobjdump python3 test/e2e/sass_check_test.py "$B/bin/train_gpt2"
 fi
 step pytorch_124M_B64 python3 dev/bench/pytorch_gpu_step.py --batch 64 --seq-len 1024 --steps 20
 step pytorch_sdpa python3 dev/bench/pytorch_sdpa.py --batch 64

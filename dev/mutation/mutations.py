@@ -24,14 +24,14 @@ class Mutation:
 
 
 MUTATIONS = [
-    # ---- stream order (llmc/optimizer.h, llmc/cuda/cuda_backend.cu, llmc/cuda/comm_nccl.cu) --------------------
+    # ---- stream order (llmc/grad_reducer.h, llmc/optimizer.h, llmc/cuda/cuda_backend.cu, llmc/cuda/comm_nccl.cu) ---
     Mutation(
-        "optimizer-reduce-no-main-wait", "stream", "llmc/optimizer.h",
+        "optimizer-reduce-no-main-wait", "stream", "llmc/grad_reducer.h",
         "            be_.main_waits_comm();  // nothing on the main stream reads the gradients before they are reduced\n",
         "",
         "ZeRO 0/1: the main stream no longer waits for the comm stream's gradient reductions"),
     Mutation(
-        "optimizer-bucket-no-comm-wait", "stream", "llmc/optimizer.h",
+        "optimizer-bucket-no-comm-wait", "stream", "llmc/grad_reducer.h",
         "                 bucket);\n        be_.comm_waits_main();\n        reduce_bucket(bucket);\n",
         "                 bucket);\n        reduce_bucket(bucket);\n",
         "a bucket's reduction may run before the backward has written its gradients"),
@@ -46,13 +46,13 @@ MUTATIONS = [
         "",
         "the next forward may read parameters before the gather wrote them"),
     Mutation(
-        "zero2-buffer-reuse-no-event-wait", "stream", "llmc/optimizer.h",
+        "zero2-buffer-reuse-no-event-wait", "stream", "llmc/grad_reducer.h",
         "        be_.stream_wait_event(be_.main_stream(), k.reduced);\n",
         "",
         "ZeRO 2: a bucket buffer is read into the accumulator and zeroed for the next bucket without waiting for "
         "its reduction's event"),
     Mutation(
-        "zero2-event-on-main-stream", "stream", "llmc/optimizer.h",
+        "zero2-event-on-main-stream", "stream", "llmc/grad_reducer.h",
         "        if (k) be_.event_record(k->reduced, st);\n",
         "        if (k) be_.event_record(k->reduced, be_.main_stream());\n",
         "ZeRO 2: the buffer's event is recorded on the main stream, not after the reduction on the comm stream"),
@@ -74,9 +74,14 @@ MUTATIONS = [
         "the encoder's pinned grouping buffer is rewritten while its previous upload may be pending"),
     Mutation(
         "nccl-barrier-no-device-sync", "stream", "llmc/cuda/comm_nccl.cu",
-        "        CUDA_CHECK(cudaDeviceSynchronize());\n        NCCL_CHECK(ncclAllReduce(barrier_buf_",
-        "        NCCL_CHECK(ncclAllReduce(barrier_buf_",
+        "        CUDA_CHECK(cudaDeviceSynchronize());\n        NCCL_CHECK(ncclAllReduce(staging_",
+        "        NCCL_CHECK(ncclAllReduce(staging_",
         "the barrier's collective on the legacy stream is not ordered after the non-blocking streams' collectives"),
+    Mutation(
+        "nccl-host-channel-no-device-sync", "stream", "llmc/cuda/comm_nccl.cu",
+        "        CUDA_CHECK(cudaDeviceSynchronize());\n        grow_staging(bytes * world);\n",
+        "        grow_staging(bytes * world);\n",
+        "the host channel's gather on the legacy stream is not ordered after the non-blocking streams' collectives"),
     # ---- shared memory ---------------------------------------------------------------------------------------
     Mutation(
         "common-block-sum-no-raw-barrier", "shared", "llmc/cuda/common.cuh",

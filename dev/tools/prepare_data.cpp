@@ -29,11 +29,13 @@
 
 #include "llmc/data_shard_writer.h"
 #include "llmc/error.h"
+#include "llmc/file_util.h"
 #include "llmc/tokenizer.h"
 
 namespace {
 
 using llmc::fail;
+using llmc::make_dirs;
 using Clock = std::chrono::steady_clock;
 
 const char* const kUsage =
@@ -344,19 +346,6 @@ private:
 };
 
 // ---- output ---------------------------------------------------------------------------------------------------
-
-void make_dirs(const std::string& dir) {
-    std::string cur;
-    for (size_t i = 0; i <= dir.size(); i++) {
-        if (i == dir.size() || dir[i] == '/') {
-            if (!cur.empty() && mkdir(cur.c_str(), 0777) != 0 && errno != EEXIST)
-                fail("%s: cannot create directory (%s)", cur.c_str(), std::strerror(errno));
-        }
-        if (i < dir.size()) cur.push_back(dir[i]);
-    }
-    struct stat st;
-    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail("%s: not a directory", dir.c_str());
-}
 
 // The staging folder: removed with everything in it unless the run succeeds.
 struct Staging {

@@ -88,6 +88,7 @@ void CpuBackend::memset_zero(void* p, size_t bytes) {
 void CpuBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) { std::memmove(dst, host_src, bytes); }
 void CpuBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) { std::memmove(host_dst, src, bytes); }
 void CpuBackend::copy_on_device(void* dst, const void* src, size_t bytes) { std::memmove(dst, src, bytes); }
+void CpuBackend::upload_tokens(int* dst, const int* host_src, size_t n) { std::memmove(dst, host_src, n * 4); }
 
 // act_t is float: the conversions are copies.
 void CpuBackend::upload_floats(act_t* dst, const float* host_src, size_t n) { std::memmove(dst, host_src, n * 4); }

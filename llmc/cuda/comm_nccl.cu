@@ -32,7 +32,15 @@ void nccl_check(ncclResult_t r, const char* expr, const char* file, int line) {
 }
 #define NCCL_CHECK(expr) nccl_check((expr), #expr, __FILE__, __LINE__)
 
-ncclDataType_t nccl_type(DType t) { return t == DType::F32 ? ncclFloat32 : ncclBfloat16; }
+ncclDataType_t nccl_type(DType t) {
+    switch (t) {
+        case DType::F32: return ncclFloat32;
+        case DType::BF16: return ncclBfloat16;
+        case DType::I32: return ncclInt32;
+        case DType::U64: return ncclUint64;
+    }
+    fail("NCCL: unknown dtype %d", (int)t);
+}
 
 ncclRedOp_t nccl_op(ReduceOp op) {
     switch (op) {
@@ -119,8 +127,7 @@ public:
         // ncclCommInitRank returns once every rank joined, so every rank has read the id: rank 0 removes the file,
         // so that a later launch with the same tag cannot pick up this run's stale id.
         if (info.rank == 0 && !id_file_.empty()) std::remove(id_file_.c_str());
-        CUDA_CHECK(cudaMalloc(&barrier_buf_, sizeof(float)));
-        CUDA_CHECK(cudaMemset(barrier_buf_, 0, sizeof(float)));
+        grow_staging(256);
         if (opt.watchdog_s > 0 && info.world_size > 1) start_watchdog(info, opt, how, nonce);
     }
     ~NcclComm() override {
@@ -133,47 +140,47 @@ public:
             if (comm_) ncclCommAbort(comm_);
             return;
         }
-        if (barrier_buf_) cudaFree(barrier_buf_);
+        if (staging_) cudaFree(staging_);
         if (comm_) ncclCommDestroy(comm_);
     }
     const char* name() const override { return "nccl"; }
 
-    void all_reduce(void* buf, size_t count, DType t, ReduceOp op, void* stream) override {
+    void all_reduce(void* buf, size_t count, DType t, ReduceOp op, Stream stream) override {
         counters.all_reduce++;
         counters.bytes += count * dtype_size(t);
         const uint64_t id = watch(CollectiveKind::AllReduce);
-        NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(t), nccl_op(op), comm_, (cudaStream_t)stream));
+        NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(t), nccl_op(op), comm_, cuda_stream(stream)));
         enqueued(id, stream);
     }
-    void reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root, void* stream) override {
+    void reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root, Stream stream) override {
         if (root < 0 || root >= info_.world_size)
             fail("reduce: root %d, expected 0 <= root < world size %d", root, info_.world_size);
         counters.reduce++;
         counters.bytes += count * dtype_size(t);
         const uint64_t id = watch(CollectiveKind::Reduce);
-        NCCL_CHECK(ncclReduce(send, recv, count, nccl_type(t), nccl_op(op), root, comm_, (cudaStream_t)stream));
+        NCCL_CHECK(ncclReduce(send, recv, count, nccl_type(t), nccl_op(op), root, comm_, cuda_stream(stream)));
         enqueued(id, stream);
     }
     void reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op,
-                        void* stream) override {
+                        Stream stream) override {
         counters.reduce_scatter++;
         counters.bytes += recv_count * (size_t)info_.world_size * dtype_size(t);
         const uint64_t id = watch(CollectiveKind::ReduceScatter);
-        NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, nccl_type(t), nccl_op(op), comm_, (cudaStream_t)stream));
+        NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, nccl_type(t), nccl_op(op), comm_, cuda_stream(stream)));
         enqueued(id, stream);
     }
-    void all_gather(const void* send, void* recv, size_t send_count, DType t, void* stream) override {
+    void all_gather(const void* send, void* recv, size_t send_count, DType t, Stream stream) override {
         counters.all_gather++;
         counters.bytes += send_count * dtype_size(t);
         const uint64_t id = watch(CollectiveKind::AllGather);
-        NCCL_CHECK(ncclAllGather(send, recv, send_count, nccl_type(t), comm_, (cudaStream_t)stream));
+        NCCL_CHECK(ncclAllGather(send, recv, send_count, nccl_type(t), comm_, cuda_stream(stream)));
         enqueued(id, stream);
     }
-    void broadcast(void* buf, size_t count, DType t, int root, void* stream) override {
+    void broadcast(void* buf, size_t count, DType t, int root, Stream stream) override {
         counters.broadcast++;
         counters.bytes += count * dtype_size(t);
         const uint64_t id = watch(CollectiveKind::Broadcast);
-        NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(t), root, comm_, (cudaStream_t)stream));
+        NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(t), root, comm_, cuda_stream(stream)));
         enqueued(id, stream);
     }
     // A 1-element all-reduce, waited for: every rank has reached this point. The backend's streams are non-blocking,
@@ -184,7 +191,7 @@ public:
         counters.barrier++;
         WatchedCall watched(watchdog_.get(), CollectiveKind::Barrier);  // the host waits for it to complete
         CUDA_CHECK(cudaDeviceSynchronize());
-        NCCL_CHECK(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, (cudaStream_t)0));
+        NCCL_CHECK(ncclAllReduce(staging_, staging_, 1, ncclFloat32, ncclSum, comm_, (cudaStream_t)0));
         CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)0));
     }
     void group_start() override {
@@ -201,7 +208,41 @@ public:
         }
     }
 
+protected:
+    // The host channel goes through staging_, a device buffer this comm owns, on the legacy default stream after a
+    // device synchronisation, as the barrier above does (and for the same reason: no other collective of this
+    // communicator can still be queued when it runs). Control data is small: staging_ grows only for a larger call.
+    void host_all_reduce(void* buf, size_t count, DType t, ReduceOp op) override {
+        WatchedCall watched(watchdog_.get(), CollectiveKind::AllReduce);
+        const size_t bytes = count * dtype_size(t);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        grow_staging(bytes);
+        CUDA_CHECK(cudaMemcpy(staging_, buf, bytes, cudaMemcpyHostToDevice));
+        NCCL_CHECK(ncclAllReduce(staging_, staging_, count, nccl_type(t), nccl_op(op), comm_, (cudaStream_t)0));
+        CUDA_CHECK(cudaMemcpy(buf, staging_, bytes, cudaMemcpyDeviceToHost));  // waits for the all-reduce
+    }
+    void host_all_gather(const void* send, void* recv, size_t count, DType t) override {
+        WatchedCall watched(watchdog_.get(), CollectiveKind::AllGather);
+        const size_t bytes = count * dtype_size(t), world = (size_t)info_.world_size;
+        CUDA_CHECK(cudaDeviceSynchronize());
+        grow_staging(bytes * world);
+        char* mine = static_cast<char*>(staging_) + (size_t)info_.rank * bytes;
+        CUDA_CHECK(cudaMemcpy(mine, send, bytes, cudaMemcpyHostToDevice));
+        NCCL_CHECK(ncclAllGather(mine, staging_, count, nccl_type(t), comm_, (cudaStream_t)0));
+        CUDA_CHECK(cudaMemcpy(recv, staging_, bytes * world, cudaMemcpyDeviceToHost));
+    }
+
 private:
+    void grow_staging(size_t bytes) {
+        if (bytes <= staging_bytes_) return;
+        if (staging_) CUDA_CHECK(cudaFree(staging_));
+        staging_ = nullptr;
+        staging_bytes_ = 0;
+        CUDA_CHECK(cudaMalloc(&staging_, bytes));
+        CUDA_CHECK(cudaMemset(staging_, 0, bytes));
+        staging_bytes_ = bytes;
+    }
+
     // The watchdog sees one unit per ungrouped collective or per group (its first collective's kind).
     uint64_t watch(CollectiveKind kind) {
         if (!watchdog_) return 0;
@@ -213,7 +254,7 @@ private:
     // on its stream tells the watchdog when the GPU has run it. Events come from a pool: the watchdog hands each
     // back once it has seen it complete (hooks.retired); the pool grows to the number of collectives in flight,
     // which the host's per-step synchronisation bounds.
-    void enqueued(uint64_t id, void* stream) {
+    void enqueued(uint64_t id, Stream stream) {
         if (!watchdog_) return;
         if (group_depth_ > 0) {
             group_stream_ = stream;
@@ -230,7 +271,7 @@ private:
                 free_events_.pop_back();
             }
         }
-        CUDA_CHECK(cudaEventRecord(ev, (cudaStream_t)stream));
+        CUDA_CHECK(cudaEventRecord(ev, cuda_stream(stream)));
         watchdog_->leave(id, ev);
     }
     void start_watchdog(const DistInfo& info, const CommOptions& opt, CommInit how, uint64_t nonce) {
@@ -266,9 +307,10 @@ private:
     std::vector<cudaEvent_t> all_events_, free_events_;
     int group_depth_ = 0;
     uint64_t group_id_ = 0;    // the watchdog unit of the open group (0: none yet)
-    void* group_stream_ = nullptr;
+    Stream group_stream_;
     ncclComm_t comm_ = nullptr;
-    float* barrier_buf_ = nullptr;
+    void* staging_ = nullptr;  // the host channel's device buffer (and the barrier's one float)
+    size_t staging_bytes_ = 0;
     std::string id_file_;  // -pi fs: the rendezvous file rank 0 wrote (removed once every rank joined)
 };
 

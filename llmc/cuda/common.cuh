@@ -6,7 +6,7 @@
 //
 // Vector access. The memory-bound kernels are templates over W, the number of consecutive elements a thread moves
 // per access: W = 8 for bf16 (kPackBf16) and W = 4 for fp32 (kPackF32) make every access one 16-byte instruction
-// (LDG.E.128 / STG.E.128 in the SASS, checked by test/sass_check.py); W = 1 is the scalar path, the same source
+// (LDG.E.128 / STG.E.128 in the SASS, checked by test/e2e/sass_check_test.py); W = 1 is the scalar path, the same source
 // with one element per access. The host chooses once per launch (vector_ok): the vector path needs every pointer
 // 16-byte aligned and the row length / element count a multiple of the pack width; anything else (odd test shapes)
 // takes the scalar path, so no access is ever misaligned. docs/cuda.md ("Vector access") says where the model's

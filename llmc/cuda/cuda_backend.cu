@@ -144,6 +144,13 @@ void CudaBackend::memset_zero(void* p, size_t bytes) {
 void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
     // From pageable memory the call returns once the source has been staged, so the caller may reuse host_src.
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, main_));
+    if (dst == uploaded_tokens_dst_) uploaded_tokens_dst_ = nullptr;  // the kept host tokens no longer match it
+}
+
+void CudaBackend::upload_tokens(int* dst, const int* host_src, size_t n) {
+    copy_to_device(dst, host_src, n * sizeof(int));
+    uploaded_tokens_.assign(host_src, host_src + n);
+    uploaded_tokens_dst_ = dst;
 }
 
 void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
@@ -190,19 +197,19 @@ void CudaBackend::main_waits_comm() {
     CUDA_CHECK(cudaStreamWaitEvent(main_, comm_done_, 0));
 }
 // Ordering events only (no timing: cheaper to record and wait on).
-void* CudaBackend::event_create() {
+Event CudaBackend::event_create() {
     cudaEvent_t e = nullptr;
     CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    return (void*)e;
+    return Event(e);
 }
-void CudaBackend::event_destroy(void* event) {
-    if (event) cudaEventDestroy((cudaEvent_t)event);  // never synchronises; errors at teardown are not reported
+void CudaBackend::event_destroy(Event event) {
+    if (event.handle) cudaEventDestroy(cuda_event(event));  // never synchronises; errors at teardown are not reported
 }
-void CudaBackend::event_record(void* event, void* stream) {
-    CUDA_CHECK(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream));
+void CudaBackend::event_record(Event event, Stream stream) {
+    CUDA_CHECK(cudaEventRecord(cuda_event(event), cuda_stream(stream)));
 }
-void CudaBackend::stream_wait_event(void* stream, void* event) {
-    CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0));
+void CudaBackend::stream_wait_event(Stream stream, Event event) {
+    CUDA_CHECK(cudaStreamWaitEvent(cuda_stream(stream), cuda_event(event), 0));
 }
 
 // ---- forward -----------------------------------------------------------------------------------------------------
@@ -275,15 +282,17 @@ void CudaBackend::encoder_backward(float* dwte, float* dwpe, const act_t* dout, 
     const size_t N = B * T;
     if (N == 0 || C == 0) return;
     const bool vec_wpe = encoder_backward_wpe(dwpe, dout, B, T, C, main_);
+    // The model's path: the host still has the tokens it uploaded, so grouping them needs no synchronisation and
+    // runs while the device works through the earlier layers' backward. Used once per upload.
+    const bool uploaded = inp == uploaded_tokens_dst_ && uploaded_tokens_.size() == N;
+    uploaded_tokens_dst_ = nullptr;
+    const EncoderGroupSizes s = uploaded ? group_uploaded_tokens(N) : group_device_tokens(inp, N);
+    count_path(encoder_backward_grouped(dwte, dout, s, C) && vec_wpe);
+}
 
-    if (encoder_prepared_.N == N) {  // the forward grouped the tokens already
-        const EncoderGroupSizes s = encoder_prepared_;
-        encoder_prepared_ = EncoderGroupSizes();
-        count_path(encoder_backward_grouped(dwte, dout, s, C) && vec_wpe);
-        return;
-    }
-    // No grouping prepared: fetch the tokens (this waits for the stream, which also guarantees that the previous
-    // call's upload from encoder_groups_host_ has finished before the buffer is rewritten).
+EncoderGroupSizes CudaBackend::group_device_tokens(const int* inp, size_t N) {
+    // Fetching the tokens waits for the stream, which also guarantees that the previous call's upload from
+    // encoder_groups_host_ has finished before the buffer is rewritten.
     const size_t packed_max = encoder_max_group_ints(N);
     if (encoder_host_ints_ < packed_max) {
         CUDA_CHECK(cudaStreamSynchronize(main_));
@@ -300,7 +309,7 @@ void CudaBackend::encoder_backward(float* dwte, float* dwpe, const act_t* dout, 
     const EncoderGroupSizes s = group_tokens(encoder_groups_host_, encoder_tokens_host_, N);
     int* groups = (int*)scratch(encoder_groups_, packed_max * sizeof(int));
     CUDA_CHECK(cudaMemcpyAsync(groups, encoder_groups_host_, s.ints() * sizeof(int), cudaMemcpyHostToDevice, main_));
-    count_path(encoder_backward_grouped(dwte, dout, s, C) && vec_wpe);
+    return s;
 }
 
 bool CudaBackend::encoder_backward_grouped(float* dwte, const act_t* dout, const EncoderGroupSizes& s, size_t C) {
@@ -309,9 +318,8 @@ bool CudaBackend::encoder_backward_grouped(float* dwte, const act_t* dout, const
     return encoder_backward_wte(dwte, slots, dout, (const int*)encoder_groups_.ptr, s, C, main_);
 }
 
-void CudaBackend::encoder_backward_prepare(const int* inp_host, size_t B, size_t T) {
-    const size_t N = B * T, packed_max = encoder_max_group_ints(N);
-    if (N == 0) return;
+EncoderGroupSizes CudaBackend::group_uploaded_tokens(size_t N) {
+    const size_t packed_max = encoder_max_group_ints(N);
     if (encoder_prepared_ints_ < packed_max) {  // grow both slots (rare: the first call, or a larger batch)
         CUDA_CHECK(cudaStreamSynchronize(main_));
         for (int s = 0; s < 2; s++) {
@@ -327,19 +335,19 @@ void CudaBackend::encoder_backward_prepare(const int* inp_host, size_t B, size_t
         CUDA_CHECK(cudaEventRecord(encoder_upload_done_[0], main_));
         CUDA_CHECK(cudaEventRecord(encoder_upload_done_[1], main_));
     }
-    // The slot's previous upload (two prepares ago) must have left the pinned buffer before it is rewritten; the
+    // The slot's previous upload (two calls ago) must have left the pinned buffer before it is rewritten; the
     // device is normally far past it, so this does not wait.
     const int slot = encoder_slot_;
     CUDA_CHECK(cudaEventSynchronize(encoder_upload_done_[slot]));
     int* host = encoder_prepared_host_[slot];
-    const EncoderGroupSizes s = group_tokens(host, inp_host, N);
-    // Stream order puts this upload after the previous backward (which read encoder_groups_) and before the
-    // backward that follows this forward.
+    const EncoderGroupSizes s = group_tokens(host, uploaded_tokens_.data(), N);
+    // Stream order puts this upload after the previous backward (which read encoder_groups_) and before this
+    // backward's dwte kernels.
     int* groups = (int*)scratch(encoder_groups_, packed_max * sizeof(int));
     CUDA_CHECK(cudaMemcpyAsync(groups, host, s.ints() * sizeof(int), cudaMemcpyHostToDevice, main_));
     CUDA_CHECK(cudaEventRecord(encoder_upload_done_[slot], main_));
     encoder_slot_ ^= 1;
-    encoder_prepared_ = s;
+    return s;
 }
 
 EncoderGroupSizes CudaBackend::group_tokens(int* packed, const int* tokens, size_t N) {

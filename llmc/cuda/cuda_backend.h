@@ -1,9 +1,7 @@
 // CUDA backend: bf16 activations and parameters, fp32 gradients / master weights / optimizer state, handwritten
-// kernels (llmc/cuda/*.cuh, one family per file) and cuBLASLt for every matmul.
-//
-// The op list and the semantics of every op are those of llmc/cpu/cpu_backend.h (same member functions, same
-// parameter order; act_t = __nv_bfloat16). Everything is enqueued on the main stream in call order; copy_to_host
-// and the download functions synchronise.
+// kernels (llmc/cuda/*.cuh, one family per file) and cuBLASLt for every matmul. What each op computes is in
+// llmc/backend.h (the op list); everything is enqueued on the main stream in call order, and copy_to_host and the
+// downloads synchronise.
 //
 // One context object: a CudaBackend owns the device choice, the main and comm streams, the events that order them,
 // the cuBLASLt handle and workspace (with its per-shape plan cache), the device properties and the op-private scratch
@@ -41,78 +39,72 @@ public:
     CudaBackend(const CudaBackend&) = delete;
     CudaBackend& operator=(const CudaBackend&) = delete;
 
-    // ---- memory ----------------------------------------------------------------------------------------------
-    void* alloc(size_t bytes);                 // zero-initialised device memory (cudaMalloc: 256-byte aligned)
+    // Host <-> device (cuda_backend.cu). The uploads return once the host source has been staged; the downloads
+    // wait for the main stream. upload_tokens keeps the host tokens for encoder_backward's grouping.
+    void* alloc(size_t bytes);  // zero-initialised device memory (cudaMalloc: 256-byte aligned)
     void free(void* p);
-    void memset_zero(void* p, size_t bytes);
     void copy_to_device(void* dst, const void* host_src, size_t bytes);
-    void copy_to_host(void* host_dst, const void* src, size_t bytes);   // synchronises
+    void upload_tokens(int* dst, const int* host_src, size_t n);
+    void upload_floats(act_t* dst, const float* host_src, size_t n);  // host fp32 -> device bf16 (nearest even)
+    void copy_to_host(void* host_dst, const void* src, size_t bytes);
+    void download_floats(float* host_dst, const act_t* src, size_t n);
+    // On the device, enqueued on the main stream.
+    void memset_zero(void* p, size_t bytes);
     void copy_on_device(void* dst, const void* src, size_t bytes);
-    void upload_floats(act_t* dst, const float* host_src, size_t n);      // host fp32 -> device bf16 (nearest even)
-    void download_floats(float* host_dst, const act_t* src, size_t n);    // synchronises
     void floats_to_act(act_t* dst, const float* src, size_t n);
     void act_to_floats(float* dst, const act_t* src, size_t n);
-    void synchronize();
+    void synchronize();  // both streams
     double peak_flops() const { return peak_flops_; }
-    // The buffers this backend allocates for itself, at the sizes a training step of the model with this shape grows
-    // them to (llmc/cpu/cpu_backend.h; for the memory plan, nothing is allocated): the op-private scratch below and
-    // the cuBLASLt workspace.
+    // The op-private scratch below and the cuBLASLt workspace, at the sizes a training step grows them to.
     static std::vector<BufferSize> scratch_plan(size_t B, size_t T, size_t C, size_t NH, const BackendOptions& opt);
 
-    // ---- streams -------------------------------------------------------------------------------------------------
-    void* main_stream() { return (void*)main_; }
-    void* comm_stream() { return (void*)comm_; }
+    // Streams and events: non-blocking CUDA streams, events without timing.
+    Stream main_stream() { return Stream(main_); }
+    Stream comm_stream() { return Stream(comm_); }
     void comm_waits_main();
     void main_waits_comm();
-    void* event_create();
-    void event_destroy(void* event);
-    void event_record(void* event, void* stream);
-    void stream_wait_event(void* stream, void* event);
+    Event event_create();
+    void event_destroy(Event event);
+    void event_record(Event event, Stream stream);
+    void stream_wait_event(Stream stream, Event event);
 
-    // ---- forward ops (semantics: llmc/cpu/cpu_backend.h) -----------------------------------------------------
+    // The model's ops in the order of its forward, then of its backward; the kernels are in the .cuh file of each
+    // family. Attention's saved state is the fp32 base-2 log-sum-exp of each row of scaled scores, (B, NH, T): the
+    // backward recomputes the probabilities from it (attention.cuh); hs = C / NH must be 16, 32, 64 or 128.
+    static constexpr const char* attention_state_shape = "B x NH x T (log-sum-exp)";
+    static size_t attention_state_elems(size_t B, size_t T, size_t NH) { return B * NH * T; }
+    static void check_attention_shape(size_t C, size_t NH);
     void encoder_forward(act_t* out, const int* inp, const act_t* wte, const act_t* wpe, size_t B, size_t T, size_t C);
     void layernorm_forward(act_t* out, float* mean, float* rstd, const act_t* inp, const act_t* w, const act_t* b,
                            size_t N, size_t C);
+    void matmul_forward(act_t* out, const act_t* inp, const act_t* w, const act_t* bias,
+                        size_t N, size_t C, size_t OC, act_t* pre_gelu = nullptr);
+    void attention_forward(act_t* out, float* state, const act_t* qkv, size_t B, size_t T, size_t C, size_t NH);
     void fused_residual_layernorm_forward(act_t* residual, act_t* out, float* mean, float* rstd,
                                           const act_t* inp1, const act_t* inp2, const act_t* w, const act_t* b,
                                           size_t N, size_t C);
-    void matmul_forward(act_t* out, const act_t* inp, const act_t* w, const act_t* bias,
-                        size_t N, size_t C, size_t OC, act_t* pre_gelu = nullptr);
     void gelu_forward(act_t* out, const act_t* inp, size_t n);
-    // Attention's saved state (semantics: llmc/cpu/cpu_backend.h) is the fp32 base-2 log-sum-exp of each row of
-    // scaled scores, (B, NH, T): the backward recomputes the probabilities from it (llmc/cuda/attention.cuh).
-    static size_t attention_state_elems(size_t B, size_t T, size_t NH) { return B * NH * T; }
-    static constexpr const char* attention_state_shape = "B x NH x T (log-sum-exp)";
-    // Fails unless hs = C / NH is one of the kernels' head sizes (16, 32, 64, 128).
-    static void check_attention_shape(size_t C, size_t NH);
-    void attention_forward(act_t* out, float* state, const act_t* qkv, size_t B, size_t T, size_t C, size_t NH);
     void fused_classifier(act_t* logits, float* losses, const int* targets, float dloss,
                           size_t N, size_t V, size_t Vp, bool write_dlogits);
-
-    // ---- backward ops ----------------------------------------------------------------------------------------
     void matmul_backward(act_t* dinp, float* dweight, float* dbias, act_t* dout, const act_t* inp, const act_t* w,
                          size_t N, size_t C, size_t OC, const act_t* pre_gelu = nullptr);
     void layernorm_backward(act_t* dinp, float* dweight, float* dbias, const act_t* dout, const act_t* inp,
                             const act_t* w, const float* mean, const float* rstd, size_t N, size_t C);
     void attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out, const float* state,
                             size_t B, size_t T, size_t C, size_t NH);
-    // Groups positions by token on the host (see encoder.cuh): with the grouping of the last
-    // encoder_backward_prepare (the model's training forward) no synchronisation; without one it copies the tokens
-    // back, which waits for the stream.
+    // Groups positions by token on the host (encoder_groups.h): from the tokens of the last upload_tokens into `inp`
+    // without synchronising; otherwise it copies the tokens back, which waits for the stream.
     void encoder_backward(float* dwte, float* dwpe, const act_t* dout, const int* inp, size_t B, size_t T, size_t C);
-    // Groups the host tokens of a training forward and uploads the grouping on the main stream (double-buffered
-    // pinned memory: it waits only for the upload of two calls ago).
-    void encoder_backward_prepare(const int* inp_host, size_t B, size_t T);
 
-    // ---- reductions and the optimizer -------------------------------------------------------------------------
-    void sum_into(float* acc, const float* x, size_t n, float scale);
+    // The optimizer's kernels (reduce.cuh, adamw.cuh; stochastic rounding to bf16).
     void norm_squared_into(float* acc, const float* g, size_t n);
+    void sum_into(float* acc, const float* x, size_t n, float scale);
     void add_into(float* dst, const float* src, size_t n);
     void adamw_update(act_t* params, float* master, const float* grads, float* m, float* v, size_t n,
                       float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                       int t, uint32_t seed, size_t seed_offset = 0);
 
-    // ---- device information (CUDA-only) -------------------------------------------------------------------------
+    // ---- device information (CUDA-only, but for device(), which is in the op list) ------------------------------
     // Number of usable CUDA devices; 0 (no exception) when there is no GPU or no driver, so that GPU tests can skip.
     static int available_devices();
     int device() const { return device_; }
@@ -155,15 +147,26 @@ private:
     int* encoder_groups_host_ = nullptr;   // pinned: the grouping, uploaded from here
     size_t encoder_host_ints_ = 0;         // capacity of each pinned buffer
     std::vector<int> encoder_count_, encoder_next_;  // counting-sort scratch, sized by the largest token seen
-    int* encoder_prepared_host_[2] = {nullptr, nullptr};  // pinned, double-buffered groupings of prepare()
+    std::vector<int> uploaded_tokens_;               // the host tokens of the last upload_tokens ...
+    const int* uploaded_tokens_dst_ = nullptr;       // ... into this device buffer (null: none, or used up)
+    int* encoder_prepared_host_[2] = {nullptr, nullptr};  // pinned, double-buffered groupings from uploaded_tokens_
     cudaEvent_t encoder_upload_done_[2] = {nullptr, nullptr};  // their uploads
     size_t encoder_prepared_ints_ = 0;                   // capacity of each
-    int encoder_slot_ = 0;                               // the slot the next prepare() fills
-    EncoderGroupSizes encoder_prepared_;                 // the grouping in encoder_groups_ (N = 0: none)
+    int encoder_slot_ = 0;                               // the slot the next grouping fills
     // Groups N host tokens into `packed` (see encoder_group_positions) with the counting-sort scratch.
     EncoderGroupSizes group_tokens(int* packed, const int* tokens, size_t N);
+    // Groups the uploaded host tokens into a pinned slot and uploads the grouping to encoder_groups_ on the main
+    // stream (it waits only for the upload of two calls ago, which left the slot long before).
+    EncoderGroupSizes group_uploaded_tokens(size_t N);
+    // Copies the device tokens back and groups them (waits for the main stream).
+    EncoderGroupSizes group_device_tokens(const int* inp, size_t N);
     // dwte += the grouped sums, from the grouping in encoder_groups_.
     bool encoder_backward_grouped(float* dwte, const act_t* dout, const EncoderGroupSizes& s, size_t C);
 };
+
+inline cudaStream_t cuda_stream(Stream s) { return static_cast<cudaStream_t>(s.handle); }
+inline cudaEvent_t cuda_event(Event e) { return static_cast<cudaEvent_t>(e.handle); }
+
+static_assert(satisfies_backend_contract<CudaBackend>(), "CudaBackend does not satisfy llmc/backend.h");
 
 }  // namespace llmc

@@ -1,5 +1,5 @@
 // Kernel launches go through LLMC_LAUNCH so that the same sources run on a GPU (nvcc) and under the CUDA simulator
-// (g++ with -DLLMC_CUDASIM, dev/cudasim): see /work/cuda_contract.md.
+// (g++ with -DLLMC_CUDASIM, dev/cudasim): see docs/cudasim.md, "Execution model".
 //
 //   LLMC_LAUNCH(kernel, grid, block, shared_bytes, stream, args...)
 //

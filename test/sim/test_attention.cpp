@@ -44,7 +44,7 @@
 #include "llmc/cpu/cpu_backend.h"
 #include "llmc/cuda/cuda_backend.h"
 #include "llmc/error.h"
-#include "test/testing.h"
+#include "test/fixtures/testing.h"
 
 using llmc::CpuBackend;
 using llmc::CudaBackend;

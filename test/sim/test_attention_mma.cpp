@@ -21,7 +21,7 @@
 #include "llmc/bf16.h"
 #include "llmc/cuda/common.cuh"
 #include "llmc/cuda/mma.cuh"
-#include "test/testing.h"
+#include "test/fixtures/testing.h"
 
 namespace {
 

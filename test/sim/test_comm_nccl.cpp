@@ -3,7 +3,8 @@
 // barrier after collectives still queued on the non-blocking streams (the simulator reports two collectives of one
 // communicator that nothing orders, so a barrier that does not wait for them fails here). Then the optimizer's
 // stream contract (llmc/optimizer.h): after step() the main stream may read the parameters without a device
-// synchronisation (the next forward does), for ZeRO 0 and 1, which must agree bitwise.
+// synchronisation (the next forward does), for ZeRO 0 and 1, which must agree bitwise. And the host channel
+// (test/fixtures/host_channel_checks.h), staged through NcclComm's own device buffer.
 #include <cuda_bf16.h>
 
 #include "llmc/bf16.h"
@@ -11,8 +12,9 @@
 #include "llmc/cuda/cuda_comm.h"
 #include "llmc/model.h"
 #include "llmc/optimizer.h"
-#include "test/dist_testing.h"
-#include "test/optimizer_fixture.h"
+#include "test/fixtures/dist_testing.h"
+#include "test/fixtures/host_channel_checks.h"
+#include "test/fixtures/optimizer_fixture.h"
 
 #include <cstring>
 #include <string>
@@ -40,7 +42,7 @@ void test_nccl_comm(llmc::CudaBackend& be, llmc::Comm& comm) {
     for (size_t i = 0; i < n; i++) h[i] = (float)(r + i);
     auto* d = (float*)be.alloc(W * n * sizeof(float));
     be.copy_to_device(d, h.data(), n * sizeof(float));
-    on_comm_stream(be, [&](void* s) { comm.all_reduce(d, n, DType::F32, ReduceOp::Avg, s); });
+    on_comm_stream(be, [&](llmc::Stream s) { comm.all_reduce(d, n, DType::F32, ReduceOp::Avg, s); });
     std::vector<float> got(W * n), want(n);
     be.copy_to_host(got.data(), d, n * sizeof(float));
     for (size_t i = 0; i < n; i++) want[i] = (float)(W - 1) / 2.0f + (float)i;
@@ -49,7 +51,7 @@ void test_nccl_comm(llmc::CudaBackend& be, llmc::Comm& comm) {
     // reduce (sum) to the last rank, in place: x_i = 1 + i on every rank.
     for (size_t i = 0; i < n; i++) h[i] = (float)(1 + i);
     be.copy_to_device(d, h.data(), n * sizeof(float));
-    on_comm_stream(be, [&](void* s) { comm.reduce(d, d, n, DType::F32, ReduceOp::Sum, W - 1, s); });
+    on_comm_stream(be, [&](llmc::Stream s) { comm.reduce(d, d, n, DType::F32, ReduceOp::Sum, W - 1, s); });
     be.copy_to_host(got.data(), d, n * sizeof(float));
     bool ok = true;
     for (size_t i = 0; i < n; i++) ok = ok && got[i] == (r == W - 1 ? (float)(W * (1 + i)) : (float)(1 + i));
@@ -60,7 +62,7 @@ void test_nccl_comm(llmc::CudaBackend& be, llmc::Comm& comm) {
     for (size_t i = 0; i < n; i++) mine[i] = (float)r + (float)i / 8.0f;
     auto* g = (__nv_bfloat16*)be.alloc(W * n * sizeof(__nv_bfloat16));
     be.upload_floats(g + r * n, mine.data(), n);
-    on_comm_stream(be, [&](void* s) { comm.all_gather(g + r * n, g, n, DType::BF16, s); });
+    on_comm_stream(be, [&](llmc::Stream s) { comm.all_gather(g + r * n, g, n, DType::BF16, s); });
     std::vector<float> all(W * n), all_want(W * n);
     be.download_floats(all.data(), g, W * n);
     for (int q = 0; q < W; q++)
@@ -72,7 +74,7 @@ void test_nccl_comm(llmc::CudaBackend& be, llmc::Comm& comm) {
     for (int q = 0; q < W; q++)
         for (size_t i = 0; i < n; i++) blocks[q * n + i] = (float)(q * 100 + r);
     be.copy_to_device(d, blocks.data(), W * n * sizeof(float));
-    on_comm_stream(be, [&](void* s) { comm.reduce_scatter(d, d, n, DType::F32, ReduceOp::Sum, s); });
+    on_comm_stream(be, [&](llmc::Stream s) { comm.reduce_scatter(d, d, n, DType::F32, ReduceOp::Sum, s); });
     be.copy_to_host(got.data(), d, n * sizeof(float));
     ok = true;
     for (size_t i = 0; i < n; i++) ok = ok && got[i] == (float)(W * r * 100 + W * (W - 1) / 2);
@@ -143,6 +145,16 @@ int main() {
         llmc::CudaBackend be;
         std::unique_ptr<llmc::Comm> nccl = llmc::create_comm(be, mpi.info(), llmc::CommOptions());
         test_nccl_comm(be, *nccl);
+        // The host channel right after a collective still queued on the comm stream: staged and ordered after it.
+        std::vector<float> x(5, 1.0f);
+        auto* d = (float*)be.alloc(x.size() * sizeof(float));
+        be.copy_to_device(d, x.data(), x.size() * sizeof(float));
+        be.comm_waits_main();
+        nccl->all_reduce(d, x.size(), DType::F32, ReduceOp::Sum, be.comm_stream());
+        host_channel_checks::run(*nccl, "nccl");
+        be.copy_to_host(x.data(), d, x.size() * sizeof(float));
+        dt::check("NcclComm: the queued all_reduce ran before the host channel's", x[4] == (float)nccl->world_size());
+        be.free(d);
         test_optimizer_streams(be, *nccl);
     });
 }

@@ -4,8 +4,8 @@
 #include <cuda_runtime.h>
 
 #include "dev/cudasim/include/cudasim.h"
-#include "test/sim/death_test.h"
-#include "test/testing.h"
+#include "test/fixtures/death_test.h"
+#include "test/fixtures/testing.h"
 
 #include <chrono>
 #include <cmath>

@@ -8,8 +8,8 @@
 #include "dev/cuda/cublaslt_case.h"
 #include "llmc/bf16.h"
 #include "llmc/cuda/cuda_backend.h"
-#include "test/sim/death_test.h"
-#include "test/testing.h"
+#include "test/fixtures/death_test.h"
+#include "test/fixtures/testing.h"
 
 #include <cmath>
 #include <cstdint>

@@ -5,7 +5,7 @@
 
 #include <mpi.h>
 
-#include "test/testing.h"
+#include "test/fixtures/testing.h"
 
 #include <string>
 #include <vector>

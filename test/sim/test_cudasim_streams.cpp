@@ -6,8 +6,8 @@
 #include <nccl.h>
 
 #include "dev/cudasim/include/cudasim.h"
-#include "test/sim/death_test.h"
-#include "test/testing.h"
+#include "test/fixtures/death_test.h"
+#include "test/fixtures/testing.h"
 
 #include <cstring>
 #include <functional>

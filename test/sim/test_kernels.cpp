@@ -37,7 +37,7 @@
 #include "llmc/cuda/cuda_backend.h"
 #include "llmc/cuda/encoder_groups.h"
 #include "llmc/error.h"
-#include "test/testing.h"
+#include "test/fixtures/testing.h"
 
 using llmc::CpuBackend;
 using llmc::CudaBackend;
@@ -268,12 +268,12 @@ void test_encoder(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_t 
     check_bound(tag + " backward dwte", b[0], dwte_ref, bw);
     check_bound(tag + " backward dwpe", b[1], dwpe_ref, bp);
 
-    // The model's path: the grouping prepared from the host tokens during the forward (no read-back of the tokens)
-    // must give exactly what the read-back path gives.
+    // The model's path: the tokens uploaded with upload_tokens are grouped from the host copy the backend kept (no
+    // read-back of the tokens); it must give exactly what the read-back path gives.
     Outputs p = run_all_orders(tag + " backward (prepared)", [&] {
         put(gpu, d_dwte, dwte0);
         put(gpu, d_dwpe, dwpe0);
-        gpu.encoder_backward_prepare(tok.data(), B, T);
+        gpu.upload_tokens(d_tok, tok.data(), N);
         gpu.encoder_backward(d_dwte, d_dwpe, d_dout, d_tok, B, T, C);
         return Outputs{get(gpu, d_dwte, V * C), get(gpu, d_dwpe, T * C)};
     });

@@ -14,7 +14,7 @@
 #include "llmc/memory_plan.h"
 #include "llmc/model.h"
 #include "llmc/optimizer.h"
-#include "test/testing.h"
+#include "test/fixtures/testing.h"
 
 using llmc::CudaBackend;
 

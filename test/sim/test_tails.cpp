@@ -12,7 +12,7 @@
 
 #include "llmc/bf16.h"
 #include "llmc/cuda/cuda_backend.h"
-#include "test/testing.h"
+#include "test/fixtures/testing.h"
 
 #include <algorithm>
 #include <cmath>

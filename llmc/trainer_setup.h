@@ -1,0 +1,283 @@
+// Everything a run does before its first step (the step itself: llmc/trainer.h, docs/architecture.md): the shape of
+// the run from the options (model, batch arithmetic, ZeRO stage), the data and the ranks' agreement on it, the model
+// and its optimizer's settings, the HellaSwag and tokenizer checks, the start-up messages, and --dry-run's memory
+// plan. What the output directory and a resume need is in llmc/trainer_resume.h.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "comm.h"
+#include "config.h"
+#include "crc32c.h"
+#include "data_check.h"
+#include "dataloader.h"
+#include "error.h"
+#include "hellaswag.h"
+#include "memory_plan.h"
+#include "model.h"
+#include "model_file.h"
+#include "optimizer.h"
+#include "schedule.h"
+#include "tokenizer.h"
+#include "zero.h"
+
+namespace llmc {
+
+// Model FLOPs per token of one training step (forward + backward), for MFU: 6 per parameter that takes part in a
+// matmul (one multiply-add forward, two backward) plus the attention score and value products, 12 * L * C * T
+// (PaLM's appendix B count). The position embedding (maxT x C) is a table lookup, no matmul: it is not counted
+// (wte is: it is the classifier's weight). GPT-2 124M at T = 1024: 855.4 MFLOP per token.
+inline double flops_per_token(const GPT2Config& c, size_t num_params, size_t T) {
+    const double matmul_params = (double)num_params - (double)c.max_seq_len * (double)c.channels;
+    return 6.0 * matmul_params + 12.0 * (double)c.num_layers * (double)c.channels * (double)T;
+}
+
+// Why -d does not split into whole micro-steps of -b x -t on `world` ranks, and which -b values would: the divisors of
+// each rank's share of the step's sequences, largest first ("-b values that work: 64, 32, ...", at most 12), or how
+// to change -d when the ranks cannot share its sequences at all. (scripts/gpt2_recipes.sh does the same for the run
+// scripts.)
+inline std::string batch_size_advice(size_t total_batch, size_t T, int world) {
+    const size_t per_rank = T * (size_t)world;
+    if (total_batch % per_rank != 0)
+        return "no -b works: -d must be a multiple of -t x ranks = " + std::to_string(T) + " x " +
+               std::to_string(world) + " = " + std::to_string(per_rank);
+    const size_t share = total_batch / per_rank;  // sequences per rank per step
+    std::vector<size_t> divisors;                  // of share, largest first
+    for (size_t d = 1; d * d <= share; d++)
+        if (share % d == 0) divisors.push_back(d), divisors.push_back(share / d);
+    std::sort(divisors.begin(), divisors.end(), std::greater<size_t>());
+    divisors.erase(std::unique(divisors.begin(), divisors.end()), divisors.end());
+    std::string list;
+    for (size_t i = 0; i < divisors.size() && i < 12; i++) list += (i ? ", " : "") + std::to_string(divisors[i]);
+    return "-b values that work with -t " + std::to_string(T) + " on " + std::to_string(world) + " rank(s): " + list +
+           (divisors.size() > 12 ? ", ..." : "");
+}
+
+// The model's shape: a descriptor builds a fresh, GPT-2-initialised model; anything else is a model file.
+inline GPT2Config resolve_model_config(const std::string& spec, bool* from_file) {
+    GPT2Config cfg;
+    *from_file = !parse_model_descriptor(spec, &cfg);
+    if (*from_file) cfg = read_model_config(spec);
+    validate_config(cfg);
+    return cfg;
+}
+
+// What the options make of a run on `world` ranks, before anything is loaded.
+struct RunShape {
+    GPT2Config cfg;
+    bool from_file = false;   // -e is a model file (else a descriptor: a fresh GPT-2 initialisation)
+    int world = 1;
+    size_t B = 0, T = 0;      // sequences per rank per micro-step, sequence length
+    size_t total_batch = 0;   // tokens per optimizer step (-d)
+    size_t grad_accum = 0;    // micro-steps per optimizer step
+    int zero_stage = 0;
+    size_t seqs_per_step() const { return total_batch / T; }
+};
+
+inline RunShape plan_run(const TrainOptions& o, int world) {
+    RunShape s;
+    s.cfg = resolve_model_config(o.model, &s.from_file);
+    s.world = world, s.B = (size_t)o.batch_size, s.T = (size_t)o.seq_len;
+    if (s.T > s.cfg.max_seq_len)
+        fail("-t %zu is longer than the model's maximum sequence length %zu", s.T, s.cfg.max_seq_len);
+    const size_t tokens_per_micro = s.B * s.T * (size_t)world;
+    s.total_batch = o.total_batch < 0 ? tokens_per_micro : (size_t)o.total_batch;
+    if (s.total_batch % tokens_per_micro != 0)
+        fail("-d %zu is not divisible by B*T*ranks = %zu*%zu*%d = %zu (%s)", s.total_batch, s.B, s.T, world,
+             tokens_per_micro, batch_size_advice(s.total_batch, s.T, world).c_str());
+    s.grad_accum = s.total_batch / tokens_per_micro;
+    s.zero_stage = zero_stage_for(o, world);
+    return s;
+}
+
+// --dry-run: prints one rank's device memory plan (llmc/memory_plan.h) for these options on `world` ranks, before any
+// device memory exists (no backend is created) and without the data. Fails like the run would on a bad shape or -d.
+template <class Backend>
+void print_memory_plan(const TrainOptions& o, int world, const BackendOptions& bo) {
+    bool from_file = false;
+    const GPT2Config cfg = resolve_model_config(o.model, &from_file);
+    const size_t tokens_per_micro = (size_t)o.batch_size * (size_t)o.seq_len * (size_t)world;
+    if (o.total_batch > 0 && (size_t)o.total_batch % tokens_per_micro != 0)
+        fail("-d %lld is not divisible by B*T*ranks = %d*%d*%d = %zu", o.total_batch, o.batch_size, o.seq_len, world,
+             tokens_per_micro);
+    std::fputs(render_memory_plan(plan_training_memory<Backend>(o, cfg, world, bo)).c_str(), stdout);
+}
+
+// A loader over `pattern`; its errors name the flag (-i or -j) the data came from.
+inline std::unique_ptr<DataLoader> open_loader(const TrainOptions& o, const Comm& comm, const char* flag,
+                                               const std::string& pattern, size_t seqs_per_step, bool shuffle) {
+    try {
+        return std::make_unique<DataLoader>(pattern, (size_t)o.batch_size, (size_t)o.seq_len, comm.rank(),
+                                            comm.world_size(), seqs_per_step, shuffle, o.seed);
+    } catch (const Error& e) {
+        fail("%s: %s%s", flag, e.what(), std::string(flag) == "-j" ? " (-v 0 turns validation off)" : "");
+    }
+}
+
+// Before step 1, on every rank (the ranks agreed on the shards' names and sizes already, llmc/run_identity.h): no
+// token is outside the model's vocabulary. Rank r scans shards r, r + world, ... (each with all its threads); every
+// rank gets every result, so every rank stops with the same message. Returns the data's summary `mine` with the
+// content digest of every shard (checkpoints record it).
+template <class Backend>
+DataSummary check_data(Backend& be, Comm& comm, const char* flag, const DataLoader& loader, DataSummary mine,
+                       size_t vocab) {
+    const int rank = comm.rank(), world = comm.world_size();
+    // Per rank: [shard index + 1 of its first bad token (0: none), token index, value, then one content digest
+    // per shard (0 for the shards of other ranks)].
+    const std::vector<ShardInfo>& shards = loader.shards();
+    const size_t n = shards.size(), row = 3 + n;
+    std::vector<uint64_t> scans(row, 0);
+    for (size_t i = (size_t)rank; i < n && scans[0] == 0; i += (size_t)world) {
+        const ShardScan sc = scan_shard(shards[i], vocab);
+        if (sc.bad.found) scans[0] = i + 1, scans[1] = sc.bad.index, scans[2] = sc.bad.value;
+        scans[3 + i] = sc.content;
+    }
+    const std::vector<uint64_t> got = comm.all_gather_host(scans);
+    size_t worst = 0;  // the rank whose bad token is in the lowest-numbered shard
+    for (size_t r = 0; r < (size_t)world; r++)
+        if (got[r * row] != 0 && (got[worst * row] == 0 || got[r * row] < got[worst * row])) worst = r;
+    const uint64_t* bad = &got[worst * row];
+    if (bad[0] != 0)
+        fail("%s: %s: token %llu at token offset %llu (byte %llu) is outside the model's vocabulary [0, %zu)", flag,
+             shards[bad[0] - 1].path.c_str(), (unsigned long long)bad[2], (unsigned long long)bad[1],
+             (unsigned long long)(1024 + 2 * bad[1]), vocab);
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t c = (uint32_t)got[(i % (size_t)world) * row + 3 + i];  // scanned by rank i % world
+        mine.content = crc32c(mine.content, &c, sizeof c);
+    }
+    return mine;
+}
+
+// The run's data: -i, and -j unless -v 0. The data first: it is cheap to check, and a batch larger than the data (a
+// mistyped -b, -t or -d) is refused here with a message instead of after allocating activations for it (which may
+// not fit).
+struct RunData {
+    std::unique_ptr<DataLoader> train, val;  // val: null with -v 0
+    DataSummary train_summary, val_summary;  // names and sizes; the training data's content digest once scanned
+};
+
+template <class Backend>
+RunData open_data(const TrainOptions& o, Backend& be, Comm& comm, const RunShape& s) {
+    RunData d;
+    d.train = open_loader(o, comm, "-i", o.train_data, s.seqs_per_step(), o.shuffle && !o.overfit_single_batch);
+    if (o.val_every > 0) d.val = open_loader(o, comm, "-j", o.val_data, s.seqs_per_step(), false);
+    d.train_summary = summarize_shards(d.train->shards());
+    if (d.val) d.val_summary = summarize_shards(d.val->shards());
+    return d;
+}
+
+// The out-of-vocabulary scan of -i and -j (check_data), after the ranks agreed on the run.
+template <class Backend>
+void scan_data(Backend& be, Comm& comm, RunData& d, size_t vocab) {
+    d.train_summary = check_data(be, comm, "-i", *d.train, d.train_summary, vocab);
+    if (d.val) check_data(be, comm, "-j", *d.val, d.val_summary, vocab);
+}
+
+template <class Backend>
+std::unique_ptr<GPT2<Backend>> make_model(Backend& be, const TrainOptions& o, const RunShape& s) {
+    auto model = std::make_unique<GPT2<Backend>>(be, s.cfg, s.B, s.T, model_options_for(o, s.world));
+    if (s.from_file) model->set_params(read_model_file(o.model).params);
+    else model->init_gpt2(o.seed);
+    return model;
+}
+
+inline OptimConfig optim_config_for(const TrainOptions& o) {
+    OptimConfig oc;
+    oc.beta1 = o.beta1, oc.beta2 = o.beta2, oc.eps = o.eps, oc.weight_decay = o.weight_decay;
+    oc.grad_clip = o.grad_clip;
+    return oc;
+}
+
+inline ScheduleConfig schedule_for(const TrainOptions& o, int max_steps) {
+    ScheduleConfig sc;
+    sc.kind = parse_schedule(o.lr_schedule);
+    sc.peak_lr = o.learning_rate, sc.warmup_steps = o.warmup_steps, sc.total_steps = max_steps;
+    sc.final_fraction = o.final_lr_fraction;
+    validate_schedule(sc);
+    return sc;
+}
+
+// -m N: the first N windows of -d tokens of the validation data; -m -1: all of them, every sequence.
+inline size_t validation_windows(const TrainOptions& o, const DataLoader* val) {
+    if (!val) return 0;
+    return o.val_batches < 0 ? val->eval_windows() : std::min((size_t)o.val_batches, val->eval_windows());
+}
+
+// --hellaswag: the examples, every token id checked against the vocabulary (they feed the model: an id outside it
+// would stop the run at the first evaluation). Evaluated at each -v, so -v 0 is refused.
+inline std::vector<McExample> read_checked_hellaswag(const TrainOptions& o, size_t vocab, bool validating) {
+    if (o.hellaswag.empty()) return {};
+    if (!validating) fail("--hellaswag %s: evaluated at each -v, but -v is 0", o.hellaswag.c_str());
+    std::vector<McExample> examples = read_hellaswag(o.hellaswag);
+    for (const McExample& ex : examples) {
+        std::vector<int> ids = ex.context;
+        for (const std::vector<int>& c : ex.completions) ids.insert(ids.end(), c.begin(), c.end());
+        for (int id : ids)
+            if (id < 0 || (size_t)id >= vocab)
+                fail("--hellaswag %s: example %d has token %d, outside the model's vocabulary [0, %zu)",
+                     o.hellaswag.c_str(), ex.index, id, vocab);
+    }
+    return examples;
+}
+
+// The tokenizer for -s's samples (rank 0), or null with a note when there is none or it does not fit the model.
+inline std::unique_ptr<Tokenizer> load_tokenizer(const TrainOptions& o, const GPT2Config& cfg) {
+    FILE* f = std::fopen(o.tokenizer.c_str(), "rb");
+    if (!f) {
+        std::printf("note: no tokenizer at %s, samples are off (make one with ./gpt2_tokenizer)\n",
+                    o.tokenizer.c_str());
+        return nullptr;
+    }
+    std::fclose(f);
+    auto tok = std::make_unique<Tokenizer>(Tokenizer::from_decode_table(o.tokenizer));
+    // Samples start from EOT and may be any id below V: both must be ids the model and the tokenizer know,
+    // or the first sample would stop the run.
+    const size_t V = cfg.vocab_size;
+    if (tok->eot() < 0 || (size_t)tok->eot() >= V || tok->vocab_size() < V) {
+        std::printf("note: the tokenizer %s (%zu tokens, EOT %d) does not fit the model's vocabulary of %zu, "
+                    "samples are off\n",
+                    o.tokenizer.c_str(), tok->vocab_size(), tok->eot(), V);
+        return nullptr;
+    }
+    return tok;
+}
+
+// Rank 0's start-up lines: model, backend, batch, data, schedule, ZeRO plan. `origin` says where the parameters
+// come from.
+template <class Backend>
+void print_startup(const TrainOptions& o, const RunShape& s, const GPT2<Backend>& model, const Optimizer<Backend>& opt,
+                   const DataLoader& train, const ScheduleConfig& sc, const char* origin) {
+    std::printf("model      %s, %.2fM parameters (%s)\n", s.cfg.describe().c_str(), model.num_params() / 1e6, origin);
+    std::printf("backend    %s, %d rank(s), ZeRO-%d, %zu MiB of model memory per rank\n", Backend::name, s.world,
+                s.zero_stage, model.memory_bytes() >> 20);
+    std::printf("batch      B=%zu T=%zu, %zu tokens per step = %zu micro-step(s) x %d rank(s)\n", s.B, s.T,
+                s.total_batch, s.grad_accum, s.world);
+    std::printf("data       train %zu tokens in %zu shard(s); %d steps%s\n", train.total_tokens(), train.num_shards(),
+                sc.total_steps, o.overfit_single_batch ? " (overfitting one batch)" : "");
+    std::printf("schedule   %s, peak lr %g, warmup %d, final fraction %g\n", schedule_name(sc.kind), sc.peak_lr,
+                sc.warmup_steps, sc.final_fraction);
+    std::printf("%s\n", zero_summary(opt.plan(), model.layout(), s.zero_stage, sizeof(typename Backend::act_t),
+                                     (int)s.grad_accum).c_str());
+    std::fflush(stdout);
+}
+
+// --show-placement: every rank, one line (test/e2e/multinode_test.sh): only the GPU follows the local rank.
+template <class Backend>
+void print_placement(const Comm& comm, const Backend& be, const RunShape& s, const DataLoader& train,
+                     const Optimizer<Backend>& opt) {
+    const DistInfo& d = comm.info();
+    std::printf("placement: rank %d of %d | node %d of %d, local rank %d of %d, gpu %d (%s) | data: sequences "
+                "[%zu, %zu) of each micro-step's %zu | ZeRO-%d shard [%zu, %zu)\n",
+                d.rank, d.world_size, d.node, d.num_nodes, d.local_rank, d.local_size, be.device(), d.launcher.c_str(),
+                train.slice_begin(), train.slice_begin() + s.B, s.B * (size_t)s.world, s.zero_stage,
+                opt.plan().begin(), opt.plan().end());
+    std::fflush(stdout);
+}
+
+}  // namespace llmc

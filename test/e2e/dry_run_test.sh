@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The trainer's --dry-run (llmc/memory_plan.h): the device memory plan per rank, printed before anything is allocated
+# and without data files (-i / -j name files that do not exist), ending with "device memory per rank: X.XX GiB" and
+# exit status 0. The limits it must meet: GPT-2 124M at B=64, T=1024 within 32 GiB, and 1.5B at B=16, T=1024, -r 2
+# within 76 GiB (an 80 GB GPU). Then -pn/-z, the CPU build, the errors a real run would stop with, and the
+# unsupported head size refused by a real (simulated CUDA) training run at start-up.
+# (test/sim/test_memory_plan.cpp checks that the plan equals what a training step allocates, to the byte.)
+cd "$(dirname "$0")/../.."
+source test/helpers/lib.sh
+SIM=build/train_gpt2_sim
+for bin in "$SIM" ./train_gpt2_cpu; do
+    if [ ! -x "$bin" ]; then fail "$bin" "not built"; finish; fi
+done
+NODATA=(-i /nonexistent/train_*.bin -j /nonexistent/val_*.bin)
+
+# plan NAME MAX_GIB BINARY ARGS...: exit 0, last line exactly "device memory per rank: X.XX GiB", X <= MAX_GIB.
+plan() {
+    local name="$1" max="$2" bin="$3"; shift 3
+    local out rc last gib
+    out=$("$bin" --dry-run "${NODATA[@]}" "$@" 2>&1); rc=$?
+    last=$(printf '%s\n' "$out" | tail -n 1)
+    if [ $rc -ne 0 ]; then fail "$name" "exit status $rc: $(printf '%s' "$out" | tail -n 2)"; return; fi
+    if ! [[ "$last" =~ ^device\ memory\ per\ rank:\ ([0-9]+\.[0-9][0-9])\ GiB$ ]]; then
+        fail "$name" "last line is '$last'"; return
+    fi
+    gib=${BASH_REMATCH[1]}
+    if awk -v g="$gib" -v m="$max" 'BEGIN { exit !(g <= m) }'; then pass "$name: $gib GiB <= $max GiB"
+    else fail "$name" "$gib GiB > $max GiB"; fi
+    PLAN_OUT="$out"
+}
+
+plan "dry-run GPT-2 124M B=64 T=1024 (simulated CUDA build)" 32 "$SIM" -e d12 -b 64 -t 1024
+for what in "parameters" "gradients" "master weights" "AdamW m and v" "qkv" "attention state" "logits" \
+            "attention backward D" "cuBLASLt workspace"; do
+    if [[ "$PLAN_OUT" == *"$what"* ]]; then pass "dry-run lists '$what'"; else fail "dry-run lists '$what'" "missing"; fi
+done
+if [[ "$PLAN_OUT" == *"L x B x NH x T (log-sum-exp)"* && "$PLAN_OUT" != *"T x T"* ]]; then
+    pass "dry-run: the CUDA backend keeps no (T, T) attention buffer"
+else
+    fail "dry-run: the CUDA backend keeps no (T, T) attention buffer" "$(printf '%s\n' "$PLAN_OUT" | grep -i attention)"
+fi
+plan "dry-run GPT-2 1.5B B=16 T=1024 -r 2 (simulated CUDA build)" 76 "$SIM" -e d48 -b 16 -t 1024 -r 2
+one=$(printf '%s\n' "$PLAN_OUT" | tail -n 1)
+plan "dry-run GPT-2 1.5B planned for 8 ranks (-pn 8, ZeRO-1 by default)" 76 "$SIM" -e d48 -b 16 -t 1024 -r 2 -pn 8
+eight=$(printf '%s\n' "$PLAN_OUT" | tail -n 1)
+if [[ "$PLAN_OUT" == *"8 ranks, ZeRO-1"* && "$one" != "$eight" ]]; then pass "-pn 8 shards the optimizer state"
+else fail "-pn 8 shards the optimizer state" "1 rank: $one, 8 ranks: $eight"; fi
+plan "dry-run -pn 8 -z 2" 76 "$SIM" -e d24 -b 8 -t 1024 -pn 8 -z 2
+if [[ "$PLAN_OUT" == *"fp32, shard (ZeRO-2)"* ]]; then pass "-z 2 plans the sharded gradient accumulator"
+else fail "-z 2 plans the sharded gradient accumulator" "no ZeRO-2 line"; fi
+plan "dry-run GPT-2 1.5B -pn 8 -z 2" 76 "$SIM" -e d48 -b 16 -t 1024 -r 2 -pn 8 -z 2
+z2=$(printf '%s\n' "$PLAN_OUT" | tail -n 1 | awk '{print $5}')
+if awk -v a="$z2" -v b="$(printf '%s' "$eight" | awk '{print $5}')" 'BEGIN { exit !(a < b) }'; then
+    pass "-z 2 needs less than ZeRO-1 on 8 ranks ($z2 GiB < $(printf '%s' "$eight" | awk '{print $5}') GiB)"
+else fail "-z 2 needs less than ZeRO-1 on 8 ranks" "ZeRO-2 $z2 GiB, ZeRO-1: $eight"; fi
+plan "dry-run in the CPU build" 8 ./train_gpt2_cpu -e d12 -b 4 -t 256 --threads 2
+if [[ "$PLAN_OUT" == *"B x NH x T x T (probabilities)"* ]]; then pass "CPU plan keeps the (T, T) probabilities"
+else fail "CPU plan keeps the (T, T) probabilities" "not listed"; fi
+
+expect_error "dry-run refuses head size 48 before any allocation" "head size C/NH = 144/3 = 48" \
+    "$SIM" --dry-run "${NODATA[@]}" -e "L=2,NH=3,C=144" -b 1 -t 8
+expect_error "dry-run refuses -d not divisible by B*T*ranks" "-d 100 is not divisible" \
+    "$SIM" --dry-run "${NODATA[@]}" -e d12 -b 4 -t 64 -d 100
+expect_error "dry-run refuses -t beyond the model's maxT" "longer than the model's maximum" \
+    "$SIM" --dry-run "${NODATA[@]}" -e d12 -b 4 -t 2048
+expect_error "dry-run refuses -pn 0" "-pn 0" "$SIM" --dry-run "${NODATA[@]}" -e d12 -pn 0
+# A training run (not a dry run) refuses the unsupported head size when it creates the model, before any step.
+TMP=build/test-tmp/dry_run
+rm -rf "$TMP" && mkdir -p "$TMP"
+if /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 2000 --val-tokens 400 >/dev/null; then
+    expect_error "the simulated CUDA trainer refuses head size 48 at start-up" "head size C/NH = 96/2 = 48"         "$SIM" -i "$TMP/data/syn_train_*.bin" -j "$TMP/data/syn_val_*.bin" -e "L=1,NH=2,C=96,T=8,V=64" -b 1 -t 8 -x 2
+else
+    fail "make shards" "test/helpers/make_synthetic_shards.py failed"
+fi
+if ./train_gpt2_cpu --help | grep -q -- "--dry-run"; then pass "--help lists --dry-run"; else fail "--help lists --dry-run" "missing"; fi
+finish

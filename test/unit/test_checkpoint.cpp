@@ -1,0 +1,310 @@
+// Unit tests of the checkpoint pieces (llmc/checkpoint.h, llmc/outlier.h): CRC-32C, metadata round trip and
+// validation, optimizer-state files written by N ranks read back as any range, corruption detection, retention,
+// and the step guard (z-score windows, non-finite counting, state round trip). End-to-end checks (kill, resume,
+// resharding) are in test/e2e/checkpoint_test.sh.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "llmc/checkpoint.h"
+#include "llmc/outlier.h"
+#include "llmc/rng.h"
+#include "test/fixtures/testing.h"
+
+using namespace llmc;
+
+static uint32_t crc32c_bitwise(const unsigned char* p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    }
+    return ~c;
+}
+
+static std::string make_tmp() {
+    std::string d = "build/test-tmp/test_checkpoint";
+    std::system(("rm -rf " + d).c_str());
+    make_checkpoint_directory(d);
+    return d;
+}
+
+static void test_crc() {
+    testing::check("crc32c('123456789') = e3069283", crc32c(0, "123456789", 9) == 0xE3069283u, "got %08x",
+                   crc32c(0, "123456789", 9));
+    // Every length 0..300 and unaligned starts, against the bit-by-bit definition; continuation in two parts.
+    Rng rng(1);
+    std::vector<unsigned char> buf(400);
+    for (auto& b : buf) b = (unsigned char)rng.next_u64();
+    bool ok = true;
+    for (size_t start = 0; start < 8; start++)
+        for (size_t n = 0; n <= 300; n++) {
+            uint32_t want = crc32c_bitwise(buf.data() + start, n);
+            ok = ok && crc32c(0, buf.data() + start, n) == want;
+            size_t cut = n / 3;
+            ok = ok && crc32c(crc32c(0, buf.data() + start, cut), buf.data() + start + cut, n - cut) == want;
+        }
+    testing::check("crc32c matches the bitwise definition (all lengths, offsets, split in two)", ok);
+}
+
+static CheckpointMeta sample_meta() {
+    CheckpointMeta m;
+    m.step = 42;
+    m.config.max_seq_len = 32, m.config.vocab_size = 64, m.config.padded_vocab_size = 128;
+    m.config.num_layers = 2, m.config.num_heads = 2, m.config.channels = 32;
+    m.num_params = ParamLayout(m.config).total, m.world_size = 3, m.zero_stage = 1;
+    m.batch_size = 4, m.seq_len = 32, m.total_batch = 384, m.seed = 1337, m.shuffle = true, m.overfit = false;
+    m.max_steps = 100;
+    m.train_data.shards = 3, m.train_data.tokens = 60000, m.train_data.digest = 0x1234abcd;
+    m.data.epoch = 1, m.data.shard = 2, m.data.sequence = 36, m.data.micro_step = 0;
+    StepGuard g(2.0f, 3.0f, 5, 4);
+    for (int i = 0; i < 6; i++) g.judge(i + 1, 1.0f + 0.1f * (float)i, 0.5f + 0.01f * (float)(i * i));
+    m.guard = g.state();
+    m.metrics_bytes = 12345;
+    CheckpointFileInfo model;
+    model.name = "model.bin", model.bytes = 1024 + 4 * m.num_params, model.crc32c = 0xDEADBEEF;
+    m.files = {model};
+    const uint64_t cuts[4] = {0, 384, 768, m.num_params};
+    for (int r = 0; r < 3; r++) {
+        CheckpointFileInfo f;
+        f.name = "optim_0000" + std::to_string(r) + ".bin", f.begin = cuts[r], f.end = cuts[r + 1];
+        f.bytes = 1024 + 12 * (f.end - f.begin), f.crc32c = (uint32_t)(r * 77);
+        m.files.push_back(f);
+    }
+    return m;
+}
+
+static void test_meta() {
+    CheckpointMeta m = sample_meta();
+    CheckpointMeta back = meta_from_json(nlohmann::json::parse(meta_to_json(m).dump()), "x");
+    bool same = back.step == m.step && back.config == m.config && back.num_params == m.num_params &&
+                back.world_size == 3 && back.zero_stage == 1 && back.total_batch == 384 && back.seed == 1337 &&
+                back.data.epoch == 1 && back.data.shard == 2 && back.data.sequence == 36 &&
+                back.metrics_bytes == 12345 && back.guard == m.guard && back.files.size() == 4 &&
+                back.files[0].crc32c == 0xDEADBEEF && back.files[2].begin == 384 && back.files[2].end == 768 &&
+                back.files[3].bytes == m.files[3].bytes;
+    testing::check("metadata survives a JSON round trip", same);
+
+    auto rejects = [&](const char* name, auto mutate, const char* want) {
+        nlohmann::json j = meta_to_json(m);
+        mutate(j);
+        try {
+            meta_from_json(j, "dir/meta.json");
+            testing::check(name, false, "accepted");
+        } catch (const Error& e) {
+            testing::check(name, std::string(e.what()).find(want) != std::string::npos, "message: %s", e.what());
+        }
+    };
+    rejects("metadata: missing field", [](nlohmann::json& j) { j.erase("data"); },
+            "dir/meta.json: field \"data\" is missing");
+    rejects("metadata: gap between optimizer ranges", [](nlohmann::json& j) { j["files"][2]["begin"] = 390; },
+            "expected a range starting at 384");
+    rejects("metadata: num_params is not the model's", [](nlohmann::json& j) { j["num_params"] = 1200; },
+            "field \"num_params\" is 1200, but the model");
+    rejects("metadata: path in a file name", [](nlohmann::json& j) { j["files"][1]["name"] = "../x"; },
+            "field \"files[1].name\" is \"../x\", expected \"optim_00000.bin\"");
+    // Integers are never wrapped: -4 is not 2^64 - 4 (it read before the order vector, ASan found it).
+    rejects("metadata: a negative data.sequence", [](nlohmann::json& j) { j["data"]["sequence"] = -4; },
+            "field \"data.sequence\" is -4, expected 0 ..");
+    rejects("metadata: a negative metrics_bytes below -1", [](nlohmann::json& j) { j["metrics_bytes"] = -5; },
+            "field \"metrics_bytes\" is -5");
+    rejects("metadata: a string where a number belongs names the field, not a json exception",
+            [](nlohmann::json& j) { j["step"] = "42"; }, "dir/meta.json: field \"step\" is \"42\", expected an integer");
+    rejects("metadata: a fraction where an integer belongs", [](nlohmann::json& j) { j["data"]["epoch"] = 1.5; },
+            "field \"data.epoch\" is 1.5, expected an integer");
+    rejects("metadata: a step past int", [](nlohmann::json& j) { j["step"] = 1ll << 40; }, "field \"step\" is 1099511627776");
+    rejects("metadata: mid-step position", [](nlohmann::json& j) { j["data"]["micro_step"] = 1; },
+            "field \"data.micro_step\" is 1, expected 0 .. 0");
+    rejects("metadata: files do not match world_size", [](nlohmann::json& j) { j["world_size"] = 2; },
+            "one optimizer file per writing rank (2)");
+    rejects("metadata: a file size that is not the range's", [](nlohmann::json& j) { j["files"][1]["bytes"] = 7; },
+            "field \"files[1].bytes\" is 7, expected 5632");
+    rejects("metadata: bool as a number", [](nlohmann::json& j) { j["must_match"]["shuffle"] = 1; },
+            "field \"must_match.shuffle\" is 1, expected true or false");
+    rejects("metadata: bad digest", [](nlohmann::json& j) { j["train_data"]["digest"] = "xyz"; },
+            "field \"train_data.digest\" is \"xyz\"");
+    rejects("metadata: version 1 (no checksum)", [](nlohmann::json& j) { j["version"] = 1; },
+            "metadata version 1, this program reads version 2");
+
+    // meta.json's own checksum: written, read back, and any changed byte is caught.
+    const std::string dir = "build/test-tmp/test_checkpoint/meta";
+    make_checkpoint_directory(dir);
+    write_checkpoint_meta(dir, m);
+    testing::check("meta.json with its checksum reads back", read_checkpoint_meta(dir).data.sequence == 36);
+    std::string text;
+    {
+        FILE* f = std::fopen((dir + "/meta.json").c_str(), "rb");
+        char buf[4096];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+        std::fclose(f);
+    }
+    auto rewrite = [&](const std::string& t) {
+        FILE* f = std::fopen((dir + "/meta.json").c_str(), "wb");
+        std::fwrite(t.data(), 1, t.size(), f);
+        std::fclose(f);
+    };
+    const size_t at = text.find("\"sequence\": 36");
+    std::string edited = text;
+    edited.replace(at, 14, "\"sequence\": 32");
+    rewrite(edited);
+    try {
+        read_checkpoint_meta(dir);
+        testing::check("an edited meta.json fails its checksum", false, "accepted");
+    } catch (const Error& e) {
+        testing::check("an edited meta.json fails its checksum",
+                       std::string(e.what()).find("meta.json: checksum mismatch: crc32c") != std::string::npos, "%s",
+                       e.what());
+    }
+
+    CheckpointMeta other = m;
+    other.seq_len = 64;
+    try {
+        check_resume_compatible(m, other, "ckpt");
+        testing::check("-t mismatch refused", false, "accepted");
+    } catch (const Error& e) {
+        testing::check("-t mismatch refused", std::string(e.what()).find("-t 32, this run has -t 64") != std::string::npos,
+                       "%s", e.what());
+    }
+}
+
+// Three "ranks" write their ranges; reading any range back gives the original arrays, whatever the cut.
+static void test_optim_files(const std::string& tmp) {
+    const std::string dir = tmp + "/ckpt_00000042";
+    make_checkpoint_directory(dir);
+    CheckpointMeta m = sample_meta();
+    std::vector<float> arr[3];
+    for (int w = 0; w < 3; w++)
+        for (size_t i = 0; i < m.num_params; i++) arr[w].push_back((float)(w * 10000 + i) * 0.5f);
+    for (size_t k = 1; k < m.files.size(); k++) {
+        CheckpointFileInfo& f = m.files[k];
+        CheckpointFileInfo got = write_optim_state(dir, f.name, m.step, m.num_params, f.begin, f.end,
+                                                   [&](int which, uint64_t off, size_t n, float* dst) {
+                                                       for (size_t i = 0; i < n; i++)
+                                                           dst[i] = arr[which][f.begin + off + i];
+                                                   });
+        uint64_t bytes = 0;
+        uint32_t crc = crc32c_file(dir + "/" + f.name, &bytes);
+        testing::check("optimizer file " + f.name + ": size and CRC as returned", got.bytes == bytes && got.crc32c == crc);
+        f.bytes = got.bytes, f.crc32c = got.crc32c;
+    }
+    bool ok = true;
+    const uint64_t N = m.num_params;
+    const uint64_t ranges[][2] = {{0, N}, {0, 1}, {383, 385}, {500, 501}, {700, N}, {N - 1, N}, {10, N - 10}};
+    for (auto& r : ranges)
+        for (int w = 0; w < 3; w++) {
+            std::vector<float> out(r[1] - r[0], -1.0f);
+            read_optim_state(dir, m, w, r[0], r[1], out.data());
+            for (uint64_t i = r[0]; i < r[1]; i++) ok = ok && out[i - r[0]] == arr[w][i];
+        }
+    testing::check("optimizer state written by 3 ranks reads back as any range", ok);
+
+    // Verification: intact, then a flipped byte, then a truncation.
+    testing::check("an intact file verifies", verify_checkpoint_file(dir, m, 2).empty());
+    const std::string p = dir + "/" + m.files[2].name;
+    FILE* f = std::fopen(p.c_str(), "r+b");
+    std::fseek(f, 2000, SEEK_SET);
+    int c = std::fgetc(f);
+    std::fseek(f, 2000, SEEK_SET);
+    std::fputc(c ^ 1, f);
+    std::fclose(f);
+    std::string msg = verify_checkpoint_file(dir, m, 2);
+    testing::check("a flipped bit is caught, naming the file and the checksums",
+                   msg.find(p + ": checksum mismatch: crc32c ") != std::string::npos, "%s", msg.c_str());
+    if (truncate(p.c_str(), 1500) != 0) testing::fail("truncate", "failed");
+    msg = verify_checkpoint_file(dir, m, 2);
+    testing::check("a truncated file is caught", msg.find("1500 bytes, meta.json records") != std::string::npos, "%s",
+                   msg.c_str());
+}
+
+static void test_retention(const std::string& tmp) {
+    const std::string out = tmp + "/ret";
+    auto make = [&](int step, bool complete) {
+        std::string d = checkpoint_dir(out, step);
+        make_checkpoint_directory(d);
+        if (complete) write_checkpoint_meta(d, sample_meta());
+        FILE* f = std::fopen((d + "/model.bin").c_str(), "wb");
+        std::fclose(f);
+    };
+    for (int s = 2; s <= 20; s += 2) make(s, s != 14);
+    make(24, true);  // a later one from a run that crashed after it (kept: rewritten when reached)
+    apply_retention(out, 2, 8, 20);
+    std::vector<int> left = list_checkpoint_steps(out);
+    std::string got;
+    for (int s : left) got += std::to_string(s) + " ";
+    testing::check("retention -nk 2 -nm 8 at step 20 keeps 8 16 18 20 24", got == "8 16 18 20 24 ", "kept %s",
+                   got.c_str());
+    testing::check("list_checkpoint_steps ignores other names", [&] {
+        make_checkpoint_directory(out + "/ckpt_x1");
+        make_checkpoint_directory(out + "/notckpt_00000003");
+        return list_checkpoint_steps(out).size() == 5;
+    }());
+}
+
+static void test_guard() {
+    // Window 4: no decision until 4 values; then z against the window; non-finite values never enter it.
+    StepGuard g(2.0f, 0.0f, 3, 4);
+    StepVerdict v;
+    const float losses[4] = {1.0f, 1.1f, 0.9f, 1.0f};
+    bool none = true;
+    for (int i = 0; i < 4; i++) none = none && !g.judge(i + 1, losses[i], 1.0f).skip;
+    testing::check("no outlier decision before the window is full", none);
+    v = g.judge(5, 5.0f, 1.0f);
+    testing::check("a loss spike (z ~ 56) is skipped as a loss outlier", v.skip && v.reason == "loss outlier",
+                   "z %g", v.loss_z);
+    // The window now holds 1.1 0.9 1.0 5.0 (the spike entered it): the same spike scores lower.
+    v = g.judge(6, 1.0f, 1.0f);
+    testing::check("a normal loss after the spike is applied", !v.skip, "z %g", v.loss_z);
+    v = g.judge(7, NAN, 1.0f);
+    testing::check("NaN loss: skipped as non-finite", v.skip && v.reason == "non-finite" && g.bad_in_a_row() == 1);
+    g.judge(8, 1.0f, INFINITY);
+    testing::check("inf norm: counted", g.bad_in_a_row() == 2);
+    nlohmann::json saved = nlohmann::json::parse(g.state().dump());
+    try {
+        g.judge(9, NAN, NAN);
+        testing::check("the third non-finite step in a row stops the run", false, "no error");
+    } catch (const Error& e) {
+        testing::check("the third non-finite step in a row stops the run",
+                       std::string(e.what()).find("3 steps in a row") != std::string::npos, "%s", e.what());
+    }
+    // A guard restored from the saved state decides exactly as the original would have.
+    StepGuard a(2.0f, 0.0f, 3, 4), b(2.0f, 0.0f, 3, 4);
+    a.set_state(saved), b.set_state(saved);
+    testing::check("restored state: bad-step count", a.bad_in_a_row() == 2);
+    v = a.judge(9, 1.0f, 1.0f);
+    testing::check("a finite step resets the bad-step count", !v.skip && a.bad_in_a_row() == 0);
+    bool same = true;
+    b.judge(9, 1.0f, 1.0f);
+    Rng rng(3);
+    for (int i = 0; i < 50; i++) {
+        float x = 1.0f + (float)rng.uniform() * (i % 7 == 0 ? 3.0f : 0.2f);
+        StepVerdict va = a.judge(10 + i, x, x), vb = b.judge(10 + i, x, x);
+        same = same && va.skip == vb.skip && (va.loss_z == vb.loss_z || (std::isnan(va.loss_z) && std::isnan(vb.loss_z)));
+    }
+    testing::check("two guards restored from one state decide identically", same && a.state() == b.state());
+    try {
+        StepGuard w(2.0f, 0.0f, 3, 8);
+        w.set_state(saved);
+        testing::check("a state of another window size is refused", false, "accepted");
+    } catch (const Error&) {
+        testing::pass("a state of another window size is refused");
+    }
+}
+
+int main() {
+    try {
+        const std::string tmp = make_tmp();
+        test_crc();
+        test_meta();
+        test_optim_files(tmp);
+        test_retention(tmp);
+        test_guard();
+    } catch (const std::exception& e) {
+        testing::fail("unexpected exception", "%s", e.what());
+    }
+    return testing::finish();
+}

@@ -1,0 +1,500 @@
+// Optimizer (llmc/optimizer.h) in one process on GPT2<CpuBackend>: AdamW with clipping and weight decay on the 2-D
+// tensors only, against a hand computation in double, for ZeRO 0/1/2 and 1/2/8 micro-steps (ZeRO 2 also with more
+// layers than bucket buffers, so they are reused within a backward); the collectives each step issues (counted by
+// SingleComm, buckets announced or not); the model's backward announcing each gradient bucket once it is final, and
+// writing ZeRO 2's packed bucket buffers exactly as its flat buffer; the memory zero_memory() plans against what the
+// model and the optimizer allocate; gradients zeroed; padding untouched; misuse refused.
+#include <cmath>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "llmc/comm.h"
+#include "llmc/cpu/cpu_backend.h"
+#include "llmc/model.h"
+#include "llmc/optimizer.h"
+#include "test/fixtures/optimizer_fixture.h"
+#include "test/fixtures/testing.h"
+
+using namespace llmc;
+using testing::check;
+using Model = GPT2<CpuBackend>;
+using Opt = Optimizer<CpuBackend>;
+
+namespace {
+
+using optimizer_fixture::backward_with;
+using optimizer_fixture::initial_params;
+using optimizer_fixture::padded_for;
+using optimizer_fixture::tiny_config;
+
+// Gradient of micro-step k of step s: magnitude in [0.05, 1) times `size`, random sign, so sqrt(vhat) stays far
+// above eps and the update is well conditioned (the tolerances below rely on it).
+std::vector<float> micro_grads(size_t n, int s, int k, float size) {
+    std::vector<float> g(n);
+    Rng rng(99, (uint64_t)(s * 100 + k));
+    for (auto& x : g) {
+        double mag = 0.05 + 0.95 * rng.uniform();
+        x = (float)((rng.uniform() < 0.5 ? -mag : mag) * size);
+    }
+    return g;
+}
+
+// AdamW with clipping in double: PyTorch's clip_grad_norm_ then AdamW (decoupled weight decay on 2-D tensors).
+struct RefAdamW {
+    std::vector<double> p, m, v;
+    std::vector<bool> decayed;
+    OptimConfig cfg;
+    double last_norm = 0, last_scale = 1;
+
+    RefAdamW(const std::vector<float>& init, const ParamLayout& layout, const OptimConfig& c)
+        : p(init.begin(), init.end()), m(init.size(), 0.0), v(init.size(), 0.0), decayed(init.size()), cfg(c) {
+        for (size_t i = 0; i < init.size(); i++) decayed[i] = ParamLayout::is_decayed(layout.tensor_of(i));
+    }
+    void step(const std::vector<double>& grad, double lr, int t) {
+        double ss = 0;
+        for (double g : grad) ss += g * g;
+        last_norm = std::sqrt(ss);
+        last_scale = cfg.grad_clip > 0 ? std::min(1.0, cfg.grad_clip / (last_norm + 1e-6)) : 1.0;
+        const double b1 = cfg.beta1, b2 = cfg.beta2;
+        for (size_t i = 0; i < p.size(); i++) {
+            double g = grad[i] * last_scale;
+            m[i] = b1 * m[i] + (1 - b1) * g;
+            v[i] = b2 * v[i] + (1 - b2) * g * g;
+            double mhat = m[i] / (1 - std::pow(b1, t)), vhat = v[i] / (1 - std::pow(b2, t));
+            double wd = decayed[i] ? cfg.weight_decay : 0.0;
+            p[i] -= lr * (mhat / (std::sqrt(vhat) + cfg.eps) + wd * p[i]);
+        }
+    }
+};
+
+std::vector<float> download(CpuBackend& be, const float* src, size_t n) {
+    std::vector<float> h(n);
+    be.copy_to_host(h.data(), src, n * 4);
+    return h;
+}
+
+// Three steps with `accum` micro-steps each; the first has a large gradient (clipped), the others small ones
+// (not clipped, since their norm is below grad_clip). `announce`: the buckets are announced as backward does.
+void test_against_reference(int stage, int accum, size_t layers = 2, bool announce = false) {
+    const std::string tag = "ZeRO " + std::to_string(stage) + ", " + std::to_string(accum) + " micro-steps" +
+                            (layers != 2 ? ", L=" + std::to_string(layers) : "") + (announce ? ", announced" : "") +
+                            ": ";
+    CpuBackend be;
+    Model model(be, tiny_config(layers), 1, 1, padded_for(1, stage));
+    const size_t n = model.num_params();
+    std::vector<float> init = initial_params(n);
+    model.set_params(init);
+    auto comm = make_single_comm();
+    OptimConfig cfg;
+    cfg.weight_decay = 0.1f;
+    cfg.grad_clip = 1.0f;
+    Opt opt(be, model, *comm, cfg, stage, 1234);
+    RefAdamW ref(init, model.layout(), cfg);
+
+    const float lrs[3] = {1e-2f, 5e-3f, 2e-3f};
+    const float sizes[3] = {0.5f, 0.002f, 0.003f};  // step 1: norm ~ 0.5 sqrt(n) accum >> 1; later: < 1
+    bool norms_ok = true, clip_ok = true;
+    std::string why;
+    for (int s = 0; s < 3; s++) {
+        std::vector<double> sum(n, 0.0);
+        for (int k = 0; k < accum; k++) {
+            std::vector<float> g = micro_grads(n, s, k, sizes[s]);
+            backward_with(model, opt, g, k == accum - 1, announce);
+            for (size_t i = 0; i < n; i++) sum[i] += g[i];
+            opt.reduce_gradients(k == accum - 1);
+        }
+        float norm = opt.step(lrs[s], s + 1);
+        ref.step(sum, lrs[s], s + 1);
+        // fp32 accumulation of n squares (the backend sums in double and rounds once) and one sqrt: a few ulps.
+        if (std::fabs(norm - ref.last_norm) > 1e-6 * ref.last_norm) {
+            norms_ok = false;
+            why = "step " + std::to_string(s + 1) + ": norm " + std::to_string(norm) + " vs " +
+                  std::to_string(ref.last_norm);
+        }
+        if (std::fabs(opt.last_grad_scale() - ref.last_scale) > 1e-6 * ref.last_scale) clip_ok = false;
+        if ((s == 0) != (ref.last_scale < 1.0)) clip_ok = false;  // the setup clips step 1 only
+    }
+    check(tag + "global norm", norms_ok, "%s", why.c_str());
+    check(tag + "clip scale (clipped at step 1 only)", clip_ok, "scale %g vs %g", opt.last_grad_scale(),
+          ref.last_scale);
+    // Tolerance: each fp32 AdamW step carries ~10 roundings (relative 6e-8 each) in an update of size
+    // lr * |mhat / sqrt(vhat)| <= 1e-2 * 3, i.e. <= 2e-8 absolute, plus half an ulp of |p| < 1 (6e-8) for the
+    // parameter itself; three steps stay below 3e-7, so 1e-6 leaves margin without hiding a wrong formula
+    // (a missing bias correction or weight decay moves parameters by >= 1e-4 here).
+    std::vector<float> got = model.get_params();
+    testing::check_close(tag + "parameters match the hand computation", got.data(), ref.p.data(), n, 0.0, 1e-6);
+    // v sums positive terms: a handful of fp32 roundings, relative <= 1e-6. m sums terms of either sign (the
+    // large clipped step-1 gradient, then small ones), so cancellation can make its relative error large; its
+    // absolute error is a few ulps of the largest term, bounded by max |m| (~16 ulps = 2e-6 max |m| allowed).
+    std::vector<float> m = download(be, opt.m(), n), v = download(be, opt.v(), n);
+    double max_m = 0;
+    for (double x : ref.m) max_m = std::max(max_m, std::fabs(x));
+    testing::check_close(tag + "AdamW m", m.data(), ref.m.data(), n, 1e-6, 2e-6 * max_m);
+    testing::check_close(tag + "AdamW v", v.data(), ref.v.data(), n, 1e-6, 0.0);
+    std::vector<float> master = download(be, opt.master(), n);
+    check(tag + "master equals the parameters (fp32 backend)", master == got);
+
+    if (stage < 2) {  // ZeRO 2 has no full buffer; it zeroes each bucket buffer as it hands it out
+        std::vector<float> grads = download(be, model.grads(), model.padded_params());
+        bool zero = true;
+        for (float x : grads) zero = zero && x == 0.0f;
+        check(tag + "gradients zeroed after the step", zero);
+    }
+    if (model.padded_params() > n) {  // (L = 5 has 2688 = 21 x 128 parameters: no padding)
+        std::vector<float> all(model.padded_params());
+        be.download_floats(all.data(), model.params(), all.size());
+        bool pad_zero = true;
+        for (size_t i = n; i < all.size(); i++) pad_zero = pad_zero && all[i] == 0.0f;
+        check(tag + "padding stays zero", pad_zero);
+    }
+}
+
+// With zero gradients AdamW's adaptive term is 0/(0+eps) = 0, so only weight decay moves parameters: the 2-D
+// matrices shrink by (1 - lr wd), everything else stays bit-identical.
+void test_weight_decay_only_2d(int stage) {
+    CpuBackend be;
+    Model model(be, tiny_config(), 1, 1, padded_for(1, stage));
+    std::vector<float> init = initial_params(model.num_params());
+    model.set_params(init);
+    auto comm = make_single_comm();
+    OptimConfig cfg;
+    cfg.weight_decay = 0.5f;
+    Opt opt(be, model, *comm, cfg, stage, 1);
+    opt.reduce_gradients(true);
+    float norm = opt.step(0.1f, 1);
+    std::vector<float> p = model.get_params();
+    const ParamLayout& L = model.layout();
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        bool ok = true;
+        for (size_t i = L.offsets[t]; i < L.offsets[t] + L.sizes[t]; i++) {
+            if (ParamLayout::is_decayed(t)) {
+                double want = (double)init[i] * (1.0 - 0.1 * 0.5);
+                ok = ok && std::fabs(p[i] - want) <= 1e-7;  // one fp32 update of |p| < 0.5: an ulp or two
+            } else {
+                ok = ok && p[i] == init[i];
+            }
+        }
+        check("ZeRO " + std::to_string(stage) + ": weight decay " +
+                  (ParamLayout::is_decayed(t) ? "shrinks " : "leaves alone ") + ParamLayout::name(t),
+              ok);
+    }
+    check("ZeRO " + std::to_string(stage) + ": zero gradients have norm 0", norm == 0.0f);
+}
+
+void test_clip_settings() {
+    for (float clip : {0.0f, 1000.0f}) {
+        CpuBackend be;
+        Model model(be, tiny_config(), 1, 1, padded_for(1));
+        model.set_params(initial_params(model.num_params()));
+        auto comm = make_single_comm();
+        OptimConfig cfg;
+        cfg.grad_clip = clip;
+        Opt opt(be, model, *comm, cfg, 1, 1);
+        backward_with(model, opt, micro_grads(model.num_params(), 0, 0, 0.5f), true, false);
+        opt.reduce_gradients(true);
+        float norm = opt.step(1e-3f, 1);
+        check(std::string("grad_clip ") + (clip == 0 ? "0 disables clipping" : "above the norm does not clip"),
+              opt.last_grad_scale() == 1.0f && norm > 1.0f, "scale %g norm %g", opt.last_grad_scale(), norm);
+    }
+}
+
+void expect_error(const std::string& name, const std::function<void()>& fn, const std::string& want) {
+    try {
+        fn();
+        testing::fail(name, "no error (expected one mentioning '%s')", want.c_str());
+    } catch (const Error& e) {
+        check(name, std::string(e.what()).find(want) != std::string::npos, "message '%s' lacks '%s'", e.what(),
+              want.c_str());
+    }
+}
+
+// Collectives per optimizer step, counted from the plan: ZeRO 0 one all_reduce per bucket range; ZeRO 1 one reduce
+// per bucket piece; ZeRO 2 one reduce per piece and micro-step; ZeRO >= 1 one all_gather; every stage one
+// all_reduce of the squared norm; never a reduce_scatter. The same whether the buckets are announced during
+// backward (bucket_ready) or left to reduce_gradients.
+void test_collective_counts() {
+    for (bool announce : {false, true}) {
+        for (int stage = 0; stage <= 2; stage++) {
+            for (int accum : {1, 2, 8}) {
+                CpuBackend be;
+                Model model(be, tiny_config(), 1, 1, padded_for(1, stage));
+                model.set_params(initial_params(model.num_params()));
+                auto comm = make_single_comm();
+                Opt opt(be, model, *comm, OptimConfig(), stage, 1);
+                const int steps = 2;
+                for (int s = 0; s < steps; s++) {
+                    for (int k = 0; k < accum; k++) {
+                        backward_with(model, opt, micro_grads(model.num_params(), s, k, 0.01f), k == accum - 1,
+                                      announce);
+                        opt.reduce_gradients(k == accum - 1);
+                    }
+                    opt.step(1e-3f, s + 1);
+                }
+                const CommCounters& c = comm->counters;
+                uint64_t ranges = 0, pieces = 0;
+                for (size_t b = 0; b < num_grad_buckets(model.layout()); b++) {
+                    ranges += bucket_ranges(model.layout(), b).size();
+                    pieces += bucket_pieces(opt.plan(), model.layout(), b).size();
+                }
+                uint64_t ar = (uint64_t)steps * (stage == 0 ? ranges + 1 : 1);
+                uint64_t red = (uint64_t)steps * (stage == 0 ? 0 : stage == 1 ? pieces : accum * pieces);
+                uint64_t ag = (uint64_t)steps * (stage == 0 ? 0 : 1);
+                ZeroFootprint f = zero_footprint(opt.plan(), model.layout(), stage, 4, accum);
+                check(std::string(announce ? "announced buckets, " : "") + "ZeRO " + std::to_string(stage) + ", " +
+                          std::to_string(accum) + " micro-steps: collectives per step",
+                      ranges == 26 && c.all_reduce == ar && c.reduce == red && c.reduce_scatter == 0 &&
+                          c.all_gather == ag && c.broadcast == 0 && c.barrier == 0 &&
+                          c.all_reduce + c.reduce == steps * f.reductions && c.all_gather == steps * f.gathers,
+                      "all_reduce %llu (want %llu) reduce %llu (want %llu) reduce_scatter %llu all_gather %llu "
+                      "(want %llu)",
+                      (unsigned long long)c.all_reduce, (unsigned long long)ar, (unsigned long long)c.reduce,
+                      (unsigned long long)red, (unsigned long long)c.reduce_scatter,
+                      (unsigned long long)c.all_gather, (unsigned long long)ag);
+            }
+        }
+    }
+}
+
+// GPT2::backward announces bucket l exactly when layer l's gradients are final and bucket L after the encoder:
+// on the CPU (ops run in order) the bucket's gradients at the callback equal those after the whole backward.
+void test_backward_announces_complete_buckets() {
+    CpuBackend be;
+    Model model(be, tiny_config(), 2, 4, padded_for(1));
+    model.init_gpt2(3);
+    const int in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, tg[8] = {2, 3, 4, 5, 6, 7, 8, 9};
+    model.forward(in, tg, 2, 4, 1.0f);
+    const ParamLayout& layout = model.layout();
+    std::vector<size_t> order;
+    std::vector<std::vector<float>> at_callback;
+    BackwardHooks hooks;
+    hooks.bucket_ready = [&](size_t b) {
+        order.push_back(b);
+        std::vector<float> g = model.get_grads(), mine;
+        for (const FlatRange& r : bucket_ranges(layout, b)) mine.insert(mine.end(), g.begin() + r.begin, g.begin() + r.end);
+        at_callback.push_back(mine);
+    };
+    model.backward(hooks);
+    check("backward announces buckets L-1 .. 0, then L, once each", order == std::vector<size_t>{1, 0, 2});
+    std::vector<float> g = model.get_grads();
+    bool complete = order.size() == 3, nonzero = true;
+    for (size_t k = 0; k < order.size() && complete; k++) {
+        std::vector<float> final_g;
+        for (const FlatRange& r : bucket_ranges(layout, order[k]))
+            final_g.insert(final_g.end(), g.begin() + r.begin, g.begin() + r.end);
+        complete = final_g == at_callback[k];
+        double ss = 0;
+        for (float x : final_g) ss += (double)x * x;
+        nonzero = nonzero && ss > 0;
+    }
+    check("each bucket's gradients are final when it is announced", complete && nonzero);
+
+    // The optimizer's misuse checks on announcements.
+    auto comm = make_single_comm();
+    Opt opt(be, model, *comm, OptimConfig(), 1, 1);
+    opt.reducer().bucket_ready(0, true);
+    expect_error("a bucket announced twice in a micro-step", [&] { opt.reducer().bucket_ready(0, true); }, "twice");
+    expect_error("a bucket past L", [&] { opt.reducer().bucket_ready(3, true); }, "bucket 3");
+    opt.reduce_gradients(true);
+    expect_error("bucket_ready after the last micro-step without step", [&] { opt.reducer().bucket_ready(1, true); },
+                    "without step()");
+    opt.skip();
+    const uint64_t reduces = comm->counters.total();
+    opt.reducer().bucket_ready(0, false);  // ZeRO 1 before the last micro-step: nothing to do, so no error either
+    opt.reducer().bucket_ready(0, false);
+    check("announcements before the last micro-step issue nothing at ZeRO 1", comm->counters.total() == reduces);
+}
+
+// ZeRO 2's path through the model: without a gradient buffer, backward accumulates each bucket into the packed
+// buffer its hooks hand out (bucket L first, then L-1 .. 0, each exactly once, before it is announced), and the
+// packed buffers hold exactly what a model with the flat buffer computes for the same batch (L = 3: every per-layer
+// tensor slice and bucket L's two ranges at their packed offsets).
+void test_backward_into_bucket_buffers() {
+    CpuBackend be;
+    ModelOptions flat_opts, packed_opts;
+    packed_opts.gradient_buffer = false;
+    Model flat(be, tiny_config(3), 2, 4, flat_opts), packed(be, tiny_config(3), 2, 4, packed_opts);
+    flat.init_gpt2(5);
+    packed.init_gpt2(5);
+    const int in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, tg[8] = {2, 3, 4, 5, 6, 7, 8, 9};
+    flat.forward(in, tg, 2, 4, 1.0f);
+    packed.forward(in, tg, 2, 4, 1.0f);
+    flat.backward();
+    const ParamLayout& layout = packed.layout();
+    const size_t nb = num_grad_buckets(layout);
+    std::vector<std::vector<float>> buffers(nb);
+    std::vector<size_t> handed, announced;
+    bool announced_after_handed = true;
+    BackwardHooks hooks;
+    hooks.bucket_buffer = [&](size_t b) {
+        handed.push_back(b);
+        buffers[b].assign(bucket_elements(layout, b), 0.0f);
+        return buffers[b].data();
+    };
+    hooks.bucket_ready = [&](size_t b) {
+        announced.push_back(b);
+        announced_after_handed = announced_after_handed && !buffers[b].empty();
+    };
+    packed.backward(hooks);
+    check("ZeRO 2 backward hands out buckets L, L-1 .. 0 and announces L-1 .. 0, L",
+          handed == std::vector<size_t>{3, 2, 1, 0} && announced == std::vector<size_t>{2, 1, 0, 3} &&
+              announced_after_handed);
+    std::vector<float> g = flat.get_grads();
+    bool same = true, nonzero = true;
+    for (size_t b = 0; b < nb; b++) {
+        const std::vector<FlatRange> ranges = bucket_ranges(layout, b);
+        double ss = 0;
+        for (const FlatRange& r : ranges)
+            for (size_t i = r.begin; i < r.end; i++) {
+                same = same && buffers[b][packed_offset(ranges, i)] == g[i];
+                ss += (double)g[i] * g[i];
+            }
+        nonzero = nonzero && ss > 0;
+    }
+    check("the packed bucket buffers hold the flat buffer's gradients, bit for bit", same && nonzero);
+    expect_error("a model without a gradient buffer needs bucket buffers", [&] {
+        packed.forward(in, tg, 2, 4, 1.0f);
+        packed.backward();
+    }, "no gradient buffer");
+    expect_error("get_grads without a gradient buffer", [&] { packed.get_grads(); }, "no gradient buffer");
+}
+
+// A CPU backend that records the size of every live allocation (the model's and the optimizer's).
+struct CountingBackend : CpuBackend {
+    std::map<void*, size_t> sizes;
+    size_t live = 0;
+    void* alloc(size_t bytes) {
+        void* p = CpuBackend::alloc(bytes);
+        sizes[p] = bytes;
+        live += bytes;
+        return p;
+    }
+    void free(void* p) {
+        live -= sizes.at(p);
+        sizes.erase(p);
+        CpuBackend::free(p);
+    }
+};
+
+// A communicator that only knows where it sits (the optimizer's plan); it is never asked for a collective here.
+class PlacedComm : public Comm {
+public:
+    PlacedComm(int world, int rank) {
+        info_.world_size = world, info_.rank = rank;
+    }
+    const char* name() const override { return "placed"; }
+    void all_reduce(void*, size_t, DType, ReduceOp, Stream) override { unexpected(); }
+    void reduce(const void*, void*, size_t, DType, ReduceOp, int, Stream) override { unexpected(); }
+    void reduce_scatter(const void*, void*, size_t, DType, ReduceOp, Stream) override { unexpected(); }
+    void all_gather(const void*, void*, size_t, DType, Stream) override { unexpected(); }
+    void broadcast(void*, size_t, DType, int, Stream) override { unexpected(); }
+    void barrier() override { unexpected(); }
+
+protected:
+    void host_all_reduce(void*, size_t, DType, ReduceOp) override { unexpected(); }
+    void host_all_gather(const void*, void*, size_t, DType) override { unexpected(); }
+
+private:
+    static void unexpected() { fail("PlacedComm: no collective expected"); }
+};
+
+// zero_memory() is what the model and the optimizer allocate: the parameters and the full gradient buffer (stages
+// 0, 1) in the model; m, v, master, ZeRO 2's accumulator and bucket buffers in the optimizer (plus one float, the
+// norm's scratch). For 1, 3 and 8 ranks (the rank's plan), L = 2 and L = 5 (fewer layers than ZeRO 2's layer
+// buffers, and more), every stage.
+void test_memory_matches_allocations() {
+    bool ok = true;
+    std::string why;
+    for (int world : {1, 3, 8})
+        for (size_t layers : {(size_t)2, (size_t)5})
+            for (int stage = 0; stage <= 2; stage++) {
+                CountingBackend be;
+                const ZeroMemory want = zero_memory(ParamLayout(tiny_config(layers)), world, stage, sizeof(float));
+                GPT2<CountingBackend> model(be, tiny_config(layers), 1, 1, padded_for(world, stage));
+                PlacedComm comm(world, world - 1);
+                const size_t before = be.live;
+                Optimizer<CountingBackend> opt(be, model, comm, OptimConfig(), stage, 1);
+                const size_t opt_bytes = be.live - before;
+                const size_t model_grads = model.grads() ? be.sizes.at(model.grads()) : 0;
+                const size_t planned = want.accumulator + want.bucket_pool + want.master + want.adam_m + want.adam_v;
+                char buf[256];
+                std::snprintf(buf, sizeof buf,
+                              "W=%d L=%zu ZeRO %d: params %zu/%zu grads %zu/%zu optimizer %zu/%zu (+4) m %zu/%zu",
+                              world, layers, stage, be.sizes.at(model.params()), want.params, model_grads, want.grads,
+                              opt_bytes, planned, be.sizes.at(opt.m()), want.adam_m);
+                if (be.sizes.at(model.params()) != want.params || model_grads != want.grads ||
+                    opt_bytes != planned + sizeof(float) || be.sizes.at(opt.m()) != want.adam_m ||
+                    be.sizes.at(opt.v()) != want.adam_v || be.sizes.at(opt.master()) != want.master ||
+                    (stage == 2) != (want.bucket_pool > 0 && want.accumulator > 0 && want.grads == 0)) {
+                    if (ok) why = buf;
+                    ok = false;
+                }
+            }
+    check("zero_memory() equals the model's and the optimizer's allocations (W 1/3/8, L 2/5, ZeRO 0/1/2)", ok,
+          "%s", why.c_str());
+}
+
+void test_misuse_and_state() {
+    CpuBackend be;
+    Model model(be, tiny_config(), 1, 1, padded_for(1));
+    model.set_params(initial_params(model.num_params()));
+    auto comm = make_single_comm();
+    Opt opt(be, model, *comm, OptimConfig(), 1, 1);
+    expect_error("step without reduce_gradients", [&] { opt.step(1e-3f, 1); }, "reduce_gradients");
+    opt.reduce_gradients(true);
+    expect_error("reduce_gradients after the last micro-step", [&] { opt.reduce_gradients(true); }, "without step");
+    expect_error("step 0", [&] { opt.step(1e-3f, 0); }, "t=0");
+    opt.step(1e-3f, 1);
+
+    // master_to_params restores parameters from the master copy.
+    std::vector<float> good = model.get_params();
+    model.set_params(std::vector<float>(model.num_params(), 3.0f));
+    opt.master_to_params();
+    check("master_to_params restores the parameters", model.get_params() == good);
+    check("state covers the whole (one-rank) buffer",
+          opt.state_offset() == 0 && opt.state_count() == model.padded_params() && opt.zero_stage() == 1);
+
+    Model unpadded(be, tiny_config(), 1, 1);  // pad_to 1: not a multiple of 128
+    expect_error("a model not padded for ZeRO is refused",
+                 [&] { Opt bad(be, unpadded, *comm, OptimConfig(), 0, 1); }, "pad_to");
+    expect_error("ZeRO stage 3 is refused", [&] { Opt bad(be, model, *comm, OptimConfig(), 3, 1); }, "ZeRO stage 3");
+    expect_error("ZeRO 2 refuses a model with a full gradient buffer",
+                 [&] { Opt bad(be, model, *comm, OptimConfig(), 2, 1); }, "gradient_buffer = false");
+    Model bufferless(be, tiny_config(), 1, 1, padded_for(1, 2));
+    expect_error("ZeRO 1 refuses a model without a gradient buffer",
+                 [&] { Opt bad(be, bufferless, *comm, OptimConfig(), 1, 1); }, "has none");
+    Opt zero2(be, bufferless, *comm, OptimConfig(), 2, 1);
+    expect_error("ZeRO 2: a bucket announced before it was handed out", [&] { zero2.reducer().bucket_ready(1, false); },
+                 "before bucket_buffer()");
+    zero2.reducer().bucket_buffer(2);
+    expect_error("ZeRO 2: a bucket handed out twice", [&] { zero2.reducer().bucket_buffer(2); }, "twice");
+
+    uint32_t a = Opt::rounding_seed(5, 1, WTE);
+    check("rounding seed is a function of its inputs", a == Opt::rounding_seed(5, 1, WTE));
+    check("rounding seed differs by step, tensor and seed",
+          a != Opt::rounding_seed(5, 2, WTE) && a != Opt::rounding_seed(5, 1, WPE) && a != Opt::rounding_seed(6, 1, WTE));
+}
+
+}  // namespace
+
+int main() {
+    try {
+        for (int stage = 0; stage <= 2; stage++)
+            for (int accum : {1, 2, 8}) test_against_reference(stage, accum);
+        for (int accum : {1, 3}) {
+            test_against_reference(1, accum, 2, true);
+            for (bool announce : {false, true}) test_against_reference(2, accum, 5, announce);
+        }
+        for (int stage = 0; stage <= 2; stage++) test_weight_decay_only_2d(stage);
+        test_clip_settings();
+        test_collective_counts();
+        test_backward_announces_complete_buckets();
+        test_backward_into_bucket_buffers();
+        test_memory_matches_allocations();
+        test_misuse_and_state();
+    } catch (const Error& e) {
+        testing::fail("unexpected error", "%s", e.what());
+    }
+    return testing::finish();
+}
