@@ -21,10 +21,14 @@ using Backend = llmc::CudaBackend;
 #else
 #include "llmc/cpu/cpu_backend.h"
 #include "llmc/cpu/cpu_comm.h"
+#include "llmc/cpu/thread_policy.h"
 using Backend = llmc::CpuBackend;
 #endif
 
 int main(int argc, char** argv) {
+#if !defined(__CUDACC__) && !defined(LLMC_CUDASIM)
+    llmc::use_passive_openmp_wait(argv);  // before OpenMP starts: idle threads sleep (llmc/cpu/thread_policy.h)
+#endif
     try {
         llmc::TrainOptions opt = llmc::parse_train_options(argc, argv);
         if (opt.dry_run) {  // before any device memory exists; -pn plans for another world size

@@ -327,7 +327,9 @@ void check_resume_compatible(const CheckpointMeta& s, const CheckpointMeta& n, c
             throw ResumeMismatch(dir + ": written with " + flag + " " + std::to_string(a) + ", this run has " + flag +
                                  " " + std::to_string(b) + "; resume with the same value");
     };
-    same("-b", s.batch_size, n.batch_size);
+    // -b may change (say with the number of ranks): a step is -d tokens, the same sequences whatever their split
+    // into micro-steps of -b, and checkpoints lie between steps. Only -a 1 trains on "the first batch" of -b.
+    if (s.overfit || n.overfit) same("-b", s.batch_size, n.batch_size);
     same("-t", s.seq_len, n.seq_len);
     same("-d", s.total_batch, n.total_batch);
     same("--seed", (long long)s.seed, (long long)n.seed);

@@ -60,9 +60,32 @@ std::vector<std::string> normalize_args(int argc, char** argv) {
     return out;
 }
 
+namespace {
+std::string program_name(const char* argv0) {
+    const std::string a = argv0 ? argv0 : "train_gpt2";
+    const size_t slash = a.find_last_of('/');
+    return slash == std::string::npos ? a : a.substr(slash + 1);
+}
+
+std::string no_flags_text(const std::string& prog) {
+    return "usage: ./" + prog + " -i TRAIN_SHARDS -j VAL_SHARDS -e MODEL [-o OUT_DIR] [flags]   (--help lists them all)\n"
+           "\n"
+           "With no flags nothing is started: the defaults train GPT-2 124M (-e d12) at T=1024, which takes hours\n"
+           "per step on a CPU. To start:\n"
+           "  scripts/quickstart.sh                          build, fetch data, train a small model, print a sample\n"
+           "  ./" + prog + " -i \"data/brown/brown_train_*.bin\" -j \"data/brown/brown_val_*.bin\" \\\n"
+           "      -e \"L=4,NH=4,C=256\" -b 8 -t 128 -x 200 -o runs/small      a small GPT-2 BPE model (README.md)\n";
+}
+}  // namespace
+
 TrainOptions parse_train_options(int argc, char** argv) {
     TrainOptions o;
-    cxxopts::Options opts("train_gpt2", "Train GPT-2 (llm.c-compatible flags; every short flag has a long name).");
+    const std::string prog = program_name(argc > 0 ? argv[0] : nullptr);
+    if (argc == 1) {  // llm.c starts training with its defaults here; on a CPU that is hours of silence
+        std::printf("%s", no_flags_text(prog).c_str());
+        std::exit(0);
+    }
+    cxxopts::Options opts(prog, "Train GPT-2 (llm.c-compatible flags; every short flag has a long name).");
     auto v = [](auto& x) { return cxxopts::value(x)->default_value(default_text(x)); };
     auto s = [](std::string& x) { return cxxopts::value(x)->default_value(x); };
     opts.add_options("data and model")
@@ -120,7 +143,7 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("server-ip", "-ps: accepted for llm.c compatibility (unused)", s(o.server_ip))
         ("comm-timeout", "seconds a collective may wait for a peer before every rank stops, naming the stuck rank "
                          "(0: off; default $LLMC_COMM_TIMEOUT, else 300)", cxxopts::value<std::string>())
-        ("threads", "CPU threads (0: OpenMP default)", v(o.threads))
+        ("threads", "CPU threads (0: one per core; idle threads sleep, llmc/cpu/thread_policy.h)", v(o.threads))
         ("show-placement", "every rank prints its node, local rank, GPU, data slice and ZeRO shard",
          cxxopts::value(o.show_placement))
         ("preempt-signal", "besides SIGTERM and SIGINT, this signal finishes the step, saves a checkpoint and exits "

@@ -26,7 +26,7 @@ struct TrainOptions {
     // optimisation
     float learning_rate = 3e-4f;        // -l
     int warmup_steps = 0;               // -u
-    float final_lr_fraction = 1.0f;     // -q
+    float final_lr_fraction = 0.1f;     // -q (llm.c's default is 1.0, which makes -k cosine flat; 0.1 as nanoGPT)
     std::string lr_schedule = "cosine"; // -k
     float weight_decay = 0.0f;          // -c
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, grad_clip = 1.0f;
@@ -68,8 +68,8 @@ struct TrainOptions {
 
 // Rewrites llm.c's two-letter short flags to long options; everything else is passed through.
 std::vector<std::string> normalize_args(int argc, char** argv);
-// Parses and validates the flags that can be checked without the model or the data. Prints --help and exits 0 when
-// asked; fails (llmc::Error) naming the flag on anything unknown or invalid.
+// Parses and validates the flags that can be checked without the model or the data. Prints --help (naming the
+// program as it was run) and exits 0 when asked, or a short usage with examples when no flag is given; fails (llmc::Error) naming the flag on anything unknown or invalid.
 TrainOptions parse_train_options(int argc, char** argv);
 
 }  // namespace llmc

@@ -1,14 +1,12 @@
 // HuggingFace export (see export_hf.h).
 #include "export_hf.h"
 
-#include <sys/stat.h>
-
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint.h"
 #include "error.h"
 #include "file_util.h"
 #include "layout.h"
@@ -84,8 +82,7 @@ std::string hf_config_json(const GPT2Config& cfg) {
 }
 
 void export_hf(const GPT2Config& cfg, const std::vector<float>& params, const std::string& dir) {
-    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-        fail("%s: cannot create directory (%s)", dir.c_str(), std::strerror(errno));
+    make_dirs(dir);  // and its parents: `export_hf model.bin out/hf` works on a fresh clone
     std::vector<HfTensor> tensors = hf_tensors(cfg, params);
     nlohmann::ordered_json header;
     header["__metadata__"] = {{"format", "pt"}};

@@ -55,4 +55,21 @@ float learning_rate(const ScheduleConfig& c, int step) {
     return (float)peak;
 }
 
+std::string describe_schedule(const ScheduleConfig& c) {
+    char buf[512];
+    int n = std::snprintf(buf, sizeof buf, "%s, peak %g: lr %g at step 1", schedule_name(c.kind), c.peak_lr,
+                          learning_rate(c, 0));
+    auto add = [&](const char* fmt, auto... args) {
+        if (n < (int)sizeof buf) n += std::snprintf(buf + n, sizeof buf - n, fmt, args...);
+    };
+    if (c.warmup_steps > 1 && c.warmup_steps < c.total_steps)
+        add(", %g at step %d (end of warmup)", learning_rate(c, c.warmup_steps - 1), c.warmup_steps);
+    if (c.total_steps > 1)
+        add(", %g at step %d (-q %g: towards %g x peak)", learning_rate(c, c.total_steps - 1), c.total_steps,
+            c.final_fraction, c.final_fraction);
+    if (c.kind != LRSchedule::Constant && c.final_fraction >= 1.0f)
+        add(" -- flat: -q 1 keeps the peak to the end (-q 0.1 decays to a tenth)");
+    return buf;
+}
+
 }  // namespace llmc

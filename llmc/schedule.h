@@ -29,5 +29,10 @@ const char* schedule_name(LRSchedule s);
 // Throws on impossible settings (negative lr or warmup, fraction outside [0, 1], total < 1).
 void validate_schedule(const ScheduleConfig& c);
 float learning_rate(const ScheduleConfig& c, int step);
+// One line for the start-up banner: the schedule's shape as the values it takes, e.g.
+//   "cosine, peak 0.002: lr 0.0001 at step 1, 0.002 at step 20 (end of warmup), 0.000200031 at step 400 (-q 0.1:
+//    towards 0.1 x peak)"
+// A decaying schedule that cannot decay (-q 1) says so.
+std::string describe_schedule(const ScheduleConfig& c);
 
 }  // namespace llmc

@@ -331,6 +331,24 @@ Tokenizer Tokenizer::from_decode_table(const std::string& path) {
     return t;
 }
 
+Tokenizer Tokenizer::bytes() {
+    auto d = std::make_shared<TokenizerData>();
+    for (int b = 0; b < BYTE_VOCAB_SIZE; b++) {
+        d->tokens.push_back(std::string(1, (char)b));
+        d->byte_token[b] = b;
+    }
+    d->eot = BYTE_EOT;
+    Tokenizer t;
+    t.data_ = d;
+    return t;
+}
+
+std::vector<int> encode_bytes(std::string_view text) {
+    std::vector<int> ids;
+    for (unsigned char c : text) ids.push_back(c);
+    return ids;
+}
+
 void Tokenizer::write_decode_table(const std::string& path) const {
     const TokenizerData& d = *data_;
     write_atomically(path, [&](FILE* f) {

@@ -39,6 +39,9 @@ public:
     static Tokenizer from_gpt2_dir(const std::string& dir);
     // Decoder only, from llm.c's decode table file (see write_decode_table).
     static Tokenizer from_decode_table(const std::string& path);
+    // The byte-level vocabulary (prepare_data --bytes): V = 256, token i is byte i, and byte 0 (NUL, never part of
+    // text) is the document separator, so EOT = 0. Decode only; encode_bytes() is its encoder.
+    static Tokenizer bytes();
 
     // llm.c's decode table: 256 x int32 header [0]=20240328 [1]=2 [2]=vocab size [3]=EOT id; then for each token id
     // in order a uint8 length followed by that many bytes. Written atomically.
@@ -93,6 +96,11 @@ private:
     void encode_valid_utf8(const char* s, size_t n, std::vector<int>& out);
     void encode_piece(const char* s, size_t n, std::vector<int>& out);
 };
+
+constexpr int BYTE_VOCAB_SIZE = 256;
+constexpr int BYTE_EOT = 0;
+// The byte-level vocabulary's encoding: one token per byte (BYTE_EOT is not added).
+std::vector<int> encode_bytes(std::string_view text);
 
 // Length of the longest prefix of s[0, n) that is valid UTF-8 (RFC 3629: no overlong forms, no surrogates,
 // nothing above U+10FFFF, no truncated sequence).

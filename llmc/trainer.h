@@ -32,6 +32,7 @@
 #include "tokenizer.h"
 #include "trainer_resume.h"
 #include "trainer_setup.h"
+#include "utf8_stream.h"
 #include "validator.h"
 
 namespace llmc {
@@ -228,6 +229,7 @@ private:
         SplitMix64 rng(o_.seed ^ (0x53414D50ull + (uint64_t)step));  // a stream per step: resumes reproduce samples
         std::vector<int> ids = {tok.eot()};
         std::string text;
+        Utf8Stream utf8;  // a character split across tokens is printed whole, invalid bytes as U+FFFD
         for (int i = 0; i < o_.gen_tokens; i++) {
             const size_t start = ids.size() > T ? ids.size() - T : 0, len = ids.size() - start;
             model_->forward(ids.data() + start, nullptr, 1, len, 0.0f);
@@ -235,8 +237,9 @@ private:
             const int next = sample_token(row.data(), model_->config().vocab_size, 1.0f, 0, rng);
             ids.push_back(next);
             if (next == tok.eot()) break;
-            text += tok.decode(&next, 1);
+            text += utf8.push(tok.decode(&next, 1));
         }
+        text += utf8.finish();
         std::printf("---- sample at step %d ----\n%s\n---------------------------\n", step, text.c_str());
         std::fflush(stdout);
     }

@@ -260,10 +260,10 @@ void print_startup(const TrainOptions& o, const RunShape& s, const GPT2<Backend>
                 s.total_batch, s.grad_accum, s.world);
     std::printf("data       train %zu tokens in %zu shard(s); %d steps%s\n", train.total_tokens(), train.num_shards(),
                 sc.total_steps, o.overfit_single_batch ? " (overfitting one batch)" : "");
-    std::printf("schedule   %s, peak lr %g, warmup %d, final fraction %g\n", schedule_name(sc.kind), sc.peak_lr,
-                sc.warmup_steps, sc.final_fraction);
-    std::printf("%s\n", zero_summary(opt.plan(), model.layout(), s.zero_stage, sizeof(typename Backend::act_t),
-                                     (int)s.grad_accum).c_str());
+    std::printf("schedule   %s\n", describe_schedule(sc).c_str());
+    if (s.world > 1)  // ZeRO's shards and traffic; one process has neither (its memory is the line above)
+        std::printf("%s\n", zero_summary(opt.plan(), model.layout(), s.zero_stage, sizeof(typename Backend::act_t),
+                                         (int)s.grad_accum).c_str());
     std::fflush(stdout);
 }
 

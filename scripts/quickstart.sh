@@ -1,38 +1,86 @@
 #!/usr/bin/env bash
-# From a fresh clone to a trained GPT-2 and a sample, in one command:
-#   installs the packages it needs, builds, fetches GPT-2's tokenizer and the Brown corpus, prepares token shards,
-#   trains a small GPT-2 (on the GPU when one is present, else on the CPU: a few minutes on 2 cores), writes
-#   runs/quickstart/metrics.jsonl and a loss-curve PNG, and prints a sample.
-# Options are passed on to the trainer (e.g. scripts/quickstart.sh -x 100 to train fewer steps).
+# From a fresh clone to a trained model and readable samples, in one command:
+#   installs the packages it needs, builds (quietly: compiler errors are shown in full, nothing else), fetches the
+#   Brown corpus and trains a small GPT-2, then prints a sample, plots the loss and says what to do next.
+#
+#   No GPU: a byte-level model (V = 256, one token per byte: the analogue of nanoGPT's character-level Shakespeare).
+#     A model this small learns to spell common words first; GPT-2's BPE vocabulary (V = 50257) would give it 13M
+#     embedding parameters to learn first, and word salad after the same time. The share of the sample's words found
+#     in a dictionary is printed at the end (README.md has the figures measured so far).
+#   GPU: GPT-2's BPE vocabulary, a 6-layer GPT-2 of GPT-2 small's width.
+# Writes runs/quickstart/{model.bin,metrics.jsonl,sample.txt,loss.png}. Options are passed on to the trainer
+# (e.g. scripts/quickstart.sh -x 100 for fewer steps). QUICKSTART_DEVICE=cpu forces the CPU path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-bash scripts/install_deps.sh
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then
-    gpu=1
-else
-    gpu=0
-fi
-echo "== build"
-if [ "$gpu" = 1 ]; then make -j"$(nproc)" train_gpt2 gpt2_tokenizer prepare_data; else make -j"$(nproc)" cpu; fi
-echo "== data: GPT-2 tokenizer and the Brown corpus"
-bash dev/data/fetch_tokenizer.sh --no-reference
-bash dev/data/prepare_brown.sh
+start=$SECONDS
 OUT=runs/quickstart
-mkdir -p "$OUT"
+
+bash scripts/install_deps.sh --no-test-tools
+gpu=0
+if [ "${QUICKSTART_DEVICE:-}" != cpu ] && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then
+    gpu=1
+fi
+
+echo "== build ($(nproc) cores)"
+# -s: no command lines; a compiler error still prints in full and stops here.
+if [ "$gpu" = 1 ]; then
+    make -s --no-print-directory -j"$(nproc)" train_gpt2 gpt2_tokenizer prepare_data generate
+else
+    make -s --no-print-directory -j"$(nproc)" train_gpt2_cpu prepare_data generate
+fi
+
 # A second quickstart starts over: the trainer moves the earlier run into $OUT/previous_<time>/ (never deletes it).
 again=()
 if [ -f "$OUT/metrics.jsonl" ] || [ -f "$OUT/model.bin" ] || compgen -G "$OUT/ckpt_*" >/dev/null; then again=(--start-over); fi
-echo "== train"
+mkdir -p "$OUT"
+
 if [ "$gpu" = 1 ]; then
-    # GPT-2 small's width at 6 layers, T=256: a few minutes on one GPU.
+    echo "== data: GPT-2's tokenizer and the Brown corpus (GPT-2 BPE tokens, V = 50257)"
+    bash dev/data/fetch_tokenizer.sh --no-reference >/dev/null
+    bash dev/data/prepare_brown.sh -q | grep -E '^(documents|tokens):'
+    echo "== train: GPT-2 (6 layers, C = 768, T = 256) on the GPU"
     ./train_gpt2 -i "data/brown/brown_train_*.bin" -j "data/brown/brown_val_*.bin" -o "$OUT" \
-        -e d6 -b 32 -t 256 -x 600 -l 1e-3 -u 50 -q 0.1 -c 0.1 -v 50 -m 8 -s 200 -g 96 "${again[@]}" "$@"
+        -e d6 -b 32 -t 256 -x 600 -l 1e-3 -u 50 -q 0.1 -c 0.1 -v 50 -m 8 -s 200 -g 96 --log-every 25 "${again[@]}" "$@"
+    vocab_note="vocabulary: GPT-2 BPE, V = 50257"
 else
-    # 4 layers of width 256, T=64: about a second a step on 2 cores.
-    ./train_gpt2_cpu -i "data/brown/brown_train_*.bin" -j "data/brown/brown_val_*.bin" -o "$OUT" \
-        -e "L=4,NH=4,C=256,T=64" -b 8 -t 64 -x 200 -l 2e-3 -u 20 -q 0.1 -c 0.1 -v 25 -m 4 -s 100 -g 64 "${again[@]}" "$@"
+    echo "== data: the Brown corpus as bytes (V = 256)"
+    bash dev/data/fetch_brown.sh >/dev/null
+    ./prepare_data --bytes -q -o data/brown_bytes --val-fraction 0.05 data/brown/text | grep -E '^(documents|tokens):'
+    echo "== train: a byte-level GPT-2 (4 layers, C = 128, T = 128) on the CPU"
+    echo "   Byte-level: each token is one byte, so the model learns to spell before it learns words; GPT-2's BPE"
+    echo "   vocabulary (50257 tokens, used on a GPU and for GPT-2 124M) needs far more compute before it reads as English."
+    ./train_gpt2_cpu -i "data/brown_bytes/*train*.bin" -j "data/brown_bytes/*val*.bin" -o "$OUT" \
+        --tokenizer data/brown_bytes/brown_bytes_tokenizer.bin -e "L=4,NH=4,C=128,T=128,V=256" \
+        -b 16 -t 128 -x 400 -l 2e-3 -u 20 -q 0.1 -c 0.1 -v 100 -m 8 -s 0 --log-every 25 "${again[@]}" "$@"
+    vocab_note="vocabulary: bytes, V = 256"
 fi
+
+echo "== sample (./generate -e $OUT/model.bin -p \"The \" -n 400 --temperature 0.8)"
+./generate -e "$OUT/model.bin" -p "The " -n 400 --temperature 0.8 --seed 1 | tee "$OUT/sample.txt"
+# How much of it is English: the share of its words found in Debian's word list (wamerican).
+if [ -f /usr/share/dict/american-english ] && command -v python3 >/dev/null 2>&1; then
+    python3 scripts/english_words.py "$OUT/sample.txt" 0 | sed -E 's/; not found:.*//' || true
+fi
+
 echo "== plot"
-/usr/bin/python3 scripts/plot_metrics.py "$OUT/metrics.jsonl" "$OUT/loss.png"
-echo "done: $OUT/metrics.jsonl, $OUT/loss.png, $OUT/model.bin"
+# Any Python with matplotlib: the one on PATH first, then the system one (Debian's python3-matplotlib).
+plotted=0
+for py in python3 /usr/bin/python3; do
+    if command -v "$py" >/dev/null 2>&1 && "$py" -c "import matplotlib" 2>/dev/null; then
+        "$py" scripts/plot_metrics.py "$OUT/metrics.jsonl" -o "$OUT/loss.png" && plotted=1
+        break
+    fi
+done
+[ "$plotted" = 1 ] || echo "no Python with matplotlib found: no plot (pip install matplotlib, or apt install python3-matplotlib)"
+
+elapsed=$((SECONDS - start))
+cat <<NEXT
+== done in $((elapsed / 60)) min $((elapsed % 60)) s: $OUT/model.bin, metrics.jsonl, sample.txt, loss.png ($vocab_note)
+
+Next steps
+  more text:       ./generate -e $OUT/model.bin -p "It was" -n 300
+  a longer run:    scripts/quickstart.sh -x 2000            (lower loss, better words; 5x the training time)
+  GPT-2 124M:      README.md, "Reproduce GPT-2 124M" (FineWeb, one or more GPUs)
+  OpenAI's GPT-2:  dev/data/fetch_gpt2_weights.sh gpt2      (then fine-tune: README.md, "Fine-tuning from GPT-2")
+  threads:         on a busy machine, --threads 1 can be faster (README.md, "Threads")
+NEXT

@@ -21,7 +21,7 @@ size=${1:-}
 NUM_GPUS=${NUM_GPUS:-8}
 gpt2_train_args "$size" "$NUM_GPUS" || exit 1
 CMD=(mpirun -np "$NUM_GPUS" ./train_gpt2 "${TRAIN_ARGS[@]}")
-if [ -n "${PRINT_ONLY:-}" ]; then echo "${CMD[*]}"; exit 0; fi
+if [ -n "${PRINT_ONLY:-}" ]; then source scripts/quote_command.sh; quote_command "${CMD[@]}"; exit 0; fi
 data=${DATA_DIR:-$RECIPE_DATA}
 ls "$data"/*train*.bin >/dev/null 2>&1 || { echo "error: no training shards in $data (prepare them with $RECIPE_PREPARE)" >&2; exit 1; }
 make -j train_gpt2

@@ -256,12 +256,23 @@ const char* cudaGetErrorString(cudaError_t e) {
         case cudaErrorInvalidResourceHandle: return "invalid resource handle";
         case cudaErrorNotReady: return "device not ready";
         case cudaErrorNotSupported: return "operation not supported";
+        case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+        case cudaErrorNoDevice: return "no CUDA-capable device is detected";
         default: return "unknown error (cudasim)";
     }
 }
 
 // ---- device --------------------------------------------------------------------------------------------------
-cudaError_t cudaGetDeviceCount(int* count) { if (count) *count = 1; return cudaSuccess; }
+// CUDASIM_NO_GPU=35 (no driver) or 100 (no device): answer as CUDA does on a machine without a usable GPU, so the
+// trainer's start-up message for that case can be tested (test/e2e/first_hour_test.sh).
+cudaError_t cudaGetDeviceCount(int* count) {
+    if (const char* no_gpu = std::getenv("CUDASIM_NO_GPU")) {
+        if (count) *count = 0;
+        return (cudaError_t)std::atoi(no_gpu);
+    }
+    if (count) *count = 1;
+    return cudaSuccess;
+}
 cudaError_t cudaGetDevice(int* device) { if (device) *device = 0; return cudaSuccess; }
 cudaError_t cudaSetDevice(int device) {
     return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice, "cudaSetDevice(%d): the simulator has one device", device);

@@ -6,6 +6,8 @@
 // Each document becomes EOT (50256) followed by its tokens; documents are assigned to val or train in input order
 // (see --val-fraction / --val-docs) and packed into shards of --shard-size tokens (llmc/data_shard_writer.h). With
 // --val-first-shard (llm.c's FineWeb split) all documents form one stream and its first shard is val.
+// --bytes uses the byte-level vocabulary instead of GPT-2's (V = 256: token i is byte i, EOT is byte 0, see
+// Tokenizer::bytes) and writes its decode table next to the shards, <out>/<name>_tokenizer.bin.
 // Tokenization runs on --threads threads, each with its own Encoder; the output order does not depend on it.
 // Nothing in the output directory changes unless the whole run succeeds: shards are written into a staging folder
 // and renamed into place at the end; shards left over from an earlier, larger run of the same name are removed.
@@ -64,6 +66,8 @@ const char* const kUsage =
     "  --jsonl-field NAME      the text field of .jsonl records (default: text)\n"
     "  -t, --threads N         tokenizer threads (default: the number of CPU cores)\n"
     "  --vocab DIR             GPT-2's encoder.json and vocab.bpe (default: data/gpt2)\n"
+    "  --bytes                 byte-level vocabulary instead of GPT-2's: V = 256, one token per byte, EOT = byte 0\n"
+    "                          (NUL, refused in the input); also writes <out>/<name>_tokenizer.bin for samples\n"
     "  -q, --quiet             no progress bar\n"
     "  -h, --help              this message\n";
 
@@ -72,7 +76,7 @@ struct Options {
     std::string out_dir, name, vocab = "data/gpt2", separator, jsonl_field = "text";
     size_t shard_size = 100000000, val_docs = 0, threads = 0;
     double val_fraction = 0.05;
-    bool use_val_docs = false, val_first_shard = false, quiet = false, help = false;
+    bool use_val_docs = false, val_first_shard = false, quiet = false, help = false, bytes = false;
 };
 
 size_t parse_size(const std::string& flag, const std::string& v, size_t lo, size_t hi) {
@@ -129,6 +133,7 @@ Options parse(int argc, char** argv) {
         else if (a == "-t" || a == "--threads") o.threads = parse_size(a, value(), 1, 1024);
         else if (a == "--vocab") o.vocab = value();
         else if (a == "-q" || a == "--quiet") o.quiet = true;
+        else if (a == "--bytes") o.bytes = true;
         else if (a.size() > 1 && a[0] == '-') fail("unknown option '%s' (see --help)", a.c_str());
         else o.inputs.push_back(a);
     }
@@ -372,7 +377,7 @@ int run(const Options& o) {
     if (files.empty()) fail("no input files found in %s", o.inputs[0].c_str());
     if (total_bytes == 0) fail("empty corpus: %zu input file(s), all empty", files.size());
 
-    llmc::Tokenizer tok = llmc::Tokenizer::from_gpt2_dir(o.vocab);
+    llmc::Tokenizer tok = o.bytes ? llmc::Tokenizer::bytes() : llmc::Tokenizer::from_gpt2_dir(o.vocab);
     if (tok.vocab_size() > 65536) fail("vocabulary of %zu tokens does not fit uint16 shards", tok.vocab_size());
     make_dirs(o.out_dir);
     Staging staging;
@@ -381,7 +386,8 @@ int run(const Options& o) {
 
     llmc::ShardWriter train(staging.dir, o.name, "train", o.shard_size), val(staging.dir, o.name, "val", o.shard_size);
     std::vector<std::unique_ptr<llmc::Encoder>> encoders;
-    for (size_t t = 0; t < o.threads; t++) encoders.push_back(std::make_unique<llmc::Encoder>(tok));
+    if (!o.bytes)
+        for (size_t t = 0; t < o.threads; t++) encoders.push_back(std::make_unique<llmc::Encoder>(tok));
     auto t_loaded = Clock::now();
 
     DocumentReader reader(files, o);
@@ -391,12 +397,19 @@ int run(const Options& o) {
     size_t n_docs = 0, n_val_docs = 0;
     while (reader.next_batch(docs)) {
         ids.resize(docs.size());
+        if (o.bytes)  // byte 0 separates documents: a NUL inside one would split it silently
+            for (size_t i = 0; i < docs.size(); i++)
+                if (docs[i].find('\0') != std::string::npos)
+                    fail("document %zu contains a NUL byte (offset %zu): with --bytes, byte 0 is the document "
+                         "separator, and NUL is not text", n_docs + i, docs[i].find('\0'));
         std::atomic<size_t> next{0};
         auto work = [&](size_t t) {
             for (size_t i; (i = next.fetch_add(1)) < docs.size();) {
                 ids[i].clear();
                 ids[i].push_back(tok.eot());
-                encoders[t]->encode(docs[i], ids[i]);
+                if (o.bytes) ids[i].insert(ids[i].end(), (const unsigned char*)docs[i].data(),
+                                           (const unsigned char*)docs[i].data() + docs[i].size());
+                else encoders[t]->encode(docs[i], ids[i]);
             }
         };
         std::vector<std::thread> pool;
@@ -453,6 +466,11 @@ int run(const Options& o) {
         if (o.val_first_shard && std::string(split) == "train") stale(0);
         for (size_t i = end; stale(i); i++) {}
     }
+    if (o.bytes) {
+        const std::string table = o.out_dir + "/" + o.name + "_tokenizer.bin";
+        tok.write_decode_table(table);
+        written.push_back(table);
+    }
     if (n_val_docs == 0 && !o.val_first_shard)
         std::fprintf(stderr, "warning: no validation documents (see --val-fraction / --val-docs)\n");
     if (o.val_first_shard && train.paths().size() < 2)
@@ -469,8 +487,8 @@ int run(const Options& o) {
                     val_tokens);
     } else {
         std::printf("documents: %zu (train %zu, val %zu)\n", n_docs, n_docs - n_val_docs, n_val_docs);
-        std::printf("tokens:    %zu (train %zu, val %zu), EOT before each document\n", tokens, train.tokens(),
-                    val.tokens());
+        std::printf("tokens:    %zu (train %zu, val %zu), EOT before each document%s\n", tokens, train.tokens(),
+                    val.tokens(), o.bytes ? " (byte-level: V = 256, EOT = byte 0)" : "");
     }
     std::printf("input:     %zu files, %zu bytes\n", files.size(), total_bytes);
     std::printf("time:      %.2f s (vocabulary load %.2f s); %.0f tokens/s after loading, on %zu threads\n", secs, load,

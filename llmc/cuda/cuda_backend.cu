@@ -16,6 +16,7 @@
 #include "device_info.h"
 #include "encoder.cuh"
 #include "gelu.cuh"
+#include "no_gpu.h"
 #include "layernorm.cuh"
 #include "matmul.cuh"
 #include "reduce.cuh"
@@ -26,7 +27,9 @@ static_assert(sizeof(CudaBackend::act_t) == 2, "bf16 is two bytes");
 
 CudaBackend::CudaBackend(const BackendOptions& opt) : device_(opt.device) {
     int count = 0;
-    CUDA_CHECK(cudaGetDeviceCount(&count));
+    const cudaError_t found = cudaGetDeviceCount(&count);
+    if (is_no_gpu_error((int)found, count)) fail("%s", no_gpu_message((int)found, cudaGetErrorString(found)).c_str());
+    CUDA_CHECK(found);
     if (device_ < 0 || device_ >= count) fail("CUDA device %d requested, but %d device(s) are visible", device_, count);
     CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));

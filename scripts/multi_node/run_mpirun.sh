@@ -49,6 +49,6 @@ done
 if [ -n "${MPI_IFACE:-}" ]; then ARGS+=(--mca btl_tcp_if_include "$MPI_IFACE" --mca oob_tcp_if_include "$MPI_IFACE"); fi
 if [ "$(id -u)" -eq 0 ]; then ARGS+=(--allow-run-as-root); fi
 
-if [ -n "${PRINT_ONLY:-}" ]; then echo "mpirun ${ARGS[*]} $TRAIN $*"; exit 0; fi
+if [ -n "${PRINT_ONLY:-}" ]; then source "$(dirname "$0")/../quote_command.sh"; quote_command mpirun "${ARGS[@]}" "$TRAIN" "$@"; exit 0; fi
 echo "launching $NP ranks ($NODES nodes x $GPUS_PER_NODE) from $HOSTFILE: $TRAIN $*"
 exec mpirun "${ARGS[@]}" "$TRAIN" "$@"

@@ -45,7 +45,7 @@ run() {
 
 # Unit tests (every CPU one; the simulator's are not built with sanitizers).
 for t in layout schedule dataloader cpu_ops adamw sampler checkpoint trainer_host dist_info zero optimizer hellaswag \
-         export_hf watchdog; do
+         export_hf watchdog utf8_stream; do
     run "$t" "$B/test/test_$t"
 done
 if [ -f data/gpt2/encoder.json ]; then run tokenizer "$B/test/test_tokenizer" data/gpt2; fi

@@ -143,8 +143,18 @@ expect_error "all checkpoints corrupt: refused" "none of the 6 checkpoint(s)" $B
 [ "$before" = "$(tree_hash "$d")" ] && pass "all corrupt: nothing in -o changed" || fail "all corrupt: -o changed"
 # A flag that must match is checked.
 d="$TMP/c_flags"; rm -rf "$d" && cp -r "$TMP/ref2" "$d"
-expect_error "-b differs from the checkpoint's" "written with -b 4, this run has -b 2" \
-    $BIN "${common[@]}" -b 2 -d 128 -x 30 -v 10 -m 2 -n 5 -o "$d" -y 1
+expect_error "-d differs from the checkpoint's" "written with -d 128, this run has -d 256" \
+    $BIN "${common[@]}" -b 4 -d 256 -x 30 -v 10 -m 2 -n 5 -o "$d" -y 1
+# Another -b with the same -d (another number of ranks, say) resumes: the same sequences per step, in 2 micro-steps.
+d="$TMP/c_b2"; rm -rf "$d" && cp -r "$TMP/ref2" "$d" && rm -rf "$d"/ckpt_00000030 "$d"/ckpt_00000025 "$d/model.bin"
+if $BIN "${common[@]}" -b 2 -d 128 -x 30 -v 10 -m 2 -n 5 -o "$d" -y 1 >"$TMP/c_b2.log" 2>&1 \
+        && grep -q "^resume .*step 20" "$TMP/c_b2.log"; then
+    /usr/bin/python3 test/helpers/compare_runs.py "$TMP/ref2" "$d" 2e-5 1e-4 >"$TMP/cmp_b2" 2>&1 \
+        && pass "-b 2 -d 128 resumes a -b 4 run and follows it ($(tail -1 "$TMP/cmp_b2"))" \
+        || fail "-b 2 -d 128 resumes a -b 4 run and follows it" "$(tail -2 "$TMP/cmp_b2")"
+else
+    fail "-b 2 -d 128 resumes a -b 4 run" "$(tail -2 "$TMP/c_b2.log")"
+fi
 
 # ---- 5. retention ------------------------------------------------------------------------------------------------
 $BIN "${common[@]}" -b 4 -x 20 -v 0 -n 2 -nk 2 -nm 5 -o "$TMP/keep" >/dev/null 2>&1 || fail "retention run"

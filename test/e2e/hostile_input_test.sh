@@ -156,8 +156,8 @@ refuses "B every checkpoint invalid: refused" "none of the 3 checkpoint(s) in $d
 [ "$before" = "$(tree "$d")" ] && pass "B ... and nothing in -o changed" || fail "B every checkpoint invalid: -o changed"
 # Another run's checkpoint (valid, but other flags or data): refused outright, naming the flag.
 d="$TMP/b_other"; rm -rf "$d" && cp -r "$TMP/ref" "$d"
-refuses "B resuming with another -b is refused naming -b" "written with -b 4, this run has -b 2" \
-    $BIN "${common[@]}" -b 2 -d 128 -x 12 -v 4 -m 1 -n 4 -o "$d" -y 1
+refuses "B resuming with another -d is refused naming -d" "this run has -d 256" \
+    $BIN "${common[@]}" -d 256 -x 12 -v 4 -m 1 -n 4 -o "$d" -y 1
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data_other" --vocab 64 --seed 5 >/dev/null
 refuses "B resuming on other training data is refused naming -i" "written for training data of 1 shard(s), 20000 tokens" \
     $BIN "${common[@]}" -i "$TMP/data_other/syn_train_*.bin" -x 12 -v 4 -m 1 -n 4 -o "$d" -y 1

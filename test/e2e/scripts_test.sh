@@ -67,6 +67,11 @@ slurm=$(PRINT_ONLY=1 SLURM_NTASKS=16 SLURM_JOB_ID=1 SLURM_JOB_NUM_NODES=2 bash s
 [[ "$slurm" == "srun --mpi=pmix --kill-on-bad-exit=1 ./train_gpt2 "* && "$(flags_of "$slurm")" == "$(flags_of "$single")" ]] \
     && pass "run_slurm.sbatch defaults: the 124M recipe on the job's 16 tasks, run_gpt2.sh's flags" \
     || fail "run_slurm.sbatch defaults: the 124M recipe" "$slurm"
+# PRINT_ONLY prints a command that can be pasted: globs single-quoted, and the words come back unchanged.
+[[ "$single" == *"-i 'data/fineweb10B/*train*.bin' -j 'data/fineweb10B/*val*.bin'"* ]] \
+    && eval "words=($single)" && [ "${words[4]}" = "-i" ] && [ "${words[5]}" = "data/fineweb10B/*train*.bin" ] \
+    && pass "PRINT_ONLY quotes globs (the printed command pastes back to the same words)" \
+    || fail "PRINT_ONLY quotes globs" "$single"
 passthrough=$(PRINT_ONLY=1 SLURM_NTASKS=16 bash scripts/multi_node/run_slurm.sbatch -e d12 -b 4 2>/dev/null)
 [[ "$passthrough" == *"./train_gpt2 -e d12 -b 4" ]] && pass "run_slurm.sbatch passes given arguments through" \
     || fail "run_slurm.sbatch passes given arguments through" "$passthrough"

@@ -1,4 +1,5 @@
 // Learning-rate schedules against their formulas at hand-computed points.
+#include <string>
 #include <cmath>
 
 #include "llmc/error.h"
@@ -40,5 +41,16 @@ int main() {
     c.final_fraction = 1.5f;
     try { validate_schedule(c); } catch (const Error&) { threw = true; }
     testing::check("final fraction > 1 refused", threw);
+    // The start-up line: the values the schedule takes, and a decaying schedule that cannot decay called flat.
+    ScheduleConfig d;
+    d.kind = LRSchedule::Cosine, d.peak_lr = 2e-3f, d.warmup_steps = 20, d.total_steps = 400, d.final_fraction = 0.1f;
+    const std::string line = describe_schedule(d);
+    testing::check("describe_schedule: warmup, peak, last step", line ==
+                   "cosine, peak 0.002: lr 0.0001 at step 1, 0.002 at step 20 (end of warmup), 0.000200031 at step 400 "
+                   "(-q 0.1: towards 0.1 x peak)", "%s", line.c_str());
+    d.final_fraction = 1.0f;
+    testing::check("describe_schedule: -q 1 with cosine is flat", describe_schedule(d).find("flat") != std::string::npos);
+    d.kind = LRSchedule::Constant;
+    testing::check("describe_schedule: constant is not called flat", describe_schedule(d).find("flat") == std::string::npos);
     return testing::finish();
 }
