@@ -7,6 +7,7 @@
 #include <map>
 
 #include "error.h"
+#include "preemption.h"
 #include "schedule.h"
 
 namespace llmc {
@@ -147,6 +148,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("threads", "CPU threads (0: one per core; idle threads sleep, llmc/cpu/thread_policy.h)", v(o.threads))
         ("show-placement", "every rank prints its node, local rank, GPU, data slice and ZeRO shard",
          cxxopts::value(o.show_placement))
+        ("preempt-signal", "besides SIGTERM and SIGINT, this signal finishes the step, saves a checkpoint and exits "
+                           "75: USR1, USR2, HUP or none (for sbatch --signal)", s(o.preempt_signal))
         ("h,help", "print this help");
 
     // llm.c's `-h 1` turns HellaSwag on; here -h is --help, so such a script would print the help and stop.
@@ -208,6 +211,7 @@ TrainOptions parse_train_options(int argc, char** argv) {
     if (o.start_over && o.resume)
         fail("--start-over and -y 1 exclude each other: -y 1 continues the run in -o, --start-over starts a new one");
     if (o.start_over && o.output_dir.empty()) fail("--start-over needs -o (the directory to start over in)");
+    parse_preempt_signal(o.preempt_signal);  // fails on a name it does not know
     if (o.recompute < 0 || o.recompute > 2) fail("-r %d: must be 0, 1 or 2", o.recompute);
     if (o.master_weights != 0 && o.master_weights != 1) fail("-w %d: must be 0 or 1", o.master_weights);
     if (o.overfit_single_batch != 0 && o.overfit_single_batch != 1) fail("-a %d: must be 0 or 1", o.overfit_single_batch);

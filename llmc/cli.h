@@ -63,6 +63,8 @@ struct TrainOptions {
     double comm_timeout = 300;
     int threads = 0;
     bool show_placement = false;       // --show-placement: every rank prints where it sits and what it owns
+    // --preempt-signal: besides SIGTERM and SIGINT, this signal saves a checkpoint and stops (llmc/preemption.h)
+    std::string preempt_signal = "USR1";
 };
 
 // Rewrites llm.c's two-letter short flags to long options; everything else is passed through.

@@ -1,8 +1,8 @@
 // Checks of the token shards before training starts (docs/data.md, "Checks before step 1").
 //
 //   summarize_shards   a digest of the shard list (names and token counts): the ranks compare theirs before step 1
-//                      (a rank with other or missing files would compute another number of steps and hang the
-//                      others)
+//                      among the run's other items (llmc/run_identity.h; a rank with other or missing files would
+//                      compute another number of steps and hang the others)
 //   scan_shard         one pass over a shard's tokens, in parallel chunks: the first token id >= the vocabulary (found
 //                      when the shard is opened, naming the shard and the offset, not when its batch comes up) and a
 //                      digest of its content; checkpoints record the data's names, sizes and content digests, so a

@@ -11,7 +11,27 @@
 
 namespace llmc {
 
+namespace {
+
+const char* file_kind(mode_t m) {
+    if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+}  // namespace
+
+void require_regular_file(const std::string& path) {
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+        fail("%s: %s, expected a regular file", path.c_str(), file_kind(st.st_mode));
+}
+
 FILE* open_or_fail(const std::string& path, const char* mode) {
+    if (mode[0] == 'r') require_regular_file(path);  // before open(): opening a FIFO waits for a writer forever
     FILE* f = std::fopen(path.c_str(), mode);
     if (!f) fail("%s: cannot open (%s)", path.c_str(), std::strerror(errno));
     return f;
@@ -20,7 +40,7 @@ FILE* open_or_fail(const std::string& path, const char* mode) {
 size_t file_size_or_fail(const std::string& path) {
     struct stat st;
     if (stat(path.c_str(), &st) != 0) fail("%s: cannot open (%s)", path.c_str(), std::strerror(errno));
-    if (!S_ISREG(st.st_mode)) fail("%s: not a regular file", path.c_str());
+    if (!S_ISREG(st.st_mode)) fail("%s: %s, expected a regular file", path.c_str(), file_kind(st.st_mode));
     return (size_t)st.st_size;
 }
 

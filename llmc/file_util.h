@@ -8,8 +8,11 @@
 
 namespace llmc {
 
-// Opens for reading or fails with "<path>: cannot open (<strerror>)".
+// Opens or fails with "<path>: cannot open (<strerror>)". For reading, only a regular file (require_regular_file).
 FILE* open_or_fail(const std::string& path, const char* mode);
+// Fails with "<path>: a FIFO (named pipe), expected a regular file" (a directory, a device...) when `path` exists
+// and is not a regular file: inputs are checked before they are opened (a FIFO would block the open).
+void require_regular_file(const std::string& path);
 // Size of a file in bytes, or fails naming the path.
 size_t file_size_or_fail(const std::string& path);
 // Reads exactly n bytes or fails with "<path>: truncated ...".

@@ -1,5 +1,6 @@
 // Training metrics: one JSON object per line in <output dir>/metrics.jsonl (docs/architecture.md, "Outputs"), written
-// by rank 0 only. Each line is flushed as it is written, so a crash loses at most the line being written. A checkpoint
+// by rank 0 only. Each line is written with one write() as it comes (no buffering), so a crash loses at most the line
+// being written, and a failed write (a full disk) is cut back out of the file: it never holds half a line. A checkpoint
 // records the file's length after its step's line (bytes()); a resumed run checks that the file still ends there
 // (check_metrics_prefix), cuts the lines of the steps it redoes (truncate_metrics) and appends to the same file.
 #pragma once
@@ -20,16 +21,16 @@ public:
     ~MetricsLogger();
     MetricsLogger(const MetricsLogger&) = delete;
     MetricsLogger& operator=(const MetricsLogger&) = delete;
-    MetricsLogger(MetricsLogger&& o) noexcept : f_(o.f_), path_(std::move(o.path_)) { o.f_ = nullptr; }
+    MetricsLogger(MetricsLogger&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
     MetricsLogger& operator=(MetricsLogger&& o) noexcept;
 
     void log(const nlohmann::json& record);
-    bool enabled() const { return f_ != nullptr; }
+    bool enabled() const { return fd_ >= 0; }
     // The file's length in bytes after the lines logged so far (each is flushed); fails naming the path.
     int64_t bytes() const;
 
 private:
-    FILE* f_ = nullptr;
+    int fd_ = -1;
     std::string path_;
 };
 

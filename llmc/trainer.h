@@ -24,6 +24,9 @@
 #include "model_file.h"
 #include "optimizer.h"
 #include "outlier.h"
+#include "preemption.h"
+#include "run_identity.h"
+#include "run_lock.h"
 #include "sampler.h"
 #include "schedule.h"
 #include "tokenizer.h"
@@ -62,6 +65,8 @@ public:
         : o_(o), be_(be), comm_(comm), rank_(comm.rank()), guard_(o.skip_loss_z, o.skip_grad_z, o.max_bad_steps) {}
 
     int run() {
+        // A signal from here on finishes the step and saves instead of killing the run (llmc/preemption.h).
+        PreemptionHandlers preemption(parse_preempt_signal(o_.preempt_signal));
         set_up();
         for (int step = start_step_; step <= max_steps_; step++) {  // `step` optimizer steps are done
             const bool last = step == max_steps_;
@@ -70,7 +75,9 @@ public:
             if (last) break;
             const StepStats stats = train_step(step);
             log_step(step + 1, stats);
-            maybe_checkpoint(step + 1);
+            const bool preempted = comm_.any(PreemptionHandlers::received() != 0);  // the same step on every rank
+            maybe_checkpoint(step + 1, preempted);
+            if (preempted) return stop_preempted(step + 1);
         }
         save_final_model();
         if (rank_ == 0 && shape_.world > 1)  // bytes on the wire, for --reduce-dtype (docs/distributed.md)
@@ -83,12 +90,19 @@ private:
     // Everything before step 1, in the order its checks fail (llmc/trainer_setup.h, llmc/trainer_resume.h).
     void set_up() {
         shape_ = plan_run(o_, comm_.world_size());
-        const std::vector<std::string> earlier = refuse_earlier_run(o_);
         data_ = open_data(o_, be_, comm_, shape_);
+        max_steps_ = o_.max_steps > 0 ? o_.max_steps : (int)data_.train->steps_per_epoch();
+        agree_and_lock();
+        const std::vector<std::string> earlier = refuse_earlier_run(o_);
+        if (o_.resume) {  // the ranks see the same checkpoints (a shared -o), so they resume the same one
+            RunIdentity checkpoints;
+            checkpoints.add_checkpoints(o_.output_dir);
+            agree(checkpoints);
+        }
+        scan_data(be_, comm_, data_, shape_.cfg.vocab_size);
         model_ = make_model(be_, o_, shape_);
         opt_ = std::make_unique<Optimizer<Backend>>(be_, *model_, comm_, optim_config_for(o_), shape_.zero_stage,
                                                     o_.seed);
-        max_steps_ = o_.max_steps > 0 ? o_.max_steps : (int)data_.train->steps_per_epoch();
         schedule_ = schedule_for(o_, max_steps_);
         run_id_ = run_identity(o_, shape_, max_steps_, data_.train_summary);
         if (!o_.output_dir.empty())
@@ -107,6 +121,43 @@ private:
             validator_ = std::make_unique<Validator<Backend>>(
                 be_, comm_, *data_.val, validation_windows(o_, data_.val.get()), shape_.grad_accum, shape_.B, shape_.T,
                 loss_acc_->get(), std::move(hellaswag));
+    }
+
+    // Every rank agrees on the model, the flags, the data and -o before anything is built or written
+    // (llmc/run_identity.h); then rank 0 locks -o for the whole run (llmc/run_lock.h).
+    void agree_and_lock() {
+        ResolvedRun r;
+        r.backend = Backend::name, r.config = shape_.cfg, r.model_from_file = shape_.from_file;
+        r.total_batch = (long long)shape_.total_batch, r.max_steps = max_steps_, r.zero_stage = shape_.zero_stage;
+        r.train = data_.train_summary, r.val = data_.val_summary;
+        agree(identity_of(o_, r));
+        if (rank_ == 0 && !o_.output_dir.empty()) {
+            make_dirs(o_.output_dir);
+            lock_ = RunLock(o_.output_dir);
+        }
+    }
+
+    // Collective: every rank stops, with the same message, where its description of the run differs from rank 0's.
+    void agree(const RunIdentity& id) {
+        agree_on_identity(id, comm_.world_size(),
+                          [&](const std::vector<uint64_t>& mine) { return comm_.all_gather_host(mine); });
+    }
+
+    // After a preemption signal: the step `step` is saved (when there is an -o); says so and returns the status
+    // scripts/autoresume.sh reads as "requeue".
+    int stop_preempted(int step) {
+        if (rank_ != 0) return EXIT_PREEMPTED;
+        const int sig = PreemptionHandlers::received();
+        const std::string who = sig ? std::string(signal_name(sig)) + " here" : "a signal on another rank";
+        if (o_.output_dir.empty())
+            std::printf("preempted  by %s after step %d of %d; no -o, nothing saved; exiting with status %d\n",
+                        who.c_str(), step, max_steps_, EXIT_PREEMPTED);
+        else
+            std::printf("preempted  by %s after step %d of %d: every rank saved it in %s; exiting with status %d "
+                        "(resume with -y 1)\n", who.c_str(), step, max_steps_,
+                        checkpoint_dir(o_.output_dir, step).c_str(), EXIT_PREEMPTED);
+        std::fflush(stdout);
+        return EXIT_PREEMPTED;
     }
 
     // -y 1 with a checkpoint to continue: its parameters, optimizer state, data position and step guard; else the
@@ -128,6 +179,7 @@ private:
     // One optimizer step (docs/architecture.md, "One training step"): step + 1 is the 1-based number of the step.
     StepStats train_step(int step) {
         test_stop_hook(rank_, step + 1);
+        wait_for_signal_test_hook(rank_, step + 1);
         const auto t0 = std::chrono::steady_clock::now();
         if (o_.overfit_single_batch) data_.train->reset();
         float* loss_acc = loss_acc_->get();
@@ -225,10 +277,11 @@ private:
         metrics_.log(rec);
     }
 
-    // Every -n steps and at the last step (collective): checkpoint `step` (1-based, done) with where the data and
-    // the step guard stand and how long metrics.jsonl is.
-    void maybe_checkpoint(int step) {
-        if (!ckpt_ || o_.checkpoint_every <= 0 || (step % o_.checkpoint_every != 0 && step != max_steps_)) return;
+    // Every -n steps, at the last step and after a preemption signal (`now`; collective): checkpoint `step` (1-based,
+    // done) with where the data and the step guard stand and how long metrics.jsonl is.
+    void maybe_checkpoint(int step, bool now) {
+        const bool periodic = o_.checkpoint_every > 0 && (step % o_.checkpoint_every == 0 || step == max_steps_);
+        if (!ckpt_ || !(periodic || now)) return;
         CheckpointMeta meta = run_id_;
         meta.step = step, meta.data = data_.train->position(), meta.guard = guard_.state();
         if (metrics_.enabled()) meta.metrics_bytes = metrics_.bytes();
@@ -255,6 +308,7 @@ private:
     Comm& comm_;
     const int rank_;
     RunShape shape_;                                 // model shape, batch arithmetic, ZeRO stage
+    RunLock lock_;                                   // rank 0: the lock on -o, held for the whole run
     RunData data_;                                   // training and validation loaders
     std::unique_ptr<GPT2<Backend>> model_;
     std::unique_ptr<Optimizer<Backend>> opt_;

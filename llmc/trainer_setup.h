@@ -120,24 +120,14 @@ inline std::unique_ptr<DataLoader> open_loader(const TrainOptions& o, const Comm
     }
 }
 
-// Before step 1, on every rank: all ranks read the same shards (a rank with other or missing files would compute
-// another number of steps, or other batches, and leave the others waiting in a collective), and no token is
-// outside the model's vocabulary. Rank r scans shards r, r + world, ... (each with all its threads); every rank
-// gets every result, so every rank stops with the same message. Returns the data's summary, with the content
-// digest of every shard (checkpoints record it).
+// Before step 1, on every rank (the ranks agreed on the shards' names and sizes already, llmc/run_identity.h): no
+// token is outside the model's vocabulary. Rank r scans shards r, r + world, ... (each with all its threads); every
+// rank gets every result, so every rank stops with the same message. Returns the data's summary `mine` with the
+// content digest of every shard (checkpoints record it).
 template <class Backend>
-DataSummary check_data(Backend& be, Comm& comm, const char* flag, const DataLoader& loader, size_t vocab) {
+DataSummary check_data(Backend& be, Comm& comm, const char* flag, const DataLoader& loader, DataSummary mine,
+                       size_t vocab) {
     const int rank = comm.rank(), world = comm.world_size();
-    DataSummary mine = summarize_shards(loader.shards());
-    const std::vector<uint64_t> all = comm.all_gather_host({mine.shards, mine.tokens, mine.digest});
-    const DataSummary first{all[0], all[1], (uint32_t)all[2], 0};
-    for (int r = 1; r < world; r++) {
-        const DataSummary theirs{all[3 * (size_t)r], all[3 * (size_t)r + 1], (uint32_t)all[3 * (size_t)r + 2], 0};
-        if (!(theirs == first))
-            fail("%s: the ranks see different data: rank 0 has %s, rank %d has %s; every rank must read the "
-                 "same files (is the data complete on every node?)",
-                 flag, describe(first).c_str(), r, describe(theirs).c_str());
-    }
     // Per rank: [shard index + 1 of its first bad token (0: none), token index, value, then one content digest
     // per shard (0 for the shards of other ranks)].
     const std::vector<ShardInfo>& shards = loader.shards();
@@ -169,7 +159,7 @@ DataSummary check_data(Backend& be, Comm& comm, const char* flag, const DataLoad
 // not fit).
 struct RunData {
     std::unique_ptr<DataLoader> train, val;  // val: null with -v 0
-    DataSummary train_summary;               // checkpoints record it (llmc/data_check.h)
+    DataSummary train_summary, val_summary;  // names and sizes; the training data's content digest once scanned
 };
 
 template <class Backend>
@@ -177,9 +167,16 @@ RunData open_data(const TrainOptions& o, Backend& be, Comm& comm, const RunShape
     RunData d;
     d.train = open_loader(o, comm, "-i", o.train_data, s.seqs_per_step(), o.shuffle && !o.overfit_single_batch);
     if (o.val_every > 0) d.val = open_loader(o, comm, "-j", o.val_data, s.seqs_per_step(), false);
-    d.train_summary = check_data(be, comm, "-i", *d.train, s.cfg.vocab_size);
-    if (d.val) check_data(be, comm, "-j", *d.val, s.cfg.vocab_size);
+    d.train_summary = summarize_shards(d.train->shards());
+    if (d.val) d.val_summary = summarize_shards(d.val->shards());
     return d;
+}
+
+// The out-of-vocabulary scan of -i and -j (check_data), after the ranks agreed on the run.
+template <class Backend>
+void scan_data(Backend& be, Comm& comm, RunData& d, size_t vocab) {
+    d.train_summary = check_data(be, comm, "-i", *d.train, d.train_summary, vocab);
+    if (d.val) check_data(be, comm, "-j", *d.val, d.val_summary, vocab);
 }
 
 template <class Backend>

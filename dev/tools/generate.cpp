@@ -58,6 +58,10 @@ int main(int argc, char** argv) {
             std::printf("%s\n", opts.help().c_str());
             return 0;
         }
+        // A word the options did not take (an unquoted prompt's second word) would be dropped silently.
+        if (!r.unmatched().empty())
+            llmc::fail("unexpected argument '%s' (a prompt of several words goes in quotes: -p \"The jury said\")",
+                       r.unmatched()[0].c_str());
         if (model_path.empty()) llmc::fail("-e MODEL is required (a model file written by the trainer)");
         if (tokens < 1) llmc::fail("-n %d: must be >= 1", tokens);
         if (!(temperature >= 0.0f)) llmc::fail("--temperature %g: must be >= 0", temperature);

@@ -2,10 +2,13 @@
 //
 //   ./gpt2_tokenizer encode [FILE...]     UTF-8 text -> token ids (stdin -> one line; each FILE -> one line)
 //   ./gpt2_tokenizer decode [FILE...]     whitespace-separated token ids -> the bytes they stand for
-//   ./gpt2_tokenizer write-table [PATH]   write llm.c's decode table (default data/gpt2/gpt2_tokenizer.bin)
+//   ./gpt2_tokenizer write-table [PATH]   write llm.c's decode table (default data/gpt2/gpt2_tokenizer.bin;
+//                                         an existing one is kept unless --force)
 //
 // The vocabulary is GPT-2's encoder.json + vocab.bpe in data/gpt2 (dev/data/fetch_tokenizer.sh), or --vocab DIR.
 // decode can also use a decode table (--table PATH), which is all that the trainer's sampler needs.
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -29,7 +32,8 @@ const char* const kUsage =
     "                        No EOT is added (--eot adds one before each input).\n"
     "  decode [FILE...]      decode whitespace-separated token ids (stdin or FILEs) and write their bytes\n"
     "  write-table [PATH]    write llm.c's decode table (magic 20240328, version 2) to PATH\n"
-    "                        (default: <vocab dir>/gpt2_tokenizer.bin)\n"
+    "                        (default: <vocab dir>/gpt2_tokenizer.bin); an existing PATH is refused\n"
+    "                        unless --force\n"
     "\n"
     "options:\n"
     "  --vocab DIR           directory with encoder.json and vocab.bpe (default: data/gpt2,\n"
@@ -37,12 +41,13 @@ const char* const kUsage =
     "  --table PATH          decode: use this llm.c decode table instead of the vocab files\n"
     "  --eot                 encode: write the <|endoftext|> id (50256) before each input's tokens\n"
     "  --stats               encode: print bytes, tokens, time and tokens/s on stderr\n"
+    "  --force               write-table: replace an existing PATH\n"
     "  -h, --help            this message\n";
 
 struct Options {
     std::string command, vocab = "data/gpt2", table, out_path;
     std::vector<std::string> files;
-    bool eot = false, stats = false;
+    bool eot = false, stats = false, force = false;
 };
 
 std::string read_all(FILE* f, const std::string& name) {
@@ -150,6 +155,9 @@ int cmd_decode(const Options& o) {
 int cmd_write_table(const Options& o) {
     llmc::Tokenizer tok = llmc::Tokenizer::from_gpt2_dir(o.vocab);
     std::string path = o.out_path.empty() ? o.vocab + "/gpt2_tokenizer.bin" : o.out_path;
+    struct stat st;
+    if (!o.force && lstat(path.c_str(), &st) == 0)
+        llmc::fail("%s exists; write-table does not overwrite it unless --force", path.c_str());
     tok.write_decode_table(path);
     std::fprintf(stderr, "wrote %s (%zu tokens, EOT %d)\n", path.c_str(), tok.vocab_size(), tok.eot());
     return 0;
@@ -168,6 +176,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--table") o.table = value("--table");
         else if (a == "--eot") o.eot = true;
         else if (a == "--stats") o.stats = true;
+        else if (a == "--force") o.force = true;
         else if (a.size() > 1 && a[0] == '-') llmc::fail("unknown option '%s' (see --help)", a.c_str());
         else if (o.command.empty()) o.command = a;
         else o.files.push_back(a);
@@ -182,6 +191,7 @@ Options parse(int argc, char** argv) {
     }
     if (!o.table.empty() && o.command != "decode") llmc::fail("--table only applies to decode");
     if ((o.eot || o.stats) && o.command != "encode") llmc::fail("--eot and --stats only apply to encode");
+    if (o.force && o.command != "write-table") llmc::fail("--force only applies to write-table");
     return o;
 }
 

@@ -160,23 +160,37 @@ bool ends_with(const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Inputs are text: a binary file of ours (a token shard, above all one of this tool's own earlier outputs) would be
-// tokenized as if it were text, silently. Refused by its magic number (the first int32 of a 1024-byte header).
-const char* our_binary_kind(const std::string& path, size_t size) {
-    if (size < 1024) return nullptr;
-    int32_t magic = 0;
+// Inputs are text: a binary file would be tokenized as if it were text, silently. Refused: a binary file of ours (a
+// token shard, above all one of this tool's own earlier outputs; its magic number is the first int32 of a 1024-byte
+// header), compressed data (by its signature) and anything else with a NUL byte in its first 64 KiB (text and JSON
+// lines never hold one; UTF-16 text does, and is refused too). "" when the file looks like text.
+std::string binary_kind(const std::string& path, size_t size) {
+    std::vector<unsigned char> head(std::min<size_t>(size, 65536));
     FILE* f = std::fopen(path.c_str(), "rb");
-    const bool got = f && std::fread(&magic, sizeof magic, 1, f) == 1;
+    const bool got = f && std::fread(head.data(), 1, head.size(), f) == head.size();
     if (f) std::fclose(f);
-    if (!got) return nullptr;
-    switch (magic) {
-        case 20240520: return "token shard";
-        case 20240326: return "model file";
-        case 20240328: return "tokenizer decode table";
-        case 20240522: return "HellaSwag eval file";
-        case 20241106: return "checkpoint optimizer file";
-        default: return nullptr;
+    if (!got) return "";
+    auto starts = [&](const char* sig, size_t n) { return head.size() >= n && std::memcmp(head.data(), sig, n) == 0; };
+    if (starts("\x1f\x8b", 2)) return "gzip-compressed file (decompress it first: gunzip -k)";
+    if (starts("BZh", 3)) return "bzip2-compressed file (decompress it first: bunzip2 -k)";
+    if (starts("\xfd" "7zXZ\0", 6)) return "xz-compressed file (decompress it first: unxz -k)";
+    if (starts("\x28\xb5\x2f\xfd", 4)) return "zstd-compressed file (decompress it first: unzstd)";
+    if (starts("PK\x03\x04", 4)) return "zip archive (extract it first)";
+    if (starts("7z\xbc\xaf\x27\x1c", 6)) return "7-zip archive (extract it first)";
+    if (size >= 1024 && head.size() >= 4) {
+        int32_t magic;
+        std::memcpy(&magic, head.data(), sizeof magic);
+        switch (magic) {
+            case 20240520: return "token shard";
+            case 20240326: return "model file";
+            case 20240328: return "tokenizer decode table";
+            case 20240522: return "HellaSwag eval file";
+            case 20241106: return "checkpoint optimizer file";
+            default: break;
+        }
     }
+    if (std::memchr(head.data(), 0, head.size())) return "binary file (it holds NUL bytes; text never does)";
+    return "";
 }
 
 // Collects the input files below `path`. The output directory (`out_dir`, identified by device and inode; null
@@ -205,9 +219,10 @@ void collect(const std::string& path, std::vector<InputFile>& out, bool top, con
         FILE* f = std::fopen(path.c_str(), "rb");  // fail now, before any output, if it is unreadable
         if (!f) fail("%s: cannot open (%s)", path.c_str(), std::strerror(errno));
         std::fclose(f);
-        if (const char* kind = our_binary_kind(path, (size_t)st.st_size))
+        const std::string kind = binary_kind(path, (size_t)st.st_size);
+        if (!kind.empty())
             fail("%s: a %s, not text (prepare_data reads text and .jsonl files; remove it from the inputs)",
-                 path.c_str(), kind);
+                 path.c_str(), kind.c_str());
         out.push_back({path, (size_t)st.st_size, ends_with(path, ".jsonl")});
     } else if (top) {
         fail("%s: not a regular file or directory", path.c_str());

@@ -55,6 +55,7 @@ run optimizer_mpi_np3 "${MPI[@]}" -np 3 "$B/test/test_optimizer_mpi"
 # checkpoints (kill -9 and resume, corruption, resharding under mpirun), generation, data preparation.
 export TOOL_DIR="$B/bin" BUILD_DIR="$B"
 run hostile_input bash test/e2e/hostile_input_test.sh
+run cluster bash test/e2e/cluster_test.sh
 run train_cpu bash test/e2e/train_cpu_test.sh
 run checkpoint_e2e bash test/e2e/checkpoint_test.sh
 run generate bash test/e2e/generate_test.sh

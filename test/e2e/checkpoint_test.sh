@@ -21,7 +21,7 @@ MPI=(mpirun --oversubscribe --allow-run-as-root)
 same_run() { /usr/bin/python3 test/helpers/same_run.py "$@"; }
 # train_steps DIR: the number of train-step lines in DIR/metrics.jsonl
 train_steps() { local n; n=$(grep -c '"train_loss"' "$1/metrics.jsonl" 2>/dev/null); echo "${n:-0}"; }
-tree_hash() { (cd "$1" && find . -type f | sort | xargs sha256sum) | sha256sum; }
+tree_hash() { (cd "$1" && find . -type f ! -name .lock | sort | xargs sha256sum) | sha256sum; }  # .lock: llmc/run_lock.h
 
 # ---- 1. kill -9 at random steps ---------------------------------------------------------------------------------
 # 200 steps (> the 128-step outlier window, so -sl/-sg decide from step 129 on), a checkpoint every 10 steps.

@@ -38,10 +38,11 @@ refuses() {
     else pass "$n"; fi
 }
 # contents DIR: the sorted checksums of every file below DIR, whatever their names (a file moved aside keeps its
-# line): "no file of the earlier run is lost or changed" is contents-before == contents-after.
-contents() { find "$1" -type f -exec sha256sum {} + | cut -d' ' -f1 | sort; }
+# line): "no file of the earlier run is lost or changed" is contents-before == contents-after. The output
+# directory's lock file (.lock, llmc/run_lock.h: the PID of its last holder) is no part of a run.
+contents() { find "$1" -type f ! -name .lock -exec sha256sum {} + | cut -d' ' -f1 | sort; }
 # tree DIR: names and checksums (nothing moved, nothing changed).
-tree() { (cd "$1" && find . -type f -exec sha256sum {} + | sort -k2); }
+tree() { (cd "$1" && find . -type f ! -name .lock -exec sha256sum {} + | sort -k2); }
 steps_of() { /usr/bin/python3 -c "
 import json, sys
 print(' '.join(str(r['step']) for r in map(json.loads, open(sys.argv[1])) if 'train_loss' in r))" "$1"; }
@@ -190,7 +191,7 @@ if command -v mpirun >/dev/null; then
     /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data_big" --vocab 64 --train-tokens 30000 >/dev/null
     mp=(-j "$TMP/data/syn_val_*.bin" -e "L=2,NH=2,C=32,T=32,V=64" -t 32 -s 0 --threads 1 -b 1 -d 64 -x -1 -v 0)
     bounded "C1 ranks with differently sized shards are refused before step 1 on every rank" 60 \
-        "-i: the ranks see different data: rank 0 has 1 shard(s), 20000 tokens" \
+        "the ranks disagree on -i (the training data): rank 0 has 1 shard(s), 20000 tokens" \
         "${MPI[@]}" -np 1 $BIN -i "$TMP/data/syn_train_*.bin" "${mp[@]}" -o "$TMP/c1" : \
                     -np 1 $BIN -i "$TMP/data_big/syn_train_*.bin" "${mp[@]}" -o "$TMP/c1"
     # A stopped rank (SIGSTOP before step 3): every other rank stops within --comm-timeout + the census, naming it.

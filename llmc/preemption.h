@@ -1,0 +1,41 @@
+// Preemption: a signal saves the run instead of losing it (docs/checkpoints.md, "Preemption").
+//
+// SIGTERM, SIGINT and one more configurable signal (--preempt-signal, default SIGUSR1: `sbatch --signal`) only set a
+// flag. At the end of each step the ranks combine their flags in one collective (a max over ranks), so a signal
+// that reached any one rank stops every rank at the same step: each finishes the step it is computing, all write a
+// checkpoint of it together (no rank saves alone), rank 0 says so, and the trainer exits with EXIT_PREEMPTED, which
+// scripts/autoresume.sh reads as "requeue the job". A second signal of any of these kinds ends the process at once
+// (the default action of that signal): checkpoints are written atomically, so the previous ones stay intact.
+#pragma once
+
+#include <string>
+
+namespace llmc {
+
+// The trainer's exit status after a signal-triggered save (sysexits.h's EX_TEMPFAIL: "try again later").
+constexpr int EXIT_PREEMPTED = 75;
+
+// "USR1", "SIGUSR1", "USR2", "HUP", "none" (0: no extra signal). Fails on anything else.
+int parse_preempt_signal(const std::string& name);
+const char* signal_name(int sig);  // "SIGTERM"
+
+// Installs the handlers for its lifetime (the previous dispositions come back when it ends).
+class PreemptionHandlers {
+public:
+    explicit PreemptionHandlers(int extra_signal);
+    ~PreemptionHandlers();
+    PreemptionHandlers(const PreemptionHandlers&) = delete;
+    PreemptionHandlers& operator=(const PreemptionHandlers&) = delete;
+    // The first signal this process received since the handlers were installed (0: none).
+    static int received();
+
+private:
+    int signals_[3] = {0, 0, 0};
+};
+
+// Test hook: LLMC_TEST_WAIT_FOR_SIGNAL=<rank>:<step> makes that rank print "... (pid P) waits for a signal before
+// step S" on stderr and wait (at most 300 s) until a signal has been received, so that a test can signal a run at a
+// known step on a loaded machine.
+void wait_for_signal_test_hook(int rank, int step);
+
+}  // namespace llmc
