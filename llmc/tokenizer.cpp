@@ -179,13 +179,10 @@ static void check_gpt2_vocabulary(const TokenizerData& d, size_t merges, uint32_
              merges_digest, GPT2_MERGES_DIGEST, refetch);
 }
 
-Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std::string& vocab_bpe) {
-    auto d = std::make_shared<TokenizerData>();
-    uint32_t byte_to_cp[256];
-    int cp_to_byte[512];
-    byte_unicode_tables(byte_to_cp, cp_to_byte);
-
-    // encoder.json: {"token in the byte alphabet": id, ...} with ids 0..V-1, each exactly once.
+// encoder.json: {"token in the byte alphabet": id, ...} with ids 0..V-1, each exactly once. Fills d's tokens,
+// byte tokens and EOT; returns the id of each token's bytes.
+static std::unordered_map<std::string, int> read_gpt2_encoder(const std::string& encoder_json, const int* cp_to_byte,
+                                                              TokenizerData* d) {
     nlohmann::json enc;
     try {
         enc = nlohmann::json::parse(read_text_file(encoder_json));
@@ -226,8 +223,11 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
     auto eot = id_of.find("<|endoftext|>");
     if (eot == id_of.end()) fail("%s: no <|endoftext|> token", encoder_json.c_str());
     d->eot = eot->second;
+    return id_of;
+}
 
-    // vocab.bpe: "#version: ..." then one merge "left right" per line; the line order is the merge rank.
+// vocab.bpe: "#version: ..." then one merge "left right" per line; the line order is the merge rank.
+static std::vector<std::pair<std::string, std::string>> read_gpt2_merge_lines(const std::string& vocab_bpe) {
     std::string text = read_text_file(vocab_bpe);
     std::vector<std::pair<std::string, std::string>> lines;
     size_t pos = 0, line_no = 0;
@@ -244,6 +244,17 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
             fail("%s:%zu: expected \"left right\", got \"%s\"", vocab_bpe.c_str(), line_no, line.c_str());
         lines.emplace_back(line.substr(0, sp), line.substr(sp + 1));
     }
+    return lines;
+}
+
+Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std::string& vocab_bpe) {
+    auto d = std::make_shared<TokenizerData>();
+    uint32_t byte_to_cp[256];
+    int cp_to_byte[512];
+    byte_unicode_tables(byte_to_cp, cp_to_byte);
+    const std::unordered_map<std::string, int> id_of = read_gpt2_encoder(encoder_json, cp_to_byte, d.get());
+    const size_t V = d->tokens.size();
+    const std::vector<std::pair<std::string, std::string>> lines = read_gpt2_merge_lines(vocab_bpe);
     if (lines.empty()) fail("%s: no merges", vocab_bpe.c_str());
     d->merges.reserve(lines.size());
     // creation_rank[id]: rank of the merge that makes token id (-1 for byte tokens); to check the file's order.
