@@ -308,8 +308,8 @@ MUTATIONS = [
     # ---- device limits (dev/cudasim device profiles, launch-bounded shared memory) ----------------------------
     Mutation(
         "attention-forward-smem-too-small", "limits", "llmc/cuda/attention.cuh",
-        "    LLMC_LAUNCH(attention_forward_kernel<HS>, grid_size(grid, 1), Tiles::kFwdWarps * 32, Tiles::fwd_smem(), st, out,\n",
-        "    LLMC_LAUNCH(attention_forward_kernel<HS>, grid_size(grid, 1), Tiles::kFwdWarps * 32, Tiles::fwd_smem() - 4096, st, out,\n",
+        "    LLMC_LAUNCH((attention_forward_kernel<HS, BC, STAGES>), grid_size(grid, 1), Tiles::kFwdWarps * 32, smem, st, out,\n",
+        "    LLMC_LAUNCH((attention_forward_kernel<HS, BC, STAGES>), grid_size(grid, 1), Tiles::kFwdWarps * 32, smem - 4096, st, out,\n",
         "the forward attention's launch asks for 4 KiB less dynamic shared memory than its tiles use"),
     Mutation(
         "layernorm-backward-smem-too-small", "limits", "llmc/cuda/layernorm.cuh",
