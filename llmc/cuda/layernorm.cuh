@@ -103,8 +103,10 @@ LLMC_UNROLL
     layernorm_row(out + row * C, mean, rstd, x, w, b, row, C, lane);
 }
 
+// The block size is chosen at run time (up to kLayerNormBackwardMaxWarps warps, fewer where shared memory is small):
+// the bound lets the resource check (test/e2e/resource_check_test.py) verify every size the host may pick.
 template <int W, int P>
-__global__ void layernorm_backward_kernel(bf16* __restrict__ dinp, float* __restrict__ partials,
+__global__ void __launch_bounds__(32 * kLayerNormBackwardMaxWarps) layernorm_backward_kernel(bf16* __restrict__ dinp, float* __restrict__ partials,
                                           const bf16* __restrict__ dout, const bf16* __restrict__ inp,
                                           const bf16* __restrict__ w, const float* __restrict__ mean,
                                           const float* __restrict__ rstd, size_t N, size_t C,
