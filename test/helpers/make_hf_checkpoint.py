@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "dev", "reference"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "dev", "reference"))
 sys.path.insert(0, HERE)
 import gpt2_reference as ref  # noqa: E402
 from export_hf_check import hf_gpt2_logits  # noqa: E402
