@@ -189,7 +189,7 @@ std::string binary_kind(const std::string& path, size_t size) {
             default: break;
         }
     }
-    if (std::memchr(head.data(), 0, head.size())) return "binary file (it holds NUL bytes; text never does)";
+    if (!head.empty() && std::memchr(head.data(), 0, head.size())) return "binary file (it holds NUL bytes; text never does)";
     return "";
 }
 

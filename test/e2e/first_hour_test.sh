@@ -85,7 +85,7 @@ else
     fail "prepare_data --bytes" "$(cat "$TMP/prep.log")"
 fi
 printf 'a\0b' >"$TMP/nul.txt"
-expect_error "prepare_data --bytes refuses a NUL byte" "contains a NUL byte" ./prepare_data --bytes -q -o "$TMP/nul" "$TMP/nul.txt"
+expect_error "prepare_data --bytes refuses a NUL byte" "holds NUL bytes" ./prepare_data --bytes -q -o "$TMP/nul" "$TMP/nul.txt"
 
 # The plot script: any python3 on PATH (env), several runs overlaid, a missing file in one line.
 if "$PY" -c "import matplotlib" 2>/dev/null; then
