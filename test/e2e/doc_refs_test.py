@@ -6,7 +6,7 @@ Scans README.md, Makefile, the top-level sources and every text file under docs/
   - a path that starts with one of the repository's source directories (llmc/, docs/, test/, dev/, scripts/) and
     names nothing in the repository;
   - the name of a design file kept outside the repository, a build machine's absolute path, or a tracker's issue
-    number ("issue 12"): a reader of the repository cannot follow them. Cite docs/ or state the fact instead.
+    number (the word "issue" followed by a number): a reader of the repository cannot follow them. Cite docs/ or state the fact instead.
 
 Paths that are legitimately absent are handled by rule, not by a list:
   - only paths under the source directories are checked, so build outputs (build/, build-asan/), data (data/),
