@@ -71,4 +71,18 @@ bool set_device_profile(const char* arch) {
 
 const char* device_profile() { return detail::device().arch; }
 
+// The test mode of llmc/cuda/loop_cap.h: CUDASIM_GRID_CAP=n (n >= 1) caps every grid-stride or chunked launch at
+// n blocks, so the loops run several iterations at test shapes; unset or empty: no cap (0).
+size_t grid_cap() {
+    static const size_t cap = [] {
+        const char* e = std::getenv("CUDASIM_GRID_CAP");
+        if (!e || !*e) return (size_t)0;
+        char* end = nullptr;
+        const long v = std::strtol(e, &end, 10);
+        if (*end || v < 1) detail::fatal("CUDASIM_GRID_CAP='%s': expected a whole number of blocks >= 1", e);
+        return (size_t)v;
+    }();
+    return cap;
+}
+
 }  // namespace cudasim

@@ -1,5 +1,5 @@
-// NCCL on the CPU: every collective is the matching MPI collective on MPI_COMM_WORLD (duplicated per communicator),
-// on the host memory that the simulator's "device" buffers are. A collective is an operation on its stream: it runs
+// NCCL on the CPU: every collective moves its data with MPI on MPI_COMM_WORLD (duplicated per communicator), on the
+// host memory that the simulator's "device" buffers are. A collective is an operation on its stream: it runs
 // when the stream scheduler gets to it (dev/cudasim/streams.cpp), and this rank's collectives run in the order they
 // were issued, over all communicators. NCCL requires every rank to issue the collectives of a communicator in the
 // same order; with that, the ranks' MPI calls match and cannot deadlock (the restriction the simulator adds: ranks
@@ -7,7 +7,8 @@
 // calls are non-blocking and waited for with a timeout (CUDASIM_NCCL_TIMEOUT_S, default 300 s): a rank whose peer
 // never runs its matching collective (it exited, or never synchronised the stream holding it) is reported instead
 // of hanging. ncclGroupStart/End need no work (each collective is enqueued when it is called, in order).
-// bf16 reductions are done in fp32 and rounded once; ncclAvg is the fp32 sum divided by the number of ranks.
+// Reductions gather every rank's contribution and sum each element in the order NCCL's ring algorithm would (see
+// "Reduction orders" below), so a test cannot pass by assuming rank order or one order for every collective.
 // Without MPI initialised, a communicator of one rank still works (collectives become copies).
 #include <nccl.h>
 
@@ -15,8 +16,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,80 +53,121 @@ size_t type_size(ncclDataType_t t) {
     }
 }
 
-// The MPI type for reductions computed directly in the element type (bf16 goes through fp32 instead).
-MPI_Datatype mpi_type(ncclDataType_t t) {
+// Element types the simulated reductions support (fp16 and fp8 are not simulated).
+bool reducible(ncclDataType_t t) {
     switch (t) {
-        case ncclInt8: return MPI_INT8_T;
-        case ncclUint8: return MPI_UINT8_T;
-        case ncclInt32: return MPI_INT32_T;
-        case ncclUint32: return MPI_UINT32_T;
-        case ncclInt64: return MPI_INT64_T;
-        case ncclUint64: return MPI_UINT64_T;
-        case ncclFloat32: return MPI_FLOAT;
-        case ncclFloat64: return MPI_DOUBLE;
-        default: return MPI_DATATYPE_NULL;
-    }
-}
-
-bool mpi_op(ncclRedOp_t op, MPI_Op& out) {
-    switch (op) {
-        case ncclSum: case ncclAvg: out = MPI_SUM; return true;
-        case ncclProd: out = MPI_PROD; return true;
-        case ncclMax: out = MPI_MAX; return true;
-        case ncclMin: out = MPI_MIN; return true;
+        case ncclInt8: case ncclUint8: case ncclInt32: case ncclUint32: case ncclInt64: case ncclUint64:
+        case ncclFloat32: case ncclFloat64: case ncclBfloat16: return true;
         default: return false;
     }
 }
 
-// Reduction buffers: bf16 is widened to fp32, other types stay as they are.
-struct Widened {
-    std::vector<float> f;
-    std::vector<char> raw;
-    MPI_Datatype type;
-    void* data() { return f.empty() ? (void*)raw.data() : (void*)f.data(); }
-};
-Widened widen(const void* src, size_t count, ncclDataType_t t) {
-    Widened w;
-    if (t == ncclBfloat16) {
-        w.f.resize(count);
-        const __nv_bfloat16* s = static_cast<const __nv_bfloat16*>(src);
-        for (size_t i = 0; i < count; i++) w.f[i] = __bfloat162float(s[i]);
-        w.type = MPI_FLOAT;
-    } else {
-        w.raw.assign(static_cast<const char*>(src), static_cast<const char*>(src) + count * type_size(t));
-        w.type = mpi_type(t);
-    }
-    return w;
-}
-// Writes `count` reduced values to dst in type t; ncclAvg divides by nranks first.
-void narrow(Widened& w, void* dst, size_t count, ncclDataType_t t, ncclRedOp_t op, int nranks) {
-    if (op == ncclAvg) {
-        if (t == ncclBfloat16 || t == ncclFloat32) {
-            float* f = t == ncclBfloat16 ? w.f.data() : reinterpret_cast<float*>(w.raw.data());
-            for (size_t i = 0; i < count; i++) f[i] /= (float)nranks;
-        } else if (t == ncclFloat64) {
-            double* d = reinterpret_cast<double*>(w.raw.data());
-            for (size_t i = 0; i < count; i++) d[i] /= nranks;
-        }
-    }
-    if (t == ncclBfloat16) {
-        __nv_bfloat16* d = static_cast<__nv_bfloat16*>(dst);
-        for (size_t i = 0; i < count; i++) d[i] = __float2bfloat16_rn(w.f[i]);
-    } else {
-        std::memcpy(dst, w.raw.data(), count * type_size(t));
-    }
-}
-
-ncclResult_t check_args(ncclComm_t comm, ncclDataType_t t, ncclRedOp_t op, bool reduction, MPI_Op* mop) {
+ncclResult_t check_args(ncclComm_t comm, ncclDataType_t t, ncclRedOp_t op, bool reduction) {
     if (!comm) return complain(ncclInvalidArgument, "null communicator");
-    if (!type_size(t) || (t != ncclBfloat16 && mpi_type(t) == MPI_DATATYPE_NULL && reduction))
-        return complain(ncclInvalidArgument, "data type not simulated");
+    if (!type_size(t) || (reduction && !reducible(t))) return complain(ncclInvalidArgument, "data type not simulated");
     if (reduction) {
-        if (!mpi_op(op, *mop)) return complain(ncclInvalidArgument, "reduction op not simulated");
+        if (op != ncclSum && op != ncclAvg && op != ncclProd && op != ncclMax && op != ncclMin)
+            return complain(ncclInvalidArgument, "reduction op not simulated");
         if (op == ncclAvg && t != ncclBfloat16 && t != ncclFloat32 && t != ncclFloat64)
             return complain(ncclInvalidArgument, "ncclAvg on an integer type");
     }
     return ncclSuccess;
+}
+
+// ---- Reduction orders -------------------------------------------------------------------------------------------
+// Real NCCL never sums in rank order: each element is summed along a chain of ranks that depends on the collective
+// and on the algorithm. The simulator gathers every rank's contribution (over MPI) and sums each element along the
+// chain of NCCL's ring algorithm, one hop at a time, rounding to the element type after every hop as NCCL's kernels
+// do (a bf16 sum is rounded to bf16 at each of its n - 1 additions). A chain "from s" is ranks s, s+1, ..., s-1
+// (mod n): ((x_s + x_s+1) + x_s+2) + ... + x_s-1. (docs/cudasim.md, "NCCL reduction orders".)
+//   ncclAllReduce     ring all-reduce: the buffer is cut into loops of channels x n chunks; chunk c of a channel
+//                     is summed from rank c + 1 and completed at rank c, so the chain's first rank rotates from
+//                     chunk to chunk (NCCL's runRing: rank r starts chunk r - 1 and finishes chunk r)
+//   ncclReduce        ring reduce: every element from root + 1, completed at the root
+//   ncclReduceScatter ring reduce-scatter: rank r's block from r + 1, completed at r
+// So at 3 or more ranks an all-reduce and a reduce (or reduce-scatter) of the same data generally differ in the
+// last bits. The orders depend only on (collective, count, element size, world size, root): deterministic.
+// ncclAvg on floating types is NCCL's pre-multiplied sum: every contribution is multiplied by 1/n (rounded to the
+// element type) before the chain. Integer sums, max and min do not depend on the order.
+constexpr size_t kRingChunkBytes = 128 * 1024;  // bytes per chunk of one ring step (the "Simple" protocol's slice)
+constexpr size_t kChannelBytes = 64 * 1024;     // one ring channel per 64 KiB of message, at most kMaxChannels
+constexpr int kMaxChannels = 8;
+
+struct Segment {
+    size_t begin, end;  // element range
+    int first;          // the chain's first rank
+};
+
+// The all-reduce's segments, as NCCL's ring kernel walks the buffer: per loop of channels x n chunks, channel b
+// covers n consecutive chunks of the loop's real chunk size (rounded up to 16 bytes), chunk c from rank c + 1.
+std::vector<Segment> all_reduce_segments(size_t count, size_t elem, int n) {
+    const size_t bytes = count * elem;
+    const int channels = (int)std::max<size_t>(1, std::min<size_t>(kMaxChannels, bytes / kChannelBytes));
+    const size_t grain = std::max<size_t>(1, 16 / elem), chunk = kRingChunkBytes / elem;
+    std::vector<Segment> out;
+    for (size_t loop = 0; loop < count;) {
+        const size_t per = (size_t)channels * n;
+        size_t real = std::min(chunk, (count - loop + per - 1) / per);
+        real = (real + grain - 1) / grain * grain;
+        for (int b = 0; b < channels; b++)
+            for (int c = 0; c < n; c++) {
+                const size_t lo = loop + ((size_t)b * n + c) * real;
+                if (lo < count) out.push_back({lo, std::min(count, lo + real), (c + 1) % n});
+            }
+        loop += real * per;
+    }
+    return out;
+}
+
+// Element access in the reduction's working type: bf16 and fp32 as float, fp64 as double, integers as themselves.
+template <class T>
+struct Elem {
+    using Acc = T;
+    static Acc load(const void* p, size_t i) { return static_cast<const T*>(p)[i]; }
+    static Acc round(Acc v) { return v; }
+    static void store(void* p, size_t i, Acc v) { static_cast<T*>(p)[i] = v; }
+};
+template <> struct Elem<__nv_bfloat16> {
+    using Acc = float;
+    static Acc load(const void* p, size_t i) { return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]); }
+    static Acc round(Acc v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+    static void store(void* p, size_t i, Acc v) { static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); }
+};
+
+template <class T>
+void chain_elements(const char* contrib, size_t stride, void* dst, const Segment& seg, int n, ncclRedOp_t op) {
+    using E = Elem<T>;
+    using Acc = typename E::Acc;
+    const Acc scale = op == ncclAvg ? E::round((Acc)(1.0 / n)) : (Acc)1;
+    for (size_t i = seg.begin; i < seg.end; i++) {
+        Acc acc = 0;
+        for (int h = 0; h < n; h++) {
+            Acc x = E::load(contrib + (size_t)((seg.first + h) % n) * stride, i);
+            if (op == ncclAvg) x = E::round(x * scale);
+            if (h == 0) acc = x;
+            else if (op == ncclSum || op == ncclAvg) acc = E::round(acc + x);
+            else if (op == ncclProd) acc = E::round(acc * x);
+            else if (op == ncclMax) acc = x > acc ? x : acc;
+            else acc = x < acc ? x : acc;
+        }
+        E::store(dst, i, acc);
+    }
+}
+
+// dst[i] for i in each segment = the chain reduction of contrib (n rank-major buffers, `stride` bytes apart).
+void reduce_segments(const char* contrib, size_t stride, void* dst, const std::vector<Segment>& segs, int n,
+                     ncclDataType_t t, ncclRedOp_t op) {
+    for (const Segment& s : segs) switch (t) {
+            case ncclInt8: chain_elements<int8_t>(contrib, stride, dst, s, n, op); break;
+            case ncclUint8: chain_elements<uint8_t>(contrib, stride, dst, s, n, op); break;
+            case ncclInt32: chain_elements<int32_t>(contrib, stride, dst, s, n, op); break;
+            case ncclUint32: chain_elements<uint32_t>(contrib, stride, dst, s, n, op); break;
+            case ncclInt64: chain_elements<int64_t>(contrib, stride, dst, s, n, op); break;
+            case ncclUint64: chain_elements<uint64_t>(contrib, stride, dst, s, n, op); break;
+            case ncclFloat32: chain_elements<float>(contrib, stride, dst, s, n, op); break;
+            case ncclFloat64: chain_elements<double>(contrib, stride, dst, s, n, op); break;
+            default: chain_elements<__nv_bfloat16>(contrib, stride, dst, s, n, op); break;
+        }
 }
 
 double timeout_seconds() {
@@ -151,6 +195,12 @@ void wait_for(ncclComm* comm, int rc, MPI_Request& req, const std::string& what)
                                    what.c_str(), comm->rank, comm->nranks, waited);
         if (spins > 1000) usleep(50);  // leave the cores to the peer ranks (tests oversubscribe)
     }
+}
+
+// An MPI count of bytes (int): the simulator's buffers are small; a larger one stops the program.
+int mpi_count(size_t bytes, const std::string& what) {
+    if (bytes > 2147483647u) cudasim::detail::fatal("%s: %zu bytes exceed one MPI call's count", what.c_str(), bytes);
+    return (int)bytes;
 }
 
 // Enqueues a collective: `run` does the MPI work when the stream scheduler gets to it.
@@ -297,63 +347,68 @@ const char* ncclGetLastError(ncclComm_t) { return ""; }
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
-    MPI_Op mop;
-    if (ncclResult_t r = check_args(comm, t, op, true, &mop)) return r;
+    if (ncclResult_t r = check_args(comm, t, op, true)) return r;
     const std::string what = describe("ncclAllReduce", count, t, comm);
     const size_t bytes = count * type_size(t);
     return enqueue_collective(comm, stream, what, send, bytes, recv, bytes, [=] {
-        Widened w = widen(send, count, t);
-        if (comm->comm != MPI_COMM_NULL && count) {
+        const int n = comm->nranks;
+        std::vector<char> all(bytes * n);  // every rank's contribution, rank-major (so recv may be send)
+        if (bytes) std::memcpy(all.data() + (size_t)comm->rank * bytes, send, bytes);
+        if (comm->comm != MPI_COMM_NULL && bytes) {
             MPI_Request req;
-            wait_for(comm, MPI_Iallreduce(MPI_IN_PLACE, w.data(), (int)count, w.type, mop, comm->comm, &req), req, what);
+            wait_for(comm, MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(), mpi_count(bytes, what),
+                                          MPI_BYTE, comm->comm, &req), req, what);
         }
-        narrow(w, recv, count, t, op, comm->nranks);
+        reduce_segments(all.data(), bytes, recv, all_reduce_segments(count, type_size(t), n), n, t, op);
     });
 }
 
 ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op, int root,
                         ncclComm_t comm, cudaStream_t stream) {
-    MPI_Op mop;
-    if (ncclResult_t r = check_args(comm, t, op, true, &mop)) return r;
+    if (ncclResult_t r = check_args(comm, t, op, true)) return r;
     if (root < 0 || root >= comm->nranks) return complain(ncclInvalidArgument, "ncclReduce: bad root");
     const bool is_root = comm->rank == root;
     const std::string what = describe("ncclReduce", count, t, comm);
     const size_t bytes = count * type_size(t);
     return enqueue_collective(comm, stream, what, send, bytes, recv, is_root ? bytes : 0, [=] {
-        Widened w = widen(send, count, t);  // a copy, so the root may reduce in place (recv == send)
-        if (comm->comm != MPI_COMM_NULL && count) {
+        const int n = comm->nranks;
+        std::vector<char> mine(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);
+        std::vector<char> all(is_root ? bytes * n : 0);
+        if (comm->comm != MPI_COMM_NULL && bytes) {
             MPI_Request req;
-            wait_for(comm, MPI_Ireduce(is_root ? MPI_IN_PLACE : w.data(), is_root ? w.data() : nullptr, (int)count,
-                                       w.type, mop, root, comm->comm, &req), req, what);
+            wait_for(comm, MPI_Igather(mine.data(), mpi_count(bytes, what), MPI_BYTE, all.data(),
+                                       mpi_count(bytes, what), MPI_BYTE, root, comm->comm, &req), req, what);
+        } else {
+            all = mine;
         }
-        if (is_root) narrow(w, recv, count, t, op, comm->nranks);
+        if (is_root) reduce_segments(all.data(), bytes, recv, {{0, count, (root + 1) % n}}, n, t, op);
     });
 }
 
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
-    MPI_Op mop;
-    if (ncclResult_t r = check_args(comm, t, op, true, &mop)) return r;
+    if (ncclResult_t r = check_args(comm, t, op, true)) return r;
     const std::string what = describe("ncclReduceScatter", recvcount, t, comm);
     const size_t bytes = recvcount * type_size(t);
     return enqueue_collective(comm, stream, what, send, bytes * comm->nranks, recv, bytes, [=] {
-        Widened all = widen(send, recvcount * comm->nranks, t);  // a copy, so recv may overlap send (in-place use)
-        Widened mine = widen(send, recvcount, t);                  // same element type; overwritten with the result
-        if (comm->comm != MPI_COMM_NULL && recvcount) {
+        const int n = comm->nranks;
+        // A copy of the send buffer, so recv may overlap it (in-place use); then block r of every rank, rank-major.
+        std::vector<char> blocks(static_cast<const char*>(send), static_cast<const char*>(send) + bytes * n);
+        std::vector<char> all(bytes * n);
+        if (comm->comm != MPI_COMM_NULL && bytes) {
             MPI_Request req;
-            wait_for(comm, MPI_Ireduce_scatter_block(all.data(), mine.data(), (int)recvcount, all.type, mop,
-                                                     comm->comm, &req), req, what);
+            wait_for(comm, MPI_Ialltoall(blocks.data(), mpi_count(bytes, what), MPI_BYTE, all.data(),
+                                         mpi_count(bytes, what), MPI_BYTE, comm->comm, &req), req, what);
         } else {
-            mine = std::move(all);
+            all = blocks;
         }
-        narrow(mine, recv, recvcount, t, op, comm->nranks);
+        reduce_segments(all.data(), bytes, recv, {{0, recvcount, (comm->rank + 1) % n}}, n, t, op);
     });
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t t, ncclComm_t comm,
                            cudaStream_t stream) {
-    MPI_Op unused;
-    if (ncclResult_t r = check_args(comm, t, ncclSum, false, &unused)) return r;
+    if (ncclResult_t r = check_args(comm, t, ncclSum, false)) return r;
     const std::string what = describe("ncclAllGather", sendcount, t, comm);
     const size_t bytes = sendcount * type_size(t);
     return enqueue_collective(comm, stream, what, send, bytes, recv, bytes * comm->nranks, [=] {
@@ -370,8 +425,7 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclD
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
                            cudaStream_t stream) {
-    MPI_Op unused;
-    if (ncclResult_t r = check_args(comm, t, ncclSum, false, &unused)) return r;
+    if (ncclResult_t r = check_args(comm, t, ncclSum, false)) return r;
     if (root < 0 || root >= comm->nranks) return complain(ncclInvalidArgument, "ncclBroadcast: bad root");
     const std::string what = describe("ncclBroadcast", count, t, comm);
     const size_t bytes = count * type_size(t);

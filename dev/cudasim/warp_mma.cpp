@@ -69,7 +69,7 @@ int linear_thread() { return (int)(threadIdx.x + threadIdx.y * blockDim.x + thre
 struct Copy {
     void* dst;
     const void* src;
-    int src_bytes;
+    int size, src_bytes;  // cp-size, and the bytes read from src (the rest zero-filled)
 };
 struct ThreadCopies {
     std::vector<Copy> open;                  // issued, not yet committed
@@ -107,7 +107,7 @@ ThreadCopies& my_copies() {
 void perform(const std::vector<Copy>& group) {
     for (const Copy& c : group) {
         std::memcpy(c.dst, c.src, (size_t)c.src_bytes);
-        std::memset(static_cast<char*>(c.dst) + c.src_bytes, 0, (size_t)(16 - c.src_bytes));
+        std::memset(static_cast<char*>(c.dst) + c.src_bytes, 0, (size_t)(c.size - c.src_bytes));
     }
 }
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -127,12 +127,13 @@ void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], con
     }
 }
 
-void ldmatrix_x4(uint32_t r[4], const void* row, bool trans) {
+void ldmatrix(uint32_t* r, int count, const void* row, bool trans) {
     const char* what = trans ? "ldmatrix.trans" : "ldmatrix";
-    if (!aligned16(row)) detail::device_fail("ldmatrix: a row address is not 16-byte aligned");
-    const Gathered rows = gather(reinterpret_cast<uintptr_t>(row), what);
     const int lane = lane_id();
-    for (int m = 0; m < 4; m++) {
+    // Lanes 0 .. 8 count - 1 give the row addresses (the others' are ignored, as on the GPU).
+    if (lane < 8 * count && !aligned16(row)) detail::device_fail("ldmatrix: a row address is not 16-byte aligned");
+    const Gathered rows = gather(reinterpret_cast<uintptr_t>(row), what);
+    for (int m = 0; m < count; m++) {
         uint16_t e[2];
         for (int h = 0; h < 2; h++) {
             // Without trans: row lane/4, column 2(lane%4)+h of matrix m. With trans: the transpose's element, i.e.
@@ -146,11 +147,11 @@ void ldmatrix_x4(uint32_t r[4], const void* row, bool trans) {
     }
 }
 
-void cp_async_16(void* dst_shared, const void* src_global, int src_bytes) {
-    if (!aligned16(dst_shared) || (src_bytes > 0 && !aligned16(src_global)))
-        detail::device_fail("cp.async of 16 bytes: the source and destination must be 16-byte aligned");
-    if (src_bytes != 0 && src_bytes != 16) detail::device_fail("cp_async_16: src_bytes must be 0 or 16");
-    my_copies().open.push_back(Copy{dst_shared, src_global, src_bytes});
+void cp_async(void* dst_shared, const void* src_global, int size, int src_bytes) {
+    const uintptr_t mask = (uintptr_t)size - 1;
+    if ((reinterpret_cast<uintptr_t>(dst_shared) & mask) || (src_bytes > 0 && (reinterpret_cast<uintptr_t>(src_global) & mask)))
+        detail::device_fail("cp.async: the source and destination must be aligned to the copy's size");
+    my_copies().open.push_back(Copy{dst_shared, src_global, size, src_bytes});
 }
 
 void cp_async_commit() {

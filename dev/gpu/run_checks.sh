@@ -19,6 +19,9 @@
 #      the --dry-run memory plan of the B = 64 run beside its measured peak
 #   8. with 2 or more GPUs: the NCCL collectives' watchdog (a stopped rank ends the job, named; no false alarm)
 #   9. ZeRO-2's bucket buffers and events against ZeRO-1 on the device, with peak memory
+#  10. the simulator's device profile against this GPU's reported limits, and the resource check against its driver
+#      (dev/gpu/driver_check.py: every kernel's registers and shared memory as the driver sees them, and every launch
+#      configuration the simulated profiles ran, at its __launch_bounds__ too, accepted by the driver)
 set -u
 cd "$(dirname "$0")/../.."
 B=.gpu_bundle
@@ -122,6 +125,7 @@ done
 step zero2_bit_identical_acc1 python3 test/helpers/compare_runs.py "$WORK/zero1_d12_acc1" "$WORK/zero2_d12_acc1" 0 0
 step zero2_matches_zero1_acc4 python3 test/helpers/compare_runs.py "$WORK/zero1_d12_acc4" "$WORK/zero2_d12_acc4" 1e-4 1.8e-3 1e-3
 step pytorch_124M python3 dev/bench/pytorch_gpu_step.py --batch 16 --seq-len 1024 --steps 20
+step driver_limits_and_resources python3 dev/gpu/driver_check.py "$B/bin/train_gpt2" "$B/launches.tsv"
 # The SASS check read by the real cuobjdump (the build machines use Debian's CUDA 11.8 nvdisasm instead).
 if command -v cuobjdump >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/cuobjdump ]; then
     step sass_check_cuobjdump python3 test/e2e/sass_check_test.py "$B/bin/train_gpt2"

@@ -11,6 +11,12 @@ harness stops on the stale entry and names it, so the list is easy to keep up to
   cublaslt  the GEMM runner's alignment declarations and fallbacks
   limits    the device's limits: a launch's dynamic shared memory smaller than the kernel's layout, shared memory
             beyond an architecture's opt-in limit (docs/cudasim.md, "Device profiles")
+  order     a reduction order assumed: the simulated NCCL summing in rank order, or once-rounded, as no NCCL does
+            (the tests must notice the simulator losing its realistic orders: docs/cudasim.md, "NCCL reduction
+            orders")
+  ptx       the inline-PTX instruction text of llmc/cuda/mma.cuh altered (the simulator executes that text)
+  loop      a bug in a grid-stride or chunked loop's second iteration (caught under CUDASIM_GRID_CAP)
+  cache     state cached across calls keeping the first caller's pointers (caught with 2 or more layers)
 """
 from dataclasses import dataclass
 
@@ -326,4 +332,49 @@ MUTATIONS = [
         "    return gelu_forward(out, pre_gelu, N * OC, stream) && vec_bias;\n",
         "    return vec_bias;\n",
         "the GELU fallback (OC not a multiple of 8, or a misaligned aux buffer) leaves out the GELU"),
+    # ---- reduction orders (dev/cudasim/nccl.cpp) ------------------------------------------------------------------
+    Mutation(
+        "nccl-all-reduce-rank-order", "order", "dev/cudasim/nccl.cpp",
+        "                if (lo < count) out.push_back({lo, std::min(count, lo + real), (c + 1) % n});\n",
+        "                if (lo < count) out.push_back({lo, std::min(count, lo + real), 0});\n",
+        "the simulated all-reduce sums every chunk in rank order, as no ring does: order-dependent assertions pass"),
+    Mutation(
+        "nccl-bf16-rounded-once", "order", "dev/cudasim/nccl.cpp",
+        "    static Acc round(Acc v) { return __bfloat162float(__float2bfloat16_rn(v)); }\n",
+        "    static Acc round(Acc v) { return v; }\n",
+        "the simulated NCCL sums bf16 in fp32 and rounds once, where NCCL's kernels round at every hop"),
+    # ---- inline PTX text (llmc/cuda/mma.cuh; the simulator executes the string) ----------------------------------
+    Mutation(
+        "mma-ldmatrix-trans-dropped", "ptx", "llmc/cuda/mma.cuh",
+        '#define LLMC_PTX_LDMATRIX_X4_TRANS "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\\n"\n',
+        '#define LLMC_PTX_LDMATRIX_X4_TRANS "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\\n"\n',
+        "the transposed matrix load loses its .trans qualifier (the V tile's B fragments come out untransposed)"),
+    Mutation(
+        "mma-b-operands-swapped", "ptx", "llmc/cuda/mma.cuh",
+        '    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\\n"\n',
+        '    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%9,%8}, {%10,%11,%12,%13};\\n"\n',
+        "the mma instruction text names the two B registers in the wrong order"),
+    Mutation(
+        "cp-async-wait-all-groups-pending", "ptx", "llmc/cuda/mma.cuh",
+        '#define LLMC_PTX_CP_ASYNC_WAIT "cp.async.wait_group %0;\\n"\n',
+        '#define LLMC_PTX_CP_ASYNC_WAIT "cp.async.wait_group 1;\\n"\n',
+        "the wait's text names a constant 1 instead of its operand: wait_group 0 leaves the newest copies pending"),
+    # ---- loops at production sizes (caught under CUDASIM_GRID_CAP) ----------------------------------------------
+    Mutation(
+        "layernorm-backward-second-row-skipped", "loop", "llmc/cuda/layernorm.cuh",
+        "    for (size_t row = row_begin + warp; row < row_end; row += num_warps) {\n",
+        "    for (size_t row = row_begin + warp; row < row_end; row += num_warps + 1) {\n",
+        "a warp's second row of a layernorm backward block is the wrong one (blocks of more rows than warps)"),
+    Mutation(
+        "reduce-grid-stride-skips", "loop", "llmc/cuda/reduce.cuh",
+        "    for (; i < packs; i += stride) {\n",
+        "    for (; i < packs; i += stride + 1) {\n",
+        "the reduction's grid-stride remainder loop steps one pack too far after its first iteration"),
+    # ---- state cached across calls (llmc/cuda/matmul.cuh's plan cache) ------------------------------------------
+    Mutation(
+        "gemm-plan-keeps-first-bias", "cache", "llmc/cuda/matmul.cuh",
+        "        if (g.bias) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,\n",
+        "        static std::map<const void*, int> bias_set;\n"
+        "        if (g.bias && bias_set[p.desc]++ == 0) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,\n",
+        "a cached GEMM plan keeps the bias pointer of its first caller (the next layer adds the first layer's bias)"),
 ]

@@ -6,6 +6,7 @@
 
 #include "../error.h"
 #include "device_limits.h"
+#include "loop_cap.h"
 
 namespace llmc {
 
@@ -17,7 +18,8 @@ constexpr size_t kLayerNormBackwardMaxBlocks = 1024;
 constexpr size_t kLayerNormBackwardMinRows = 8;
 constexpr size_t kLayerNormBackwardMaxWarps = 8;
 inline size_t layernorm_backward_rows_per_block(size_t N) {
-    size_t rows = (N + kLayerNormBackwardMaxBlocks - 1) / kLayerNormBackwardMaxBlocks;
+    const size_t max_blocks = loop_blocks_cap(kLayerNormBackwardMaxBlocks);
+    size_t rows = (N + max_blocks - 1) / max_blocks;
     return rows < kLayerNormBackwardMinRows ? kLayerNormBackwardMinRows : rows;
 }
 inline size_t layernorm_backward_blocks(size_t N) {

@@ -18,8 +18,9 @@
 // columns 2 (l % 4), +1 of matrix m (with .trans: column l / 4, rows 2 (l % 4), +1). So four 8x8 blocks of a
 // row-major tile in shared memory become an A fragment, or B fragments of two n8 tiles, without any shuffles.
 //
-// Under the simulator (g++ -DLLMC_CUDASIM) the same functions come from dev/cudasim (include/cudasim_mma.h), which
-// implements these layouts exactly as warp collectives, so CI runs the kernels' real fragment index arithmetic.
+// Under the simulator (g++ -DLLMC_CUDASIM) the same instruction strings are executed by dev/cudasim (cudasim::ptx,
+// include/cudasim_mma.h), which implements these layouts exactly as warp collectives, so CI runs the kernels' real
+// fragment index arithmetic and the exact PTX text the GPU build compiles.
 #pragma once
 
 #include <cstdint>
@@ -34,67 +35,82 @@
 
 namespace llmc {
 
+// The instruction text of each primitive: nvcc compiles it (asm), the simulator parses and executes the same string
+// (cudasim::ptx, dev/cudasim/ptx.cpp), so the two cannot diverge. The operand lists below are in the same order in
+// both branches: the asm statement's outputs, then its inputs.
+#define LLMC_PTX_MMA_BF16_16816 \
+    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+#define LLMC_PTX_LDMATRIX_X4 "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+#define LLMC_PTX_LDMATRIX_X4_TRANS "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+#define LLMC_PTX_CP_ASYNC_16 "cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+#define LLMC_PTX_CP_ASYNC_COMMIT "cp.async.commit_group;\n"
+#define LLMC_PTX_CP_ASYNC_WAIT "cp.async.wait_group %0;\n"
+#define LLMC_PTX_EX2_APPROX "ex2.approx.ftz.f32 %0, %1;\n"
+
 #ifdef LLMC_CUDASIM
 
 __device__ __forceinline__ void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2],
                                                const float c[4]) {
-    cudasim::mma_m16n8k16_bf16(d, a, b, c);
+    cudasim::ptx(LLMC_PTX_MMA_BF16_16816, {&d[0], &d[1], &d[2], &d[3], &a[0], &a[1], &a[2], &a[3], &b[0], &b[1],
+                                           &c[0], &c[1], &c[2], &c[3]});
 }
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* row) { cudasim::ldmatrix_x4(r, row, false); }
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* row) {
+    cudasim::ptx(LLMC_PTX_LDMATRIX_X4, {&r[0], &r[1], &r[2], &r[3], row});
+}
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void* row) {
-    cudasim::ldmatrix_x4(r, row, true);
+    cudasim::ptx(LLMC_PTX_LDMATRIX_X4_TRANS, {&r[0], &r[1], &r[2], &r[3], row});
 }
 __device__ __forceinline__ void cp_async_16(void* dst_shared, const void* src_global, bool ok) {
-    cudasim::cp_async_16(dst_shared, src_global, ok ? 16 : 0);
+    const int src_size = ok ? 16 : 0;
+    cudasim::ptx(LLMC_PTX_CP_ASYNC_16, {dst_shared, src_global, &src_size});
 }
-__device__ __forceinline__ void cp_async_commit() { cudasim::cp_async_commit(); }
+__device__ __forceinline__ void cp_async_commit() { cudasim::ptx(LLMC_PTX_CP_ASYNC_COMMIT, {}); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
-    cudasim::cp_async_wait(N);
+    const int n = N;
+    cudasim::ptx(LLMC_PTX_CP_ASYNC_WAIT, {&n});
 }
-// The simulator's 2^x is the C library's (correctly rounded or nearly), with the hardware's flush to zero of
-// denormal results; the hardware's approximation error (< 2^-22 relative) is not reproduced, tests bound it.
+// The hardware's approximation error (< 2^-22 relative) is not reproduced (the simulator uses exp2f); tests bound it.
 __device__ __forceinline__ float exp2_approx(float x) {
-    const float r = exp2f(x);
-    return r < 1.17549435e-38f ? 0.0f : r;
+    float r;
+    cudasim::ptx(LLMC_PTX_EX2_APPROX, {&r, &x});
+    return r;
 }
 
 #else
 
 __device__ __forceinline__ void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2],
                                                const float c[4]) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%10,%11,%12,%13};\n"
+    asm(LLMC_PTX_MMA_BF16_16816
         : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
           "f"(c[3]));
 }
 __device__ __forceinline__ uint32_t shared_address(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* row) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+    asm volatile(LLMC_PTX_LDMATRIX_X4
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(shared_address(row))
                  : "memory");
 }
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void* row) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+    asm volatile(LLMC_PTX_LDMATRIX_X4_TRANS
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(shared_address(row))
                  : "memory");
 }
 __device__ __forceinline__ void cp_async_16(void* dst_shared, const void* src_global, bool ok) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst_shared)),
-                 "l"(src_global), "r"(ok ? 16 : 0)
+    asm volatile(LLMC_PTX_CP_ASYNC_16 ::"r"(shared_address(dst_shared)), "l"(src_global), "r"(ok ? 16 : 0)
                  : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_commit() { asm volatile(LLMC_PTX_CP_ASYNC_COMMIT ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+    asm volatile(LLMC_PTX_CP_ASYNC_WAIT ::"n"(N) : "memory");
 }
 __device__ __forceinline__ float exp2_approx(float x) {
     float r;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+    asm(LLMC_PTX_EX2_APPROX : "=f"(r) : "f"(x));
     return r;
 }
 

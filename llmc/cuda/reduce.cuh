@@ -16,6 +16,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "loop_cap.h"
 
 namespace llmc {
 
@@ -61,7 +62,8 @@ __global__ void __launch_bounds__(512) sum_final_kernel(float* acc, const float*
 // Blocks of the first stage: one per 512 packs, at most kMaxReducePartials (a function of n only).
 inline size_t reduce_blocks(size_t packs) {
     size_t blocks = ceil_div(packs, kReduceBlock);
-    if (blocks > kMaxReducePartials) blocks = kMaxReducePartials;
+    const size_t cap = loop_blocks_cap(kMaxReducePartials);
+    if (blocks > cap) blocks = cap;
     return blocks == 0 ? 1 : blocks;
 }
 

@@ -8,6 +8,10 @@
 #   - bit-identical training: losses, grad norms and final parameters (ZeRO 1 on three layouts, ZeRO 2 on one);
 #   - byte-identical checkpoints (model, every rank's optimizer state, meta.json);
 #   - a resume on another layout (3 nodes) from the one-node run's checkpoint that ends where the one-node run ends.
+# Bit-identity is a property of the math here, not luck: every layout runs the same 6 ranks with the same
+# collectives (same kind, count and root per call) on MPI_COMM_WORLD, and MPI's reduction order depends on those and
+# the communicator's size only (the layout changes launcher variables, not the communicator), so every sum is formed
+# in the same order. A comparison across world sizes or collectives would need a tolerance (docs/distributed.md).
 # A data loader or ZeRO plan fed the local rank reads or owns another rank's part on every node but the first, which
 # changes the placement lines, the losses and the checkpoints.
 cd "$(dirname "$0")/../.."

@@ -4,7 +4,8 @@
 # same run reduced in fp32:
 #   - the bytes handed to gradient reductions ("gradient reduction: ..." line) are exactly half, at ZeRO 0, 1 and 2;
 #   - step 1, where both runs start from the same parameters: each reduced element carries at most two bf16
-#     roundings (each rank's contribution, then the sum, which MPI forms in fp32), 2 x 2^-9 = 2^-8 relative, so the
+#     roundings (each rank's contribution, then the sum, which MPI forms in fp32; NCCL's ring would round at each of
+#     its W - 1 hops, the same single rounding at W = 2), 2 x 2^-9 = 2^-8 relative, so the
 #     grad norm is within 2^-8 (observed 1.3e-4); a conversion left out or applied twice moves it by far more;
 #   - 50 steps: each step's AdamW update direction m/sqrt(v) is scale-free, so a relative error of 2^-8 in the
 #     gradients moves each parameter by at most lr x 2^-8 per step; to first order the loss moves by at most

@@ -42,7 +42,7 @@ gen small --layers 2 --heads 4 --channels 64 --max-seq-len 32 --vocab 250 --batc
 gen odd --layers 3 --heads 3 --channels 96 --max-seq-len 32 --vocab 100 --batch 3 --seq-len 24 --seed 7 --perturb \
     && run_ref odd ./test_gpt2_cpu OMP_NUM_THREADS=1  # one thread here, all cores for small: both paths covered
 # The simulator under three stream-scheduler seeds (docs/cudasim.md).
-if gen tiny --layers 1 --heads 2 --channels 32 --max-seq-len 8 --vocab 64 --batch 1 --seq-len 8 --seed 3 --perturb; then
+if gen tiny --layers 3 --heads 2 --channels 32 --max-seq-len 8 --vocab 64 --batch 1 --seq-len 8 --seed 3 --perturb; then
     for seed in 1 2 3; do run_ref tiny build/test_gpt2_sim CUDASIM_STREAM_SEED=$seed; done
 fi
 

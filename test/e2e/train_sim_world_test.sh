@@ -34,11 +34,17 @@ for run in 2:1 3:0 3:1 3:2 4:1 6:0 6:1 6:2; do
         fail "simulated CUDA trainer, $np ranks ZeRO-$z" "$(tail -3 "$TMP/$name.log")"
     fi
 done
-# Where the arithmetic is the same, the runs are the same bit for bit: ZeRO 0 and 1 reduce the same sums (the
-# stochastic rounding of the bf16 parameters depends on the element, not on its shard).
+# ZeRO 0 against ZeRO 1 at the same world size: the same per-rank gradients, reduced by different collectives
+# (ZeRO 0 an all-reduce, ZeRO 1 a reduce of each piece to its owner), which NCCL sums in different orders at 3 or
+# more ranks (the all-reduce's ring chain starts at a rank that rotates from chunk to chunk, the reduce's at the
+# root's successor; the simulator does the same: docs/cudasim.md, "NCCL reduction orders"). Each reduced element is
+# then an fp32 sum of W terms in two orders, which differ by at most 2 (W - 1) 2^-24 sum|g_i| (each order's error is
+# within gamma_(W-1) sum|g_i|): 6e-7 relative at W = 6, far inside the 1e-4 the norms are allowed; the rest
+# follows from the one-rank comparison's argument (a bf16 ulp flip of a parameter), so the same tolerances apply.
+# Bit-identity is not a property of the math here, so it is not asserted (docs/distributed.md, "Numerics").
 for np in 3 6; do
-    /usr/bin/python3 test/helpers/compare_runs.py "$TMP/np${np}_z0" "$TMP/np${np}_z1" 0 0 >"$TMP/cmp_z01_$np" 2>&1 \
-        && pass "simulated CUDA trainer: $np ranks, ZeRO-0 and ZeRO-1 bit-identical" \
-        || fail "simulated CUDA trainer: $np ranks, ZeRO-0 and ZeRO-1 bit-identical" "$(tail -2 "$TMP/cmp_z01_$np")"
+    /usr/bin/python3 test/helpers/compare_runs.py "$TMP/np${np}_z0" "$TMP/np${np}_z1" 1e-5 0.06 1e-4 >"$TMP/cmp_z01_$np" 2>&1 \
+        && pass "simulated CUDA trainer: $np ranks, ZeRO-0 within reduction-order rounding of ZeRO-1 ($(tail -1 "$TMP/cmp_z01_$np"))" \
+        || fail "simulated CUDA trainer: $np ranks, ZeRO-0 within reduction-order rounding of ZeRO-1" "$(tail -2 "$TMP/cmp_z01_$np")"
 done
 finish

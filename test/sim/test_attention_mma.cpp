@@ -9,7 +9,9 @@
 //    B operand from a [n][k] tile, B operand from a [k][n] tile); then ldmatrix + mma must give the plain product.
 // 3. cp.async: a copy lands when its thread waits for its group (wait_group N leaves the N newest groups pending),
 //    zero-fill, and the data is visible to the other threads after wait + __syncthreads.
-// Every kernel runs under every thread order of the simulator.
+// 4. The instruction text: the simulator executes the string mma.cuh gives nvcc (dev/cudasim/ptx.cpp), so other
+//    forms of it (.x2, .x1, .trans, an 8-byte cp.async.ca) do what their text says.
+// Every kernel runs under every thread order of the simulator (the text test under the default one).
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -112,6 +114,30 @@ __global__ void cp_async_kernel(int* seen, uint4* dst, const uint4* src) {
 }
 
 // A device copy of a host array, freed with the object.
+// The simulator executes the instruction text it is given (dev/cudasim/ptx.cpp): the .x2 / .x1 forms give the first
+// two / one of the .x4 form's registers, .trans the transposed ones, and an 8-byte cp.async.ca copies 8 bytes.
+__global__ void ptx_text_kernel(uint32_t* out, const bf16* T, const uint2* src) {
+    __shared__ __align__(16) bf16 tile[16 * 16];
+    __shared__ __align__(16) uint2 copied[32];
+    const int lane = threadIdx.x;
+    for (int j = 0; j < 8; j++) tile[lane * 8 + j] = T[lane * 8 + j];
+    __syncthreads();
+    const bf16* row = tile + (lane % 16) * 16 + (lane / 16) * 8;
+    uint32_t r4[4], t4[4], r2[2], t1[1];
+    cudasim::ptx("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];", {&r4[0], &r4[1], &r4[2], &r4[3], row});
+    cudasim::ptx("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];",
+                 {&t4[0], &t4[1], &t4[2], &t4[3], row});
+    cudasim::ptx("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];", {&r2[0], &r2[1], row});
+    cudasim::ptx("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];", {&t1[0], row});
+    cudasim::ptx("cp.async.ca.shared.global [%0], [%1], 8;", {&copied[lane], &src[lane]});
+    cudasim::ptx("cp.async.commit_group;", {});
+    cudasim::ptx("cp.async.wait_all;", {});
+    uint32_t* o = out + lane * 12;
+    for (int i = 0; i < 4; i++) o[i] = r4[i], o[4 + i] = t4[i];
+    o[8] = r2[0], o[9] = r2[1], o[10] = t1[0];
+    o[11] = copied[lane].x == src[lane].x && copied[lane].y == src[lane].y;
+}
+
 template <class T>
 struct DeviceArray {
     T* ptr = nullptr;
@@ -248,11 +274,38 @@ void test_cp_async() {
     });
 }
 
+void test_ptx_text() {
+    std::vector<float> T(256);
+    for (int i = 0; i < 256; i++) T[i] = (float)((i * 37) % 97 - 48) / 8.0f;
+    std::vector<uint2> src(32);
+    for (uint32_t i = 0; i < 32; i++) src[i] = make_uint2(i * 7u + 1u, ~i);
+    const DeviceArray<bf16> dT(to_bf16(T));
+    const DeviceArray<uint2> dsrc(src);
+    const DeviceArray<uint32_t> dout(std::vector<uint32_t>(32 * 12, 0));
+    cudasim::launch(ptx_text_kernel, dim3(1), dim3(32), 0, nullptr, dout.ptr, (const bf16*)dT.ptr,
+                    (const uint2*)dsrc.ptr);
+    const std::vector<uint32_t> got = dout.fetch();
+    bool x2 = true, x1 = true, trans_differs = false, copied = true;
+    for (int l = 0; l < 32; l++) {
+        const uint32_t* o = &got[l * 12];
+        x2 = x2 && o[8] == o[0] && o[9] == o[1];
+        x1 = x1 && o[10] == o[4];
+        trans_differs = trans_differs || o[4] != o[0];
+        copied = copied && o[11] == 1;
+    }
+    testing::check("PTX text: ldmatrix .x2 gives the first two registers of .x4", x2);
+    testing::check("PTX text: ldmatrix .x1.trans gives the first register of .x4.trans", x1);
+    testing::check("PTX text: .trans in the string transposes (the registers differ on a non-symmetric tile)",
+                   trans_differs);
+    testing::check("PTX text: cp.async.ca of 8 bytes, commit_group, wait_all: every lane's 8 bytes landed", copied);
+}
+
 }  // namespace
 
 int main() {
     test_mma();
     test_ldmatrix();
     test_cp_async();
+    test_ptx_text();
     return testing::finish();
 }

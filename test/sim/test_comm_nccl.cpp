@@ -3,7 +3,9 @@
 // barrier after collectives still queued on the non-blocking streams (the simulator reports two collectives of one
 // communicator that nothing orders, so a barrier that does not wait for them fails here). Then the optimizer's
 // stream contract (llmc/optimizer.h): after step() the main stream may read the parameters without a device
-// synchronisation (the next forward does), for ZeRO 0 and 1, which must agree bitwise. And the host channel
+// synchronisation (the next forward does), for ZeRO 0 and 1, which must agree bitwise: they reduce by different
+// collectives, which the simulated NCCL sums in different orders at 3 ranks, but the fixture's gradients are small
+// multiples of 2^-6 whose sums are exact in fp32 in any order, so bit-identity holds by the math. And the host channel
 // (test/fixtures/host_channel_checks.h), staged through NcclComm's own device buffer.
 #include <cuda_bf16.h>
 

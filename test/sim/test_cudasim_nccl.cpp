@@ -1,5 +1,6 @@
 // The simulator's NCCL (dev/cudasim/nccl.cpp) over MPI: run with mpirun -np N (N >= 1).
-// Values are small integers, exact in fp32 and bf16, so every expected result is exact.
+// Values are small integers, exact in fp32 and bf16, so every expected result is exact, whatever the order of the
+// sums. At 3 or more ranks, the reduction orders themselves (test_orders): values chosen so that the order shows.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -7,6 +8,7 @@
 
 #include "test/fixtures/testing.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,70 @@ std::vector<T> host(const T* d, size_t n) {
     std::vector<T> h(n);
     cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
     return h;
+}
+
+// Reduction orders at N >= 3 ranks (docs/cudasim.md, "NCCL reduction orders"). Rank 0 contributes 1, ranks 1 and
+// 2 contribute h (the others 0), h half an ulp of 1: a chain that starts at rank 1 forms h + h = 2h first and then
+// 1 + 2h exactly, every other chain adds h to 1 first, which rounds (to even) back to 1. So each element shows
+// whether its chain started at rank 1. fp32: h = 2^-24; bf16 (rounded at every hop as NCCL's kernels do): h = 2^-8.
+void test_orders(ncclComm_t comm, cudaStream_t s, int rank, int size, const std::string& np) {
+    const size_t n = 3000;  // 12 KB: one ring channel, chunks of 1000 elements at 3 ranks
+    const float h = 0x1p-24f, from_rank1 = 1.0f + 2 * h;
+    std::vector<float> x(n, rank == 0 ? 1.0f : rank <= 2 ? h : 0.0f);
+    float* dx = dev(x);
+    float *dall, *dall2, *dred;
+    cudaMalloc(&dall, n * sizeof(float));
+    cudaMalloc(&dall2, n * sizeof(float));
+    cudaMalloc(&dred, n * sizeof(float));
+    ncclAllReduce(dx, dall, n, ncclFloat32, ncclSum, comm, s);
+    ncclAllReduce(dx, dall2, n, ncclFloat32, ncclSum, comm, s);
+    ncclReduce(dx, dred, n, ncclFloat32, ncclSum, 0, comm, s);
+    const auto all = host(dall, n), all2 = host(dall2, n), red = host(dred, n);
+    size_t started_at_1 = 0;
+    bool only_two_values = true;
+    for (float v : all) {
+        started_at_1 += v == from_rank1;
+        only_two_values = only_two_values && (v == from_rank1 || v == 1.0f);
+    }
+    check("ncclAllReduce fp32: the chain's first rank rotates between chunks (" + std::to_string(started_at_1) + " of " +
+              std::to_string(n) + " elements summed from rank 1)" + np,
+          only_two_values && started_at_1 > 0 && started_at_1 < n);
+    check("ncclAllReduce fp32: the same call gives the same bits (deterministic order)" + np, all == all2);
+    std::vector<float> everyone(n * size);
+    MPI_Allgather(all.data(), (int)n, MPI_FLOAT, everyone.data(), (int)n, MPI_FLOAT, MPI_COMM_WORLD);
+    bool same = true;
+    for (int r = 0; r < size; r++) same = same && std::equal(all.begin(), all.end(), everyone.begin() + r * n);
+    check("ncclAllReduce fp32: every rank receives the same bits" + np, same);
+    if (rank == 0) {
+        bool all_from_1 = true, differs = false;
+        for (size_t i = 0; i < n; i++) {
+            all_from_1 = all_from_1 && red[i] == from_rank1;
+            differs = differs || red[i] != all[i];
+        }
+        check("ncclReduce fp32 to rank 0: every element summed from rank 1 (the root's successor)" + np, all_from_1);
+        check("ncclReduce and ncclAllReduce of the same data differ in the last bit at " + std::to_string(size) +
+                  " ranks" + np, differs);
+    }
+    // bf16, rounded at every hop: to root 0 the chain starts at rank 1 (1 + 2^-7); to root 1 at rank 2: (h + 1) + h
+    // rounds twice, to 1. A sum formed in fp32 and rounded once would give 1 + 2^-7 for both.
+    const float hb = 0x1p-8f;
+    std::vector<__nv_bfloat16> b(n, __float2bfloat16_rn(rank == 0 ? 1.0f : rank <= 2 ? hb : 0.0f));
+    __nv_bfloat16* db = dev(b);
+    __nv_bfloat16 *dr0, *dr1;
+    cudaMalloc(&dr0, n * sizeof(__nv_bfloat16));
+    cudaMalloc(&dr1, n * sizeof(__nv_bfloat16));
+    ncclReduce(db, dr0, n, ncclBfloat16, ncclSum, 0, comm, s);
+    ncclReduce(db, dr1, n, ncclBfloat16, ncclSum, 1, comm, s);
+    if (rank <= 1) {
+        const auto got = host(rank == 0 ? dr0 : dr1, n);
+        const float want = rank == 0 ? 1.0f + 2 * hb : 1.0f;
+        bool ok = true;
+        for (const auto& v : got) ok = ok && __bfloat162float(v) == want;
+        check(std::string("ncclReduce bf16 to rank ") + (rank == 0 ? "0: from rank 1, 1 + 2^-7" : "1: from rank 2, "
+              "rounded at every hop to 1") + np, ok);
+    }
+    cudaDeviceSynchronize();
+    for (void* p : {(void*)dx, (void*)dall, (void*)dall2, (void*)dred, (void*)db, (void*)dr0, (void*)dr1}) cudaFree(p);
 }
 
 int main(int argc, char** argv) {
@@ -126,6 +192,8 @@ int main(int argc, char** argv) {
     ok = true;
     for (float v : bc) ok = ok && v == (float)(size - 1);
     check("ncclBroadcast from the last rank" + np, ok);
+
+    if (size >= 3) test_orders(comm, s, rank, size, np);
 
     int count = 0, urank = -1;
     check("ncclCommCount / ncclCommUserRank" + np,

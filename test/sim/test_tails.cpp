@@ -276,7 +276,10 @@ void test_size_orders(CudaBackend& be) {
     check_small_large_small("sum_into / norm_squared_into (reduction partials)", 37, 530000, [&](size_t n) {
         Buffers b(be);
         Vec x(n);
-        for (size_t i = 0; i < n; i++) x[i] = (float)((i * 7919) % 101) / 64.0f - 0.75f;
+        // Values from a 64-bit generator (no short period: a wrong index in a later loop iteration reads a different
+        // value), multiples of 1/64 in [-0.75, 0.81].
+        std::mt19937_64 values(10);
+        for (size_t i = 0; i < n; i++) x[i] = (float)(values() % 101) / 64.0f - 0.75f;
         float *d_x = b.f32(x), *d_acc = b.f32(Vec(2, 0.5f));
         be.sum_into(d_acc, d_x, n, 0.25f);
         be.norm_squared_into(d_acc + 1, d_x, n);

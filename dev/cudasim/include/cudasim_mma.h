@@ -1,9 +1,11 @@
-// Warp-level tensor-core instructions under the simulator: what llmc/cuda/mma.cuh calls instead of inline PTX when it
-// is compiled with g++ -DLLMC_CUDASIM. Implemented in dev/cudasim/warp_mma.cpp.
+// Inline PTX under the simulator: llmc/cuda/mma.cuh, compiled with g++ -DLLMC_CUDASIM, hands the instruction text it
+// gives nvcc's `asm` to ptx(), which parses and executes it (dev/cudasim/ptx.cpp: the supported instructions), with
+// the operands in the asm statement's order (outputs, then inputs; an address operand is the pointer). The
+// instructions themselves are implemented in dev/cudasim/warp_mma.cpp:
 //
 //   mma_m16n8k16_bf16   mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 d, a, b, c
-//   ldmatrix_x4         ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16 r, [row]
-//   cp_async_16         cp.async.cg.shared.global [dst], [src], 16, src_bytes   (src_bytes 0 or 16)
+//   ldmatrix            ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16 r, [row]
+//   cp_async            cp.async.{ca,cg}.shared.global [dst], [src], size, src_bytes   (size 4, 8 or 16)
 //   cp_async_commit     cp.async.commit_group
 //   cp_async_wait       cp.async.wait_group n
 //
@@ -19,21 +21,26 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 namespace cudasim {
+
+// Executes one inline-PTX instruction given as the text nvcc compiles (dev/cudasim/ptx.cpp).
+void ptx(const char* text, std::initializer_list<const void*> operands);
 
 // d = a * b + c for one warp: A 16x16 bf16 (row-major), B 16x8 bf16 (column-major), C and D 16x8 fp32. Each lane
 // passes its fragments: a = 4 registers of two bf16 each (low half first), b = 2 registers, c = 4 floats.
 void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]);
 
-// Four 8x8 b16 matrices from shared memory: lane l passes the address of row l % 8 of matrix l / 8 (16-byte
-// aligned). Lane l receives in r[m] two elements of matrix m: without trans, row l / 4 and columns 2 (l % 4), +1;
-// with trans, column l / 4 and rows 2 (l % 4), +1 (the element with the lower index in the low half).
-void ldmatrix_x4(uint32_t r[4], const void* row, bool trans);
+// `count` (1, 2 or 4) 8x8 b16 matrices from shared memory: lane l < 8 count passes the address of row l % 8 of
+// matrix l / 8 (16-byte aligned). Lane l receives in r[m] two elements of matrix m: without trans, row l / 4 and
+// columns 2 (l % 4), +1; with trans, column l / 4 and rows 2 (l % 4), +1 (the element with the lower index in the
+// low half).
+void ldmatrix(uint32_t* r, int count, const void* row, bool trans);
 
-// An asynchronous 16-byte copy global -> shared (both 16-byte aligned); src_bytes (0 or 16) bytes are read and the
-// rest of the 16 is zero-filled. Pending until the issuing thread's cp_async_wait covers its group.
-void cp_async_16(void* dst_shared, const void* src_global, int src_bytes);
+// An asynchronous copy of `size` (4, 8 or 16) bytes global -> shared (both aligned to size); src_bytes (0..size)
+// bytes are read and the rest is zero-filled. Pending until the issuing thread's cp_async_wait covers its group.
+void cp_async(void* dst_shared, const void* src_global, int size, int src_bytes);
 // Closes the thread's current group of copies.
 void cp_async_commit();
 // Completes the thread's committed groups except the newest `pending` ones (cp.async.wait_group pending).
