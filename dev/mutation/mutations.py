@@ -15,8 +15,8 @@ harness stops on the stale entry and names it, so the list is easy to keep up to
             (the tests must notice the simulator losing its realistic orders: docs/cudasim.md, "NCCL reduction
             orders")
   ptx       the inline-PTX instruction text of llmc/cuda/mma.cuh altered (the simulator executes that text)
-  loop      a bug in a grid-stride or chunked loop's second iteration (caught under CUDASIM_GRID_CAP)
-  cache     state cached across calls keeping the first caller's pointers (caught with 2 or more layers)
+  loop      a bug in a grid-stride or chunked loop's second iteration (the CUDASIM_GRID_CAP runs reach it)
+  cache     state cached across calls keeping the first caller's pointers (the 3-layer simulated reference)
 """
 from dataclasses import dataclass
 
