@@ -122,7 +122,8 @@ public:
     void load(const CheckpointMeta& meta) {
         const std::string dir = checkpoint_dir(out_, meta.step);
         if ((meta.sync.every > 0) != (outer_ != nullptr))  // check_resume_compatible refused this already
-            fail("%s: --sync-every %d, this run has %d", dir.c_str(), meta.sync.every, outer_ ? outer_->config().every : 0);
+            fail("%s: --sync-every %d, this run has %d", dir.c_str(), meta.sync.every,
+                 outer_ ? outer_->config().every : 0);
         if (outer_) return load_replica(dir, meta);
         ModelFile mf = read_model_file(dir + "/model.bin");
         if (!(mf.config == model_.config()))

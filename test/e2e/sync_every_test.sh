@@ -16,7 +16,10 @@
 #     H = 1 does (gradients and the parameter gather every step);
 #   - resume mid-period is exact: H = 4, checkpoints every 2 steps, the run resumed from step 6 (2 steps into its
 #     second period) ends with the uninterrupted run's model.bin, metrics.jsonl (timings aside) and step-8
-#     checkpoint files, byte for byte.
+#     checkpoint files, byte for byte;
+#   - the simulated CUDA trainer (bf16 parameters, NCCL served by MPI), H = 2: after each outer step both replicas
+#     hold the same bf16 parameters and fp32 masters (and different ones mid-period), and a resume mid-period is
+#     exact.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
 TMP=build/test-tmp/sync_every
@@ -127,5 +130,41 @@ if [ -f "$TMP/h4/model.bin" ]; then
         "$BIN" "${args[@]}" -d 64 -o "$TMP/h4" -y 1 --sync-every 4
     expect_error "a --sync-every checkpoint is not resumed without it" "written with --sync-every 4, this run has --sync-every 0" \
         mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -np 2 "$BIN" "${args[@]}" -d 64 -o "$TMP/h4" -y 1
+fi
+
+# ---- the CUDA backend under the simulator (NCCL served by MPI): bf16 parameters, the device copies ----------------
+SIM=build/train_gpt2_sim
+if [ -x "$SIM" ]; then
+    /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/simdata" --vocab 64 --train-tokens 4000 --val-tokens 1000 >/dev/null
+    simargs=(-i "$TMP/simdata/syn_train_*.bin" -j "$TMP/simdata/syn_val_*.bin" -e "L=1,NH=2,C=32,T=8,V=64" -b 1 -t 8
+             -d 16 -x 4 -v 2 -m 1 -s 0 --threads 1 --sync-every 2 -n 1)
+    sim() {  # sim NAME ARGS...
+        local name=$1; shift
+        mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -x CUDA_VISIBLE_DEVICES=0 -np 2 "$SIM" \
+            "${simargs[@]}" -o "$TMP/$name" "$@" >"$TMP/$name.log" 2>&1 || { fail "simulated $name" "$(tail -3 "$TMP/$name.log")"; return 1; }
+    }
+    if sim sim_full; then
+        NS=17120  # the parameters of L=1, C=32, V=64, T=8
+        bad=""
+        for s in 2 4; do
+            c=$TMP/sim_full/ckpt_0000000$s
+            for a in 0 3; do  # parameters and master weights; m and v are each replica's own
+                cmp -s <(tail -c +$((1025 + a * 4 * NS)) "$c/replica_00000.bin" | head -c $((4 * NS))) \
+                       <(tail -c +$((1025 + a * 4 * NS)) "$c/replica_00001.bin" | head -c $((4 * NS))) || bad="$bad step $s array $a;"
+            done
+        done
+        cmp -s <(tail -c +1025 "$TMP/sim_full/ckpt_00000003/replica_00000.bin" | head -c $((4 * NS))) \
+               <(tail -c +1025 "$TMP/sim_full/ckpt_00000003/replica_00001.bin" | head -c $((4 * NS))) && bad="$bad step 3 identical (no local step?)"
+        [ -z "$bad" ] && pass "simulated CUDA, H=2: the replicas' bf16 parameters and masters are identical after each outer step, not in between" \
+            || fail "simulated CUDA, H=2: replicas identical after each outer step" "$bad"
+        mkdir -p "$TMP/sim_resumed" && cp -r "$TMP/sim_full/." "$TMP/sim_resumed/" \
+            && rm -rf "$TMP/sim_resumed/ckpt_00000004" "$TMP/sim_resumed/model.bin"
+        if sim sim_resumed -y 1; then
+            d=$(same_run sim_full sim_resumed) && pass "simulated CUDA, H=2, resumed at step 3 (mid-period): model, metrics and step-4 checkpoint byte for byte" \
+                || fail "simulated CUDA, resume mid-period is exact" "$d"
+        fi
+    fi
+else
+    fail "$SIM" "not built"
 fi
 finish

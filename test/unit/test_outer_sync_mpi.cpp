@@ -137,13 +137,13 @@ void averaging_case(Comm& comm, CpuBackend& be, const OptimConfig& cfg) {
     dt::check("period 1, outer lr 1, momentum 0: every rank leaves each outer step with rank 0's parameters",
               consistent, "parameters differ from rank 0's");
     if (W <= 2)
-        dt::check("period 1, outer lr 1, momentum 0: parameters bit-identical to averaging after every step", got == want,
-                  "%s", first_difference(got, want).c_str());
+        dt::check("period 1, outer lr 1, momentum 0: parameters bit-identical to averaging after every step",
+                  got == want, "%s", first_difference(got, want).c_str());
     else
         dt::check_close("period 1, outer lr 1, momentum 0: parameters equal averaging after every step (atol 1e-6, "
                         "reduction order)", got.data(), want.data(), got.size(), 0.0, 1e-6);
-    dt::check("period 1: theta_last is the averaged master", std::memcmp(outer.theta_last(), rep.opt.master(), n * 4) == 0,
-              "%s", "theta_last differs from the master");
+    dt::check("period 1: theta_last is the averaged master",
+              std::memcmp(outer.theta_last(), rep.opt.master(), n * 4) == 0, "%s", "theta_last differs from the master");
 }
 
 void nesterov_case(Comm& comm, CpuBackend& be, const OptimConfig& cfg, int period, int steps) {
