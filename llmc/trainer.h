@@ -127,7 +127,8 @@ private:
 
     // The optimizer: AdamW over the run's comm; with --sync-every every rank is a replica of its own (AdamW over a
     // one-rank comm: no gradient reduction, the whole state local) and the outer optimizer joins the replicas over
-    // the run's comm (llmc/outer_sync.h).
+    // the run's comm (llmc/outer_sync.h). A replica of several ranks would give the inner AdamW the replica's comm
+    // and the outer optimizer the comm that joins the ranks holding the same shard in every replica.
     void make_optimizers() {
         if (o_.sync_every > 0) replica_comm_ = create_replica_comm(be_);
         Comm& inner = replica_comm_ ? *replica_comm_ : comm_;
