@@ -8,7 +8,8 @@
 // Resume (-y 1) takes the newest complete checkpoint whose files verify; a corrupt one is reported on stderr (the
 // file, the CRC computed and the CRC recorded) and the previous one is tried. The files are verified in parallel
 // (rank r checks files r, r + world, ...). A rank of the new run reads the parts of the optimizer files that
-// overlap its own range, so N writers and M readers need not agree.
+// overlap its own range, so N writers and M readers need not agree. With --sync-every (an OuterSync) every rank is
+// a replica: it writes and reads its whole replica (replica_<rank>.bin), and rank 0 the outer state (outer.bin).
 #pragma once
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include "model.h"
 #include "model_file.h"
 #include "optimizer.h"
+#include "outer_sync.h"
 
 namespace llmc {
 
@@ -33,8 +35,10 @@ namespace llmc {
 template <class Backend>
 class Checkpointer {
 public:
-    Checkpointer(const std::string& out_dir, Backend& be, Comm& comm, GPT2<Backend>& model, Optimizer<Backend>& opt)
-        : out_(out_dir), be_(be), comm_(comm), model_(model), opt_(opt) {}
+    // `outer`: the run's OuterSync with --sync-every, else nullptr.
+    Checkpointer(const std::string& out_dir, Backend& be, Comm& comm, GPT2<Backend>& model, Optimizer<Backend>& opt,
+                 OuterSync<Backend>* outer = nullptr)
+        : out_(out_dir), be_(be), comm_(comm), model_(model), opt_(opt), outer_(outer) {}
 
     // Writes ckpt_<meta.step>: the caller fills everything but `files`, world_size, zero_stage, num_params.
     void save(CheckpointMeta meta, int keep_last, int keep_every) {
@@ -45,6 +49,7 @@ public:
             make_checkpoint_directory(dir);
         }
         comm_.barrier();
+        if (outer_) return save_replicas(dir, meta, keep_last, keep_every);
         std::vector<float> params;
         if (rank == 0) params = model_.get_params();
         const ShardPlan& plan = opt_.plan();
@@ -116,6 +121,10 @@ public:
     // stochastically, so the saved values are the exact ones.
     void load(const CheckpointMeta& meta) {
         const std::string dir = checkpoint_dir(out_, meta.step);
+        if ((meta.sync.every > 0) != (outer_ != nullptr))  // check_resume_compatible refused this already
+            fail("%s: --sync-every %d, this run has %d", dir.c_str(), meta.sync.every,
+                 outer_ ? outer_->config().every : 0);
+        if (outer_) return load_replica(dir, meta);
         ModelFile mf = read_model_file(dir + "/model.bin");
         if (!(mf.config == model_.config()))
             fail("%s/model.bin: model %s, expected %s", dir.c_str(), mf.config.describe().c_str(),
@@ -135,11 +144,71 @@ public:
     }
 
 private:
+    // --sync-every: every rank writes replica_<rank>.bin (its parameters, m, v, master over [0, num_params)), rank 0
+    // also outer.bin (theta_last, momentum) and model.bin (its replica's parameters), then meta.json.
+    void save_replicas(const std::string& dir, CheckpointMeta meta, int keep_last, int keep_every) {
+        const int rank = comm_.rank(), world = comm_.world_size();
+        const uint64_t n = opt_.plan().num_params;
+        if (opt_.state_offset() != 0 || opt_.state_count() < n)  // a replica sharded over several ranks
+            fail("checkpoint: --sync-every with replicas of several ranks is not supported (this rank holds [%zu, "
+                 "%zu) of %llu parameters)", opt_.state_offset(), opt_.state_offset() + opt_.state_count(),
+                 (unsigned long long)n);
+        const std::vector<float> params = model_.get_params();
+        float* arrays[3] = {opt_.m(), opt_.v(), opt_.master()};
+        const CheckpointFileInfo mine = write_optim_state(
+            dir, replica_file_name(rank), meta.step, n, 0, n, [&](int which, uint64_t off, size_t count, float* dst) {
+                if (which == 0) std::copy(params.begin() + off, params.begin() + off + count, dst);
+                else be_.copy_to_host(dst, arrays[which - 1] + off, count * sizeof(float));
+            });
+        const std::vector<uint64_t> sizes_crcs = comm_.all_gather_host({mine.bytes, mine.crc32c});
+        if (rank == 0) {
+            CheckpointFileInfo model_file;
+            model_file.name = "model.bin";
+            write_model_file(dir + "/model.bin", model_.config(), params.data(), false);
+            model_file.crc32c = crc32c_file(dir + "/model.bin", &model_file.bytes);
+            meta.files = {model_file};
+            for (int r = 0; r < world; r++) {
+                CheckpointFileInfo f;
+                f.name = replica_file_name(r), f.begin = 0, f.end = n;
+                f.bytes = sizes_crcs[2 * (size_t)r], f.crc32c = (uint32_t)sizes_crcs[2 * (size_t)r + 1];
+                meta.files.push_back(f);
+            }
+            const float* outer[2] = {outer_->theta_last(), outer_->momentum()};
+            meta.files.push_back(write_optim_state(dir, OUTER_FILE_NAME, meta.step, n, 0, n,
+                                                   [&](int which, uint64_t off, size_t count, float* dst) {
+                                                       std::copy(outer[which] + off, outer[which] + off + count, dst);
+                                                   }));
+            meta.world_size = world, meta.zero_stage = opt_.zero_stage(), meta.num_params = n;
+            meta.sync.last_sync_step = outer_->last_sync_step();
+            write_checkpoint_meta(dir, meta);  // last: the checkpoint is complete from here on
+            apply_retention(out_, keep_last, keep_every, meta.step);
+        }
+        comm_.barrier();
+    }
+
+    // --sync-every: this rank's replica (same world size: check_resume_compatible) and the outer state.
+    void load_replica(const std::string& dir, const CheckpointMeta& meta) {
+        const uint64_t n = meta.num_params;
+        const size_t replica = 1 + (size_t)comm_.rank(), outer_file = meta.files.size() - 1;
+        std::vector<float> host(n);
+        read_state_file(dir, meta, replica, 0, 0, n, host.data());
+        model_.set_params(host);
+        float* arrays[3] = {opt_.m(), opt_.v(), opt_.master()};
+        for (int which = 1; which < 4; which++) {
+            read_state_file(dir, meta, replica, which, 0, n, host.data());
+            be_.copy_to_device(arrays[which - 1], host.data(), n * sizeof(float));
+        }
+        read_state_file(dir, meta, outer_file, 0, 0, n, outer_->theta_last());
+        read_state_file(dir, meta, outer_file, 1, 0, n, outer_->momentum());
+        outer_->set_last_sync_step(meta.sync.last_sync_step);
+    }
+
     std::string out_;
     Backend& be_;
     Comm& comm_;
     GPT2<Backend>& model_;
     Optimizer<Backend>& opt_;
+    OuterSync<Backend>* outer_;
 };
 
 }  // namespace llmc

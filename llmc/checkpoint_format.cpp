@@ -99,9 +99,9 @@ nlohmann::json meta_to_json(const CheckpointMeta& m) {
         files.push_back(jf);
     }
     const GPT2Config& c = m.config;
-    return {
+    nlohmann::json j = {
         {"format", "llmc checkpoint"},
-        {"version", CHECKPOINT_META_VERSION},
+        {"version", m.sync.every > 0 ? CHECKPOINT_META_VERSION_SYNC : CHECKPOINT_META_VERSION},
         {CRC_KEY, CRC_PLACEHOLDER},
         {"step", m.step},
         {"model", {{"max_seq_len", c.max_seq_len}, {"vocab_size", c.vocab_size},
@@ -121,6 +121,10 @@ nlohmann::json meta_to_json(const CheckpointMeta& m) {
         {"metrics_bytes", m.metrics_bytes},
         {"files", files},
     };
+    if (m.sync.every > 0)
+        j["sync"] = {{"every", m.sync.every}, {"outer_lr", m.sync.outer_lr}, {"outer_momentum", m.sync.outer_momentum},
+                     {"last_sync_step", m.sync.last_sync_step}};
+    return j;
 }
 
 namespace {
@@ -170,17 +174,26 @@ LoaderPosition position_from_json(const nlohmann::json& j, const std::string& pa
     return p;
 }
 
-// Entry i of "files": model.bin (i = 0) or optim_<i - 1>.bin, whose range starts where the previous one ended.
+// The name entry i of "files" must have: model.bin (i = 0), then optim_<i - 1>.bin; with --sync-every
+// replica_<i - 1>.bin for each rank, then outer.bin.
+std::string expected_file_name(size_t i, const CheckpointMeta& m) {
+    char want[32];
+    if (i == 0) return "model.bin";
+    if (m.sync.every > 0 && i == (size_t)m.world_size + 1) return OUTER_FILE_NAME;
+    std::snprintf(want, sizeof want, m.sync.every > 0 ? "replica_%05zu.bin" : "optim_%05zu.bin", i - 1);
+    return want;
+}
+
+// Entry i of "files": model.bin (i = 0), an optimizer file whose range starts where the previous one ended, or
+// (--sync-every) a replica file or outer.bin, each over the whole [0, num_params).
 CheckpointFileInfo file_from_json(const nlohmann::json& jf, size_t i, const CheckpointMeta& m,
                                   const std::string& path) {
     const std::string at = "files[" + std::to_string(i) + "]";
     CheckpointFileInfo f;
-    char want[32];
-    if (i == 0) std::snprintf(want, sizeof want, "model.bin");
-    else std::snprintf(want, sizeof want, "optim_%05zu.bin", i - 1);
+    const std::string want = expected_file_name(i, m);
     f.name = string_field(jf, "name", at + ".name", path);
     if (f.name != want) fail("%s: field \"%s.name\" is \"%s\", expected \"%s\"", path.c_str(), at.c_str(),
-                             f.name.c_str(), want);
+                             f.name.c_str(), want.c_str());
     f.bytes = (uint64_t)int_field(jf, "bytes", at + ".bytes", 0, LIMIT, path);
     f.crc32c = hex_field(jf, "crc32c", at + ".crc32c", path);
     uint64_t expected_bytes = 256 * 4 + 4 * m.num_params;  // model.bin, fp32
@@ -188,17 +201,35 @@ CheckpointFileInfo file_from_json(const nlohmann::json& jf, size_t i, const Chec
         f.begin = (uint64_t)int_field(jf, "begin", at + ".begin", 0, LIMIT, path);
         f.end = (uint64_t)int_field(jf, "end", at + ".end", 0, LIMIT, path);
         // The optimizer files tile [0, num_params) in order (so no range below wraps around).
-        const uint64_t next = i == 1 ? 0 : m.files.back().end;
-        if (f.begin != next || f.end < f.begin || f.end > m.num_params)
-            fail("%s: %s covers [%llu, %llu), expected a range starting at %llu within %llu parameters",
+        const uint64_t next = i == 1 || m.sync.every > 0 ? 0 : m.files.back().end;
+        const uint64_t end = m.sync.every > 0 ? m.num_params : f.end;
+        if (f.begin != next || f.end < f.begin || f.end > m.num_params || f.end != end)
+            fail("%s: %s covers [%llu, %llu), expected a range starting at %llu within %llu parameters%s",
                  path.c_str(), f.name.c_str(), (unsigned long long)f.begin, (unsigned long long)f.end,
-                 (unsigned long long)next, (unsigned long long)m.num_params);
-        expected_bytes = OPTIM_HEADER_BYTES + 3 * 4 * (f.end - f.begin);
+                 (unsigned long long)next, (unsigned long long)m.num_params,
+                 m.sync.every > 0 ? " (with --sync-every: all of them)" : "");
+        expected_bytes = OPTIM_HEADER_BYTES + (uint64_t)state_file_arrays(f.name) * 4 * (f.end - f.begin);
     }
     if (f.bytes != expected_bytes)
         fail("%s: field \"%s.bytes\" is %llu, expected %llu for %s", path.c_str(), at.c_str(),
              (unsigned long long)f.bytes, (unsigned long long)expected_bytes, f.name.c_str());
     return f;
+}
+
+// Version 3's "sync" (--sync-every); version 2 has none.
+SyncMeta sync_from_json(const nlohmann::json& j, int version, int step, const std::string& path) {
+    SyncMeta s;
+    if (version != CHECKPOINT_META_VERSION_SYNC) return s;
+    const nlohmann::json& js = field(j, "sync", "sync", path);
+    s.every = (int)int_field(js, "every", "sync.every", 1, I32_MAX, path);
+    s.last_sync_step = (int)int_field(js, "last_sync_step", "sync.last_sync_step", 0, step, path);
+    for (const char* key : {"outer_lr", "outer_momentum"}) {
+        const nlohmann::json& v = field(js, key, std::string("sync.") + key, path);
+        if (!v.is_number() || !(v.get<double>() >= 0.0 && v.get<double>() <= 16.0))
+            fail("%s: field \"sync.%s\" is %s, expected a number in [0, 16]", path.c_str(), key, shown(v).c_str());
+        (std::string(key) == "outer_lr" ? s.outer_lr : s.outer_momentum) = v.get<float>();
+    }
+    return s;
 }
 
 CheckpointMeta meta_from_json_unchecked(const nlohmann::json& j, const std::string& path) {
@@ -208,9 +239,10 @@ CheckpointMeta meta_from_json_unchecked(const nlohmann::json& j, const std::stri
     if (format != "llmc checkpoint")
         fail("%s: not a checkpoint metadata file (format \"%s\")", path.c_str(), format.c_str());
     const int version = (int)int_field(j, "version", "version", 0, I32_MAX, path);
-    if (version != CHECKPOINT_META_VERSION)
-        fail("%s: metadata version %d, this program reads version %d%s", path.c_str(), version,
-             CHECKPOINT_META_VERSION, version == 1 ? " (version 1 has no checksum of its own)" : "");
+    if (version != CHECKPOINT_META_VERSION && version != CHECKPOINT_META_VERSION_SYNC)
+        fail("%s: metadata version %d, this program reads versions %d and %d%s", path.c_str(), version,
+             CHECKPOINT_META_VERSION, CHECKPOINT_META_VERSION_SYNC,
+             version == 1 ? " (version 1 has no checksum of its own)" : "");
     m.step = (int)int_field(j, "step", "step", 1, I32_MAX, path);
     m.config = model_from_json(j, path);
     m.num_params = (uint64_t)int_field(j, "num_params", "num_params", 1, LIMIT, path);
@@ -225,12 +257,14 @@ CheckpointMeta meta_from_json_unchecked(const nlohmann::json& j, const std::stri
     m.guard = field(j, "guard", "guard", path);
     if (!m.guard.is_object()) fail("%s: field \"guard\" is %s, expected an object", path.c_str(), shown(m.guard).c_str());
     m.metrics_bytes = (int64_t)int_field(j, "metrics_bytes", "metrics_bytes", -1, LIMIT, path);
+    m.sync = sync_from_json(j, version, m.step, path);
     const nlohmann::json& files = field(j, "files", "files", path);
-    if (!files.is_array() || files.size() != (size_t)m.world_size + 1)
-        fail("%s: field \"files\" must list model.bin and one optimizer file per writing rank (%d)", path.c_str(),
-             m.world_size);
+    const size_t nfiles = (size_t)m.world_size + (m.sync.every > 0 ? 2 : 1);
+    if (!files.is_array() || files.size() != nfiles)
+        fail("%s: field \"files\" must list model.bin and one %s file per writing rank (%d)%s", path.c_str(),
+             m.sync.every > 0 ? "replica" : "optimizer", m.world_size, m.sync.every > 0 ? ", then outer.bin" : "");
     for (size_t i = 0; i < files.size(); i++) m.files.push_back(file_from_json(files[i], i, m, path));
-    if (m.files.back().end != m.num_params)
+    if (m.sync.every == 0 && m.files.back().end != m.num_params)
         fail("%s: the optimizer files cover %llu of %llu parameters", path.c_str(),
              (unsigned long long)m.files.back().end, (unsigned long long)m.num_params);
     return m;
@@ -335,6 +369,18 @@ void check_resume_compatible(const CheckpointMeta& s, const CheckpointMeta& n, c
     same("--seed", (long long)s.seed, (long long)n.seed);
     same("--shuffle", s.shuffle, n.shuffle);
     same("-a", s.overfit, n.overfit);
+    same("--sync-every", s.sync.every, n.sync.every);
+    if (s.sync.outer_lr != n.sync.outer_lr || s.sync.outer_momentum != n.sync.outer_momentum)
+        throw ResumeMismatch(dir + ": written with --outer-lr " + std::to_string(s.sync.outer_lr) +
+                             " --outer-momentum " + std::to_string(s.sync.outer_momentum) + ", this run has " +
+                             std::to_string(n.sync.outer_lr) + " and " + std::to_string(n.sync.outer_momentum) +
+                             "; resume with the same values");
+    // Each rank is a replica with its own AdamW state and, mid-period, its own parameters: they resume only on
+    // the same number of replicas.
+    if (s.sync.every > 0 && s.world_size != n.world_size)
+        throw ResumeMismatch(dir + ": written by " + std::to_string(s.world_size) + " ranks with --sync-every " +
+                             std::to_string(s.sync.every) + " (one replica per rank), this run has " +
+                             std::to_string(n.world_size) + " ranks; resume on " + std::to_string(s.world_size));
     if (!(s.train_data == n.train_data))
         throw ResumeMismatch(dir + ": written for training data of " + describe(s.train_data) + ", this run's -i has " +
                              describe(n.train_data) + "; resume with the same files");
@@ -358,11 +404,37 @@ uint64_t get_u64(const int32_t* h) {
 
 }  // namespace
 
+std::string replica_file_name(int rank) {
+    char name[32];
+    std::snprintf(name, sizeof name, "replica_%05d.bin", rank);
+    return name;
+}
+
+int state_file_arrays(const std::string& name) {
+    if (name == OUTER_FILE_NAME) return 2;
+    return name.rfind("replica_", 0) == 0 ? 4 : 3;
+}
+
+namespace {
+
+// Optimizer files: magic OPTIM_STATE_MAGIC, [3] = 0. Replica and outer files: SYNC_STATE_MAGIC, [3] = their arrays.
+int state_file_magic(const std::string& name) {
+    return state_file_arrays(name) == 3 ? OPTIM_STATE_MAGIC : SYNC_STATE_MAGIC;
+}
+int state_file_h3(const std::string& name) { return state_file_arrays(name) == 3 ? 0 : state_file_arrays(name); }
+
+}  // namespace
+
 void check_optim_header(const std::string& path, const int32_t* h, const CheckpointMeta& meta,
                         const CheckpointFileInfo& fi) {
-    if (h[0] != OPTIM_STATE_MAGIC)
-        fail("%s: bad magic %d (expected %d: an optimizer-state file)", path.c_str(), h[0], OPTIM_STATE_MAGIC);
+    const int magic = state_file_magic(fi.name);
+    if (h[0] != magic)
+        fail("%s: bad magic %d (expected %d: %s)", path.c_str(), h[0], magic,
+             magic == OPTIM_STATE_MAGIC ? "an optimizer-state file" : "a --sync-every state file");
     if (h[1] != OPTIM_STATE_VERSION) fail("%s: version %d, expected %d", path.c_str(), h[1], OPTIM_STATE_VERSION);
+    if (h[3] != state_file_h3(fi.name))
+        fail("%s: header word 3 is %d, expected %d (the arrays of %s)", path.c_str(), h[3], state_file_h3(fi.name),
+             fi.name.c_str());
     if (h[2] != meta.step || get_u64(h + 4) != meta.num_params || get_u64(h + 6) != fi.begin ||
         get_u64(h + 8) != fi.end)
         fail("%s: header says step %d, %llu parameters, range [%llu, %llu); meta.json says step %d, %llu, "
@@ -388,13 +460,14 @@ CheckpointFileInfo write_optim_state(const std::string& dir, const std::string& 
     const std::string path = dir + "/" + name;
     write_atomically(path, [&](FILE* f) {
         int32_t h[HEADER_INTS] = {};
-        h[0] = OPTIM_STATE_MAGIC, h[1] = OPTIM_STATE_VERSION, h[2] = step;
+        h[0] = state_file_magic(name), h[1] = OPTIM_STATE_VERSION, h[2] = step, h[3] = state_file_h3(name);
         put_u64(h + 4, num_params), put_u64(h + 6, begin), put_u64(h + 8, end);
         uint32_t crc = crc32c(0, h, HEADER_BYTES);
         write_exact(f, h, HEADER_BYTES, path);
         const size_t chunk = (size_t)1 << 22;
         std::vector<float> buf(std::min<uint64_t>(chunk, end - begin));
-        for (int which = 0; which < 3; which++)
+        const int arrays = state_file_arrays(name);
+        for (int which = 0; which < arrays; which++)
             for (uint64_t off = 0; off < end - begin; off += chunk) {
                 const size_t n = (size_t)std::min<uint64_t>(chunk, end - begin - off);
                 fetch(which, off, n, buf.data());
@@ -402,7 +475,7 @@ CheckpointFileInfo write_optim_state(const std::string& dir, const std::string& 
                 write_exact(f, buf.data(), n * sizeof(float), path);
             }
         info.crc32c = crc;
-        info.bytes = HEADER_BYTES + 3 * (end - begin) * sizeof(float);
+        info.bytes = HEADER_BYTES + (uint64_t)arrays * (end - begin) * sizeof(float);
         std::fflush(f);
         checkpoint_test_hook(step);
     });
@@ -411,26 +484,32 @@ CheckpointFileInfo write_optim_state(const std::string& dir, const std::string& 
 
 void read_optim_state(const std::string& dir, const CheckpointMeta& meta, int which, uint64_t lo, uint64_t hi,
                       float* dst) {
-    for (size_t i = 1; i < meta.files.size(); i++) {
-        const CheckpointFileInfo& fi = meta.files[i];
-        const uint64_t a = std::max(lo, fi.begin), b = std::min(hi, fi.end);
-        if (a >= b) continue;
-        const std::string path = dir + "/" + fi.name;
-        FILE* f = open_or_fail(path, "rb");
-        int32_t h[HEADER_INTS];
-        try {
-            read_exact(f, h, HEADER_BYTES, path);
-            check_optim_header(path, h, meta, fi);
-            const uint64_t n = fi.end - fi.begin;
-            const uint64_t offset = HEADER_BYTES + ((uint64_t)which * n + (a - fi.begin)) * sizeof(float);
-            if (fseeko(f, (off_t)offset, SEEK_SET) != 0) fail("%s: cannot seek (%s)", path.c_str(), std::strerror(errno));
-            read_exact(f, dst + (a - lo), (b - a) * sizeof(float), path);
-        } catch (...) {
-            std::fclose(f);
-            throw;
-        }
+    if (meta.sync.every > 0) fail("%s: a --sync-every checkpoint has no optimizer files (replica files)", dir.c_str());
+    for (size_t i = 1; i < meta.files.size(); i++) read_state_file(dir, meta, i, which, lo, hi, dst);
+}
+
+void read_state_file(const std::string& dir, const CheckpointMeta& meta, size_t index, int which, uint64_t lo,
+                     uint64_t hi, float* dst) {
+    const CheckpointFileInfo& fi = meta.files.at(index);
+    const uint64_t a = std::max(lo, fi.begin), b = std::min(hi, fi.end);
+    if (a >= b) return;
+    if (which < 0 || which >= state_file_arrays(fi.name))
+        fail("%s/%s: no array %d (it holds %d)", dir.c_str(), fi.name.c_str(), which, state_file_arrays(fi.name));
+    const std::string path = dir + "/" + fi.name;
+    FILE* f = open_or_fail(path, "rb");
+    int32_t h[HEADER_INTS];
+    try {
+        read_exact(f, h, HEADER_BYTES, path);
+        check_optim_header(path, h, meta, fi);
+        const uint64_t n = fi.end - fi.begin;
+        const uint64_t offset = HEADER_BYTES + ((uint64_t)which * n + (a - fi.begin)) * sizeof(float);
+        if (fseeko(f, (off_t)offset, SEEK_SET) != 0) fail("%s: cannot seek (%s)", path.c_str(), std::strerror(errno));
+        read_exact(f, dst + (a - lo), (b - a) * sizeof(float), path);
+    } catch (...) {
         std::fclose(f);
+        throw;
     }
+    std::fclose(f);
 }
 
 }  // namespace llmc

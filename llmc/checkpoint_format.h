@@ -9,6 +9,10 @@
 //                        The ranges are ShardPlan::logical_begin/end of the writer's plan, for every ZeRO stage (with
 //                        ZeRO 0 every rank holds everything but writes only its own range: the writes run in
 //                        parallel and every stage produces the same files)
+//   replica_<rank>.bin   with --sync-every (meta.json version 3) instead of the optimizer files: every rank's own
+//                        replica over [0, num_params): its parameters (fp32), m, v, master
+//   outer.bin            with --sync-every: the outer optimizer's theta_last and momentum over [0, num_params), by
+//                        rank 0 (llmc/outer_sync.h)
 //   meta.json            written last, by rank 0, once every rank's files are on disk: step, model shape, the flags
 //                        that must match on resume, data-loader position, StepGuard state (outlier windows, bad-step
 //                        count), metrics.jsonl's length, world size, ZeRO stage, and each file's size and CRC-32C.
@@ -36,7 +40,11 @@ namespace llmc {
 
 constexpr int OPTIM_STATE_MAGIC = 20241106;
 constexpr int OPTIM_STATE_VERSION = 1;
-constexpr int CHECKPOINT_META_VERSION = 2;  // 2: meta.json carries its own checksum; train_data
+constexpr int SYNC_STATE_MAGIC = 20241107;  // replica_<rank>.bin and outer.bin: the optimizer file's header layout
+// 2: meta.json carries its own checksum; train_data. 3: a run with --sync-every: "sync" and its files (version 2 is
+// still written without it, and read)
+constexpr int CHECKPOINT_META_VERSION = 2;
+constexpr int CHECKPOINT_META_VERSION_SYNC = 3;
 constexpr const char* CHECKPOINT_META_NAME = "meta.json";
 
 struct CheckpointFileInfo {
@@ -44,6 +52,13 @@ struct CheckpointFileInfo {
     uint64_t bytes = 0;
     uint32_t crc32c = 0;
     uint64_t begin = 0, end = 0;  // optimizer files: the logical range of m, v, master they hold
+};
+
+// --sync-every's part of a checkpoint (llmc/outer_sync.h); every = 0: a run without it.
+struct SyncMeta {
+    int every = 0;
+    float outer_lr = 0, outer_momentum = 0;
+    int last_sync_step = 0;  // the step after which the last outer step ran (0: none yet)
 };
 
 struct CheckpointMeta {
@@ -61,7 +76,10 @@ struct CheckpointMeta {
     LoaderPosition data;          // the training loader at the start of step + 1
     nlohmann::json guard;         // StepGuard::state()
     int64_t metrics_bytes = -1;   // metrics.jsonl's length after step `step`'s line (-1: no metrics file)
-    std::vector<CheckpointFileInfo> files;  // model.bin first, then the optimizer files in writer-rank order
+    SyncMeta sync;                // must match too (the period, the outer optimizer; and then the world size)
+    // model.bin first, then the optimizer files in writer-rank order (with --sync-every: the replica files in rank
+    // order, then outer.bin)
+    std::vector<CheckpointFileInfo> files;
 };
 
 nlohmann::json meta_to_json(const CheckpointMeta& m);
@@ -85,11 +103,19 @@ struct ResumeMismatch : Error {
     using Error::Error;
 };
 // Throws ResumeMismatch with a message naming the flag when `saved` (the checkpoint) and `now` (this run) differ
-// in anything that must match: model shape, -b, -t, -d, --seed, --shuffle, -a, the training data (-i).
+// in anything that must match: model shape, -b, -t, -d, --seed, --shuffle, -a, the training data (-i),
+// --sync-every, --outer-lr, --outer-momentum, and with --sync-every the world size (every rank is a replica).
 void check_resume_compatible(const CheckpointMeta& saved, const CheckpointMeta& now, const std::string& dir);
 
-// Writes one optimizer-state file atomically: `fetch(which, offset, count, dst)` copies `count` floats of array
-// `which` (0 = m, 1 = v, 2 = master) starting at logical element begin + offset into dst. Returns name, size, CRC.
+// The file names of --sync-every's state ("replica_00003.bin", "outer.bin") and the arrays a state file holds
+// (optim_*: 3, m v master; replica_*: 4, params m v master; outer.bin: 2, theta_last momentum).
+std::string replica_file_name(int rank);
+constexpr const char* OUTER_FILE_NAME = "outer.bin";
+int state_file_arrays(const std::string& name);
+
+// Writes one optimizer-state file (or, by its name, a replica or outer file) atomically: `fetch(which, offset,
+// count, dst)` copies `count` floats of array `which` (0 = m, 1 = v, 2 = master for an optimizer file) starting at
+// logical element begin + offset into dst. Returns name, size, CRC.
 CheckpointFileInfo write_optim_state(const std::string& dir, const std::string& name, int step, uint64_t num_params,
                                      uint64_t begin, uint64_t end,
                                      const std::function<void(int, uint64_t, size_t, float*)>& fetch);
@@ -97,6 +123,9 @@ CheckpointFileInfo write_optim_state(const std::string& dir, const std::string& 
 // dst. Validates each file's header against meta.json; fails naming the file.
 void read_optim_state(const std::string& dir, const CheckpointMeta& meta, int which, uint64_t lo, uint64_t hi,
                       float* dst);
+// Reads elements [lo, hi) of array `which` of the state file meta.files[index] (validated against meta.json).
+void read_state_file(const std::string& dir, const CheckpointMeta& meta, size_t index, int which, uint64_t lo,
+                     uint64_t hi, float* dst);
 
 // Test hook: LLMC_TEST_CRASH_IN_CHECKPOINT=<step> makes the writer of step <step>'s checkpoint kill itself
 // (SIGKILL) after the temporary file of its optimizer state is written and before it is renamed.

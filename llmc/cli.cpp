@@ -76,6 +76,17 @@ std::string no_flags_text(const std::string& prog) {
            "  ./" + prog + " -i \"data/brown/brown_train_*.bin\" -j \"data/brown/brown_val_*.bin\" \\\n"
            "      -e \"L=4,NH=4,C=256\" -b 8 -t 128 -x 200 -o runs/small      a small GPT-2 BPE model (README.md)\n";
 }
+
+// --sync-every, --outer-lr, --outer-momentum (llmc/outer_sync.h): refused when the outer step is undefined.
+void validate_sync_options(const TrainOptions& o) {
+    if (o.sync_every < 0) fail("--sync-every %d: must be >= 0 (0: off)", o.sync_every);
+    if (!(o.outer_lr > 0.0f && o.outer_lr <= 16.0f)) fail("--outer-lr %g: must be in (0, 16]", o.outer_lr);
+    if (!(o.outer_momentum >= 0.0f && o.outer_momentum < 1.0f))
+        fail("--outer-momentum %g: must be in [0, 1)", o.outer_momentum);
+    if (o.sync_every > 0 && o.reduce_dtype != "fp32")
+        fail("--reduce-dtype %s with --sync-every %d: gradients are not reduced across ranks then (each rank trains "
+             "its own replica); the outer step averages fp32 parameters", o.reduce_dtype.c_str(), o.sync_every);
+}
 }  // namespace
 
 TrainOptions parse_train_options(int argc, char** argv) {
@@ -138,6 +149,10 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("init-method", "-pi: auto, mpi or fs", s(o.init_method))
         ("reduce-dtype", "the type gradients are reduced in across ranks: fp32 or bf16 (half the bytes; "
                          "accumulation stays fp32)", s(o.reduce_dtype))
+        ("sync-every", "H > 0: no gradient reduction across ranks; every rank trains its own replica and every H "
+                       "steps an outer Nesterov step averages them (0: off)", v(o.sync_every))
+        ("outer-lr", "--sync-every's outer learning rate", v(o.outer_lr))
+        ("outer-momentum", "--sync-every's outer Nesterov momentum, in [0, 1)", v(o.outer_momentum))
         ("num-processes", "-pn: world size override", v(o.num_processes))
         ("process-rank", "-pr: rank override", v(o.process_rank))
         ("gpus-per-node", "-pg: GPUs per node override", v(o.gpus_per_node))
@@ -196,6 +211,7 @@ TrainOptions parse_train_options(int argc, char** argv) {
     if (o.zero_stage < -1 || o.zero_stage > 2) fail("-z %d: ZeRO stage must be 0, 1 or 2", o.zero_stage);
     if (o.reduce_dtype != "fp32" && o.reduce_dtype != "bf16")
         fail("--reduce-dtype '%s': expected fp32 or bf16", o.reduce_dtype.c_str());
+    validate_sync_options(o);
     if (o.val_every < 0) fail("-v %d: must be >= 0", o.val_every);
     if (o.val_batches == 0 || o.val_batches < -1) fail("-m %d: must be positive (or -1)", o.val_batches);
     if (o.sample_every < 0) fail("-s %d: must be >= 0", o.sample_every);

@@ -54,6 +54,10 @@ struct TrainOptions {
     // distributed
     std::string init_method = "auto";  // -pi
     std::string reduce_dtype = "fp32";  // --reduce-dtype: the gradient reduction's type (accumulation stays fp32)
+    // --sync-every H (0: off): each rank trains its own replica for H steps, then an outer Nesterov step on the
+    // averaged parameter change (llmc/outer_sync.h); --outer-lr, --outer-momentum: that step's rate and momentum
+    int sync_every = 0;
+    float outer_lr = 0.7f, outer_momentum = 0.9f;
     int num_processes = -1, process_rank = -1, gpus_per_node = -1;  // -pn -pr -pg
     std::string rendezvous_dir;        // -pf
     std::string server_ip;             // -ps

@@ -123,6 +123,9 @@ RunIdentity identity_of(const TrainOptions& o, const ResolvedRun& r) {
     id.add_int("--shuffle", o.shuffle);
     id.add_int("-a", o.overfit_single_batch);
     id.add_int("-z (ZeRO stage)", r.zero_stage);
+    id.add_int("--sync-every", o.sync_every);
+    id.add_float("--outer-lr", o.outer_lr);
+    id.add_float("--outer-momentum", o.outer_momentum);
     id.add_int("-r", o.recompute);
     id.add_float("-sl", o.skip_loss_z);
     id.add_float("-sg", o.skip_grad_z);

@@ -23,6 +23,7 @@
 #include "model.h"
 #include "model_file.h"
 #include "optimizer.h"
+#include "outer_sync.h"
 #include "outlier.h"
 #include "preemption.h"
 #include "run_identity.h"
@@ -80,9 +81,7 @@ public:
             if (preempted) return stop_preempted(step + 1);
         }
         save_final_model();
-        if (rank_ == 0 && shape_.world > 1)  // bytes on the wire, for --reduce-dtype (docs/distributed.md)
-            std::printf("gradient reduction: %llu bytes handed to collectives by rank 0 (%s)\n",
-                        (unsigned long long)opt_->reducer().reduced_bytes(), dtype_name(opt_->reducer().wire_dtype()));
+        if (rank_ == 0 && shape_.world > 1) print_traffic();
         return 0;
     }
 
@@ -101,12 +100,11 @@ private:
         }
         scan_data(be_, comm_, data_, shape_.cfg.vocab_size);
         model_ = make_model(be_, o_, shape_);
-        opt_ = std::make_unique<Optimizer<Backend>>(be_, *model_, comm_, optim_config_for(o_), shape_.zero_stage,
-                                                    o_.seed);
+        make_optimizers();
         schedule_ = schedule_for(o_, max_steps_);
         run_id_ = run_identity(o_, shape_, max_steps_, data_.train_summary);
         if (!o_.output_dir.empty())
-            ckpt_ = std::make_unique<Checkpointer<Backend>>(o_.output_dir, be_, comm_, *model_, *opt_);
+            ckpt_ = std::make_unique<Checkpointer<Backend>>(o_.output_dir, be_, comm_, *model_, *opt_, outer_.get());
         const bool resumed = resume_or_start(earlier);
         std::vector<McExample> hellaswag = read_checked_hellaswag(o_, shape_.cfg.vocab_size, data_.val != nullptr);
         if (o_.sample_every > 0 && rank_ == 0) tokenizer_ = load_tokenizer(o_, shape_.cfg);
@@ -114,6 +112,10 @@ private:
         flops_token_ = flops_per_token(shape_.cfg, model_->num_params(), shape_.T);
         const char* origin = shape_.from_file ? o_.model.c_str() : resumed ? "from the checkpoint" : "fresh GPT-2 init";
         if (rank_ == 0) print_startup(o_, shape_, *model_, *opt_, *data_.train, schedule_, origin);
+        if (rank_ == 0 && outer_)
+            std::printf("sync       every %d steps: outer SGD, lr %g, Nesterov momentum %g, over %d replicas (one "
+                        "per rank); the gradients are not reduced across ranks\n",
+                        o_.sync_every, o_.outer_lr, o_.outer_momentum, comm_.world_size());
         if (o_.show_placement) print_placement(comm_, be_, shape_, *data_.train, *opt_);
         loss_acc_ = std::make_unique<DeviceArray<Backend, float>>(be_, 1);
         inputs_.resize(shape_.B * shape_.T), targets_.resize(shape_.B * shape_.T);
@@ -121,6 +123,36 @@ private:
             validator_ = std::make_unique<Validator<Backend>>(
                 be_, comm_, *data_.val, validation_windows(o_, data_.val.get()), shape_.grad_accum, shape_.B, shape_.T,
                 loss_acc_->get(), std::move(hellaswag));
+    }
+
+    // The optimizer: AdamW over the run's comm; with --sync-every every rank is a replica of its own (AdamW over a
+    // one-rank comm: no gradient reduction, the whole state local) and the outer optimizer joins the replicas over
+    // the run's comm (llmc/outer_sync.h). A replica of several ranks would give the inner AdamW the replica's comm
+    // and the outer optimizer the comm that joins the ranks holding the same shard in every replica.
+    void make_optimizers() {
+        if (o_.sync_every > 0) replica_comm_ = create_replica_comm(be_);
+        Comm& inner = replica_comm_ ? *replica_comm_ : comm_;
+        opt_ = std::make_unique<Optimizer<Backend>>(be_, *model_, inner, optim_config_for(o_), shape_.zero_stage,
+                                                    o_.seed);
+        if (o_.sync_every <= 0) return;
+        OuterSyncConfig oc;
+        oc.every = o_.sync_every, oc.lr = o_.outer_lr, oc.momentum = o_.outer_momentum;
+        outer_ = std::make_unique<OuterSync<Backend>>(be_, *opt_, comm_, oc);
+    }
+
+    // Rank 0 at the end of a multi-rank run: the bytes it handed to collectives (docs/distributed.md compares them).
+    void print_traffic() {
+        const CommCounters& c = comm_.counters;
+        if (outer_)
+            std::printf("outer sync: %llu outer steps of %zu fp32 parameters\n",
+                        (unsigned long long)outer_->outer_steps(), outer_->count());
+        else  // bytes on the wire, for --reduce-dtype
+            std::printf("gradient reduction: %llu bytes handed to collectives by rank 0 (%s)\n",
+                        (unsigned long long)opt_->reducer().reduced_bytes(), dtype_name(opt_->reducer().wire_dtype()));
+        std::printf("collectives: %llu bytes handed to collectives by rank 0 in %llu calls (all_reduce %llu, reduce "
+                    "%llu, all_gather %llu; host channel not counted)\n",
+                    (unsigned long long)c.bytes, (unsigned long long)(c.total() - c.host),
+                    (unsigned long long)c.all_reduce, (unsigned long long)c.reduce, (unsigned long long)c.all_gather);
     }
 
     // Every rank agrees on the model, the flags, the data and -o before anything is built or written
@@ -201,12 +233,23 @@ private:
         be_.copy_to_host(&s.loss, loss_acc, sizeof(float));
         if (test_nan_injected(step + 1)) s.loss = NAN;
         s.norm = opt_->grad_norm();
+        if (outer_) s.norm = replicas_norm(s.norm);
         s.verdict = guard_.judge(step + 1, s.loss, s.norm);
         if (s.verdict.skip) opt_->skip();
         else opt_->apply(s.lr, step + 1);
+        if (outer_ && outer_->due(step + 1, step + 1 == max_steps_)) outer_->step(step + 1);
         be_.synchronize();  // the step is done
         s.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         return s;
+    }
+
+    // --sync-every: each replica clips with its own norm; the step guard and the log see the root mean square of
+    // the replicas' norms (the same value on every rank, so every rank skips the same steps; a non-finite norm
+    // anywhere makes it non-finite). One float over the host channel.
+    float replicas_norm(float mine) {
+        float sq = mine * mine;
+        comm_.all_reduce_host(&sq, 1, DType::F32, ReduceOp::Avg);
+        return std::sqrt(sq);
     }
 
     // At step 0, every -v steps and after the last step: validation loss (and HellaSwag), all-reduced.
@@ -311,7 +354,9 @@ private:
     RunLock lock_;                                   // rank 0: the lock on -o, held for the whole run
     RunData data_;                                   // training and validation loaders
     std::unique_ptr<GPT2<Backend>> model_;
-    std::unique_ptr<Optimizer<Backend>> opt_;
+    std::unique_ptr<Comm> replica_comm_;             // --sync-every: the replica's own one-rank comm
+    std::unique_ptr<Optimizer<Backend>> opt_;        // over replica_comm_ with --sync-every, else over comm_
+    std::unique_ptr<OuterSync<Backend>> outer_;      // --sync-every's outer optimizer (null without)
     int max_steps_ = 0;
     ScheduleConfig schedule_;
     CheckpointMeta run_id_;                          // what this run is: a checkpoint must agree to be resumed

@@ -39,6 +39,9 @@ inline CheckpointMeta run_identity(const TrainOptions& o, const RunShape& s, int
     id.total_batch = (long long)s.total_batch, id.seed = o.seed, id.shuffle = o.shuffle;
     id.overfit = o.overfit_single_batch != 0, id.max_steps = max_steps;
     id.train_data = train;
+    id.world_size = s.world;
+    if (o.sync_every > 0)  // else zero, as in a checkpoint written without it
+        id.sync.every = o.sync_every, id.sync.outer_lr = o.outer_lr, id.sync.outer_momentum = o.outer_momentum;
     return id;
 }
 

@@ -12,4 +12,7 @@ inline std::unique_ptr<Comm> create_comm(CpuBackend&, const DistInfo& info, cons
     return create_host_comm(info, opt);
 }
 
+// A one-rank Comm for a replica of its own (--sync-every, llmc/outer_sync.h): its collectives are identities.
+inline std::unique_ptr<Comm> create_replica_comm(CpuBackend&) { return make_single_comm(); }
+
 }  // namespace llmc

@@ -12,6 +12,7 @@
 
 #include "../comm.h"
 #include "cuda_backend.h"
+#include "cuda_check.h"
 
 namespace llmc {
 
@@ -19,6 +20,14 @@ std::unique_ptr<Comm> make_nccl_comm(const DistInfo& info, const CommOptions& op
 
 inline std::unique_ptr<Comm> create_comm(CudaBackend&, const DistInfo& info, const CommOptions& opt) {
     return make_nccl_comm(info, opt);
+}
+
+// A one-rank Comm for a replica of its own (--sync-every, llmc/outer_sync.h): its collectives are identities, and
+// a collective with separate send and receive buffers copies on the device, on the collective's stream.
+inline std::unique_ptr<Comm> create_replica_comm(CudaBackend&) {
+    return make_single_comm([](void* dst, const void* src, size_t bytes, Stream stream) {
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda_stream(stream)));
+    });
 }
 
 }  // namespace llmc

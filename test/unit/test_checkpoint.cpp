@@ -128,7 +128,7 @@ static void test_meta() {
     rejects("metadata: bad digest", [](nlohmann::json& j) { j["train_data"]["digest"] = "xyz"; },
             "field \"train_data.digest\" is \"xyz\"");
     rejects("metadata: version 1 (no checksum)", [](nlohmann::json& j) { j["version"] = 1; },
-            "metadata version 1, this program reads version 2");
+            "metadata version 1, this program reads versions 2 and 3");
 
     // meta.json's own checksum: written, read back, and any changed byte is caught.
     const std::string dir = "build/test-tmp/test_checkpoint/meta";
@@ -295,12 +295,119 @@ static void test_guard() {
     }
 }
 
+// --sync-every's checkpoints (meta.json version 3): "sync", one replica file per rank over all the parameters, then
+// outer.bin; their headers and arrays; the resume checks that need the same period, outer optimizer and world size.
+static CheckpointMeta sample_sync_meta() {
+    CheckpointMeta m = sample_meta();
+    m.world_size = 2, m.sync.every = 8, m.sync.outer_lr = 0.7f, m.sync.outer_momentum = 0.9f;
+    m.sync.last_sync_step = 40;
+    m.files.resize(1);
+    for (const std::string& name : {replica_file_name(0), replica_file_name(1), std::string(OUTER_FILE_NAME)}) {
+        CheckpointFileInfo f;
+        f.name = name, f.begin = 0, f.end = m.num_params;
+        f.bytes = 1024 + 4 * (uint64_t)state_file_arrays(name) * m.num_params;
+        m.files.push_back(f);
+    }
+    return m;
+}
+
+static void test_sync_meta(const std::string& tmp) {
+    CheckpointMeta m = sample_sync_meta();
+    const nlohmann::json j = meta_to_json(m);
+    CheckpointMeta back = meta_from_json(nlohmann::json::parse(j.dump()), "x");
+    testing::check("--sync-every metadata: version 3, and it survives a JSON round trip",
+                   j["version"] == 3 && back.sync.every == 8 && back.sync.outer_lr == 0.7f &&
+                       back.sync.outer_momentum == 0.9f && back.sync.last_sync_step == 40 && back.files.size() == 4 &&
+                       back.files[3].name == "outer.bin" && back.files[1].end == m.num_params);
+    testing::check("without --sync-every the metadata stays version 2, with no sync field",
+                   meta_to_json(sample_meta())["version"] == 2 && !meta_to_json(sample_meta()).contains("sync"));
+    auto rejects = [&](const char* name, auto mutate, const char* want) {
+        nlohmann::json bad = j;
+        mutate(bad);
+        try {
+            meta_from_json(bad, "dir/meta.json");
+            testing::check(name, false, "accepted");
+        } catch (const Error& e) {
+            testing::check(name, std::string(e.what()).find(want) != std::string::npos, "message: %s", e.what());
+        }
+    };
+    rejects("--sync-every metadata: version 3 without sync", [](nlohmann::json& x) { x.erase("sync"); },
+            "field \"sync\" is missing");
+    rejects("--sync-every metadata: a period of 0", [](nlohmann::json& x) { x["sync"]["every"] = 0; },
+            "field \"sync.every\" is 0, expected 1 ..");
+    rejects("--sync-every metadata: the last outer step after the checkpoint's step",
+            [](nlohmann::json& x) { x["sync"]["last_sync_step"] = 43; }, "field \"sync.last_sync_step\" is 43");
+    rejects("--sync-every metadata: a replica over part of the parameters",
+            [](nlohmann::json& x) { x["files"][2]["end"] = 100; }, "replica_00001.bin covers [0, 100)");
+    rejects("--sync-every metadata: optimizer files instead of replica files",
+            [](nlohmann::json& x) { x["files"][1]["name"] = "optim_00000.bin"; }, "expected \"replica_00000.bin\"");
+    rejects("--sync-every metadata: outer.bin missing", [](nlohmann::json& x) { x["files"].erase(3); },
+            "one replica file per writing rank (2), then outer.bin");
+    rejects("--sync-every metadata: a non-number outer lr", [](nlohmann::json& x) { x["sync"]["outer_lr"] = "0.7"; },
+            "field \"sync.outer_lr\" is \"0.7\"");
+
+    // The files: 4 arrays per replica, 2 in outer.bin, each read back by index; a replica file's header says so.
+    const std::string dir = tmp + "/ckpt_00000042";
+    make_checkpoint_directory(dir);
+    const uint64_t N = m.num_params;
+    for (size_t k = 1; k < m.files.size(); k++) {
+        CheckpointFileInfo& f = m.files[k];
+        auto fetch = [&](int which, uint64_t off, size_t n, float* dst) {
+            for (size_t i = 0; i < n; i++) dst[i] = (float)(k * 1000000 + which * 10000 + off + i);
+        };
+        CheckpointFileInfo got = write_optim_state(dir, f.name, m.step, N, 0, N, fetch);
+        testing::check(f.name + ": size " + std::to_string(state_file_arrays(f.name)) + " x 4N + header",
+                       got.bytes == f.bytes, "%llu bytes", (unsigned long long)got.bytes);
+        f.bytes = got.bytes, f.crc32c = got.crc32c;
+    }
+    bool ok = true;
+    for (size_t k = 1; k < m.files.size(); k++)
+        for (int which = 0; which < state_file_arrays(m.files[k].name); which++) {
+            std::vector<float> out(N);
+            read_state_file(dir, m, k, which, 0, N, out.data());
+            for (uint64_t i = 0; i < N; i++) ok = ok && out[i] == (float)(k * 1000000 + which * 10000 + i);
+        }
+    testing::check("--sync-every state files read back array by array", ok);
+    testing::check("replica and outer files verify", verify_checkpoint_file(dir, m, 1).empty() &&
+                                                         verify_checkpoint_file(dir, m, 3).empty());
+    CheckpointMeta swapped = m;
+    std::swap(swapped.files[1], swapped.files[3]);  // outer.bin where a replica file belongs: its header disagrees
+    swapped.files[1].name = m.files[1].name;
+    std::rename((dir + "/outer.bin").c_str(), (dir + "/tmp").c_str());
+    std::rename((dir + "/" + m.files[1].name).c_str(), (dir + "/outer.bin").c_str());
+    std::rename((dir + "/tmp").c_str(), (dir + "/" + m.files[1].name).c_str());
+    swapped.files[1].bytes = m.files[3].bytes, swapped.files[1].crc32c = m.files[3].crc32c;
+    const std::string msg = verify_checkpoint_file(dir, swapped, 1);
+    testing::check("an outer file under a replica file's name is caught by its header",
+                   msg.find("header word 3 is 2, expected 4") != std::string::npos, "%s", msg.c_str());
+
+    auto refused = [&](const char* name, const CheckpointMeta& now, const char* want) {
+        try {
+            check_resume_compatible(m, now, "ckpt");
+            testing::check(name, false, "accepted");
+        } catch (const ResumeMismatch& e) {
+            testing::check(name, std::string(e.what()).find(want) != std::string::npos, "%s", e.what());
+        }
+    };
+    CheckpointMeta now = m;
+    now.sync.every = 4;
+    refused("resume with another --sync-every", now, "written with --sync-every 8, this run has --sync-every 4");
+    now = m, now.sync.outer_momentum = 0.5f;
+    refused("resume with another --outer-momentum", now, "--outer-momentum");
+    now = m, now.world_size = 3;
+    refused("resume of a --sync-every checkpoint on another world size", now,
+            "written by 2 ranks with --sync-every 8 (one replica per rank), this run has 3 ranks");
+    now = m, now.sync = SyncMeta();
+    refused("resume of a --sync-every checkpoint without it", now, "this run has --sync-every 0");
+}
+
 int main() {
     try {
         const std::string tmp = make_tmp();
         test_crc();
         test_meta();
         test_optim_files(tmp);
+        test_sync_meta(tmp);
         test_retention(tmp);
         test_guard();
     } catch (const std::exception& e) {
