@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "dp_mesh.h"
 #include "error.h"
 #include "preemption.h"
 #include "schedule.h"
@@ -138,6 +139,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("init-method", "-pi: auto, mpi or fs", s(o.init_method))
         ("reduce-dtype", "the type gradients are reduced in across ranks: fp32 or bf16 (half the bytes; "
                          "accumulation stays fp32)", s(o.reduce_dtype))
+        ("shard-group", "hybrid sharding: ZeRO within groups of N ranks (or node: the ranks of one node), gradient "
+                        "shards all-reduced across the groups (default: one group of every rank)", s(o.shard_group))
         ("num-processes", "-pn: world size override", v(o.num_processes))
         ("process-rank", "-pr: rank override", v(o.process_rank))
         ("gpus-per-node", "-pg: GPUs per node override", v(o.gpus_per_node))
@@ -196,6 +199,7 @@ TrainOptions parse_train_options(int argc, char** argv) {
     if (o.zero_stage < -1 || o.zero_stage > 2) fail("-z %d: ZeRO stage must be 0, 1 or 2", o.zero_stage);
     if (o.reduce_dtype != "fp32" && o.reduce_dtype != "bf16")
         fail("--reduce-dtype '%s': expected fp32 or bf16", o.reduce_dtype.c_str());
+    check_shard_group_syntax(o.shard_group);
     if (o.val_every < 0) fail("-v %d: must be >= 0", o.val_every);
     if (o.val_batches == 0 || o.val_batches < -1) fail("-m %d: must be positive (or -1)", o.val_batches);
     if (o.sample_every < 0) fail("-s %d: must be >= 0", o.sample_every);

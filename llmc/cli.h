@@ -54,6 +54,7 @@ struct TrainOptions {
     // distributed
     std::string init_method = "auto";  // -pi
     std::string reduce_dtype = "fp32";  // --reduce-dtype: the gradient reduction's type (accumulation stays fp32)
+    std::string shard_group;           // --shard-group: ranks per sharding group, "node", or "" (every rank)
     int num_processes = -1, process_rank = -1, gpus_per_node = -1;  // -pn -pr -pg
     std::string rendezvous_dir;        // -pf
     std::string server_ip;             // -ps

@@ -19,6 +19,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "comm.h"
+#include "dp_groups.h"
 #include "logger.h"
 #include "model.h"
 #include "model_file.h"
@@ -83,14 +84,21 @@ public:
         if (rank_ == 0 && shape_.world > 1)  // bytes on the wire, for --reduce-dtype (docs/distributed.md)
             std::printf("gradient reduction: %llu bytes handed to collectives by rank 0 (%s)\n",
                         (unsigned long long)opt_->reducer().reduced_bytes(), dtype_name(opt_->reducer().wire_dtype()));
+        if (o_.show_placement) print_comm_bytes(comm_, groups_);
         return 0;
     }
+
+    // Hybrid sharding's communicators (llmc/dp_groups.h), set up by run(): replica_comm() is the comm across the
+    // sharding groups (null with one group), for a synchronisation across replicas.
+    const DpGroups& dp_groups() const { return groups_; }
+    Comm* replica_comm() const { return groups_.replica; }
 
 private:
     // Everything before step 1, in the order its checks fail (llmc/trainer_setup.h, llmc/trainer_resume.h).
     void set_up() {
         shape_ = plan_run(o_, comm_.world_size());
-        data_ = open_data(o_, be_, comm_, shape_);
+        groups_ = make_dp_groups(comm_, o_.shard_group, shape_.zero_stage);  // refuses a bad --shard-group
+        data_ = open_data(o_, be_, comm_, shape_, groups_.mesh.dp_rank);
         max_steps_ = o_.max_steps > 0 ? o_.max_steps : (int)data_.train->steps_per_epoch();
         agree_and_lock();
         const std::vector<std::string> earlier = refuse_earlier_run(o_);
@@ -101,20 +109,20 @@ private:
         }
         scan_data(be_, comm_, data_, shape_.cfg.vocab_size);
         model_ = make_model(be_, o_, shape_);
-        opt_ = std::make_unique<Optimizer<Backend>>(be_, *model_, comm_, optim_config_for(o_), shape_.zero_stage,
-                                                    o_.seed);
+        opt_ = std::make_unique<Optimizer<Backend>>(be_, *model_, *groups_.shard, optim_config_for(o_),
+                                                    shape_.zero_stage, o_.seed, 128, groups_.replica);
         schedule_ = schedule_for(o_, max_steps_);
         run_id_ = run_identity(o_, shape_, max_steps_, data_.train_summary);
         if (!o_.output_dir.empty())
-            ckpt_ = std::make_unique<Checkpointer<Backend>>(o_.output_dir, be_, comm_, *model_, *opt_);
+            ckpt_ = std::make_unique<Checkpointer<Backend>>(o_.output_dir, be_, comm_, *model_, *opt_, groups_.mesh);
         const bool resumed = resume_or_start(earlier);
         std::vector<McExample> hellaswag = read_checked_hellaswag(o_, shape_.cfg.vocab_size, data_.val != nullptr);
         if (o_.sample_every > 0 && rank_ == 0) tokenizer_ = load_tokenizer(o_, shape_.cfg);
         metrics_ = open_metrics(o_, rank_, resumed ? &resumed_ : nullptr);
         flops_token_ = flops_per_token(shape_.cfg, model_->num_params(), shape_.T);
         const char* origin = shape_.from_file ? o_.model.c_str() : resumed ? "from the checkpoint" : "fresh GPT-2 init";
-        if (rank_ == 0) print_startup(o_, shape_, *model_, *opt_, *data_.train, schedule_, origin);
-        if (o_.show_placement) print_placement(comm_, be_, shape_, *data_.train, *opt_);
+        if (rank_ == 0) print_startup(o_, shape_, groups_.mesh, *model_, *opt_, *data_.train, schedule_, origin);
+        if (o_.show_placement) print_placement(comm_, be_, shape_, groups_.mesh, *data_.train, *opt_);
         loss_acc_ = std::make_unique<DeviceArray<Backend, float>>(be_, 1);
         inputs_.resize(shape_.B * shape_.T), targets_.resize(shape_.B * shape_.T);
         if (data_.val)
@@ -310,6 +318,7 @@ private:
     RunShape shape_;                                 // model shape, batch arithmetic, ZeRO stage
     RunLock lock_;                                   // rank 0: the lock on -o, held for the whole run
     RunData data_;                                   // training and validation loaders
+    DpGroups groups_;                                // the sharding groups' comms (before opt_: it outlives it)
     std::unique_ptr<GPT2<Backend>> model_;
     std::unique_ptr<Optimizer<Backend>> opt_;
     int max_steps_ = 0;
