@@ -33,9 +33,16 @@ struct DpMesh {
     bool hybrid() const { return replicas > 1; }
 };
 
+// A planted build gives the two functions below internal linkage, so its definitions never meet the real ones.
+#ifdef LLMC_PLANTED_TRANSPOSED_DP_RANK
+#define LLMC_DP_MESH_INLINE static inline
+#else
+#define LLMC_DP_MESH_INLINE inline
+#endif
+
 // The global data-parallel rank of the rank at (replica_rank, shard_rank) of a mesh of `replicas` groups of
 // `shard_size` ranks.
-inline int dp_rank_of(int replica_rank, int shard_rank, int shard_size, int replicas) {
+LLMC_DP_MESH_INLINE int dp_rank_of(int replica_rank, int shard_rank, int shard_size, int replicas) {
 #ifdef LLMC_PLANTED_TRANSPOSED_DP_RANK
     (void)shard_size;
     return shard_rank * replicas + replica_rank;  // the planted bug: the mesh transposed (a permutation, but wrong)
@@ -47,7 +54,7 @@ inline int dp_rank_of(int replica_rank, int shard_rank, int shard_size, int repl
 
 // Rank `rank`'s place in the mesh of groups of `shard_size` ranks; all[r] is rank r's layout (gathered). The caller
 // checked that shard_size divides the world size (resolve_shard_group).
-inline DpMesh make_dp_mesh(const std::vector<DistInfo>& all, int rank, int shard_size) {
+LLMC_DP_MESH_INLINE DpMesh make_dp_mesh(const std::vector<DistInfo>& all, int rank, int shard_size) {
     DpMesh m;
     m.world_size = (int)all.size();
     m.shard_size = shard_size;
