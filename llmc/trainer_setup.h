@@ -265,10 +265,15 @@ void print_startup(const TrainOptions& o, const RunShape& s, const DpMesh& mesh,
     std::printf("data       train %zu tokens in %zu shard(s); %d steps%s\n", train.total_tokens(), train.num_shards(),
                 sc.total_steps, o.overfit_single_batch ? " (overfitting one batch)" : "");
     std::printf("schedule   %s\n", describe_schedule(sc).c_str());
-    if (mesh.hybrid())
-        std::printf("sharding   %d group(s) of %d rank(s) (--shard-group): ZeRO within a group, each gradient shard "
-                    "all-reduced across the groups; the plan below is one group's\n",
-                    mesh.replicas, mesh.shard_size);
+    if (mesh.hybrid()) {  // rank 0's shard, all-reduced across the groups once per step (ring: 2 (R-1)/R of it)
+        const ShardPlan& p = opt.plan();
+        const double R = mesh.replicas, shard_bytes = (double)(p.logical_end(0) - p.logical_begin(0)) *
+                                                      (o.reduce_dtype == "bf16" ? 2.0 : 4.0);
+        std::printf("sharding   %d group(s) of %d rank(s) (--shard-group): ZeRO within a group (the plan below), each "
+                    "gradient shard all-reduced across the groups: ~%.1f MiB sent across groups per rank and step "
+                    "(ring)\n",
+                    mesh.replicas, mesh.shard_size, 2 * (R - 1) / R * shard_bytes / (1024.0 * 1024.0));
+    }
     if (s.world > 1)  // ZeRO's shards and traffic; one process has neither (its memory is the line above)
         std::printf("%s\n", zero_summary(opt.plan(), model.layout(), s.zero_stage, sizeof(typename Backend::act_t),
                                          (int)s.grad_accum).c_str());
