@@ -82,8 +82,11 @@ public:
         }
         save_final_model();
         if (rank_ == 0 && shape_.world > 1)  // bytes on the wire, for --reduce-dtype (docs/distributed.md)
-            std::printf("gradient reduction: %llu bytes handed to collectives by rank 0 (%s)\n",
-                        (unsigned long long)opt_->reducer().reduced_bytes(), dtype_name(opt_->reducer().wire_dtype()));
+            std::printf("gradient reduction: %llu bytes handed to collectives by rank 0 (%s)%s\n",
+                        (unsigned long long)opt_->reducer().reduced_bytes(), dtype_name(opt_->reducer().wire_dtype()),
+                        groups_.mesh.hybrid() ? (", and " + std::to_string(opt_->reducer().cross_group_bytes()) +
+                                                 " across the sharding groups").c_str()
+                                              : "");
         if (o_.show_placement) print_comm_bytes(comm_, groups_);
         return 0;
     }
