@@ -8,8 +8,11 @@
 // Resume (-y 1) takes the newest complete checkpoint whose files verify; a corrupt one is reported on stderr (the
 // file, the CRC computed and the CRC recorded) and the previous one is tried. The files are verified in parallel
 // (rank r checks files r, r + world, ...). A rank of the new run reads the parts of the optimizer files that
-// overlap its own range, so N writers and M readers need not agree. With --sync-every (an OuterSync) every rank is
-// a replica: it writes and reads its whole replica (replica_<rank>.bin), and rank 0 the outer state (outer.bin).
+// overlap its own range, so N writers and M readers need not agree.
+// Hybrid sharding (llmc/dp_mesh.h): every sharding group holds the same optimizer state, so only group 0 writes it:
+// N files, file i by the rank at dp_rank i (its shard i); meta.json's world_size is then N, the writing ranks.
+// With --sync-every (an OuterSync) every rank is a replica: it writes and reads its whole replica
+// (replica_<rank>.bin), and rank 0 the outer state (outer.bin).
 #pragma once
 
 #include <algorithm>
@@ -23,6 +26,7 @@
 #include "checkpoint_store.h"
 #include "comm.h"
 #include "crc32c.h"
+#include "dp_mesh.h"
 #include "error.h"
 #include "model.h"
 #include "model_file.h"
@@ -35,14 +39,15 @@ namespace llmc {
 template <class Backend>
 class Checkpointer {
 public:
-    // `outer`: the run's OuterSync with --sync-every, else nullptr.
+    // comm: every rank of the run; mesh: where this rank sits among the sharding groups (one group by default);
+    // outer: the run's OuterSync with --sync-every, else nullptr.
     Checkpointer(const std::string& out_dir, Backend& be, Comm& comm, GPT2<Backend>& model, Optimizer<Backend>& opt,
-                 OuterSync<Backend>* outer = nullptr)
-        : out_(out_dir), be_(be), comm_(comm), model_(model), opt_(opt), outer_(outer) {}
+                 const DpMesh& mesh = DpMesh(), OuterSync<Backend>* outer = nullptr)
+        : out_(out_dir), be_(be), comm_(comm), model_(model), opt_(opt), mesh_(mesh), outer_(outer) {}
 
     // Writes ckpt_<meta.step>: the caller fills everything but `files`, world_size, zero_stage, num_params.
     void save(CheckpointMeta meta, int keep_last, int keep_every) {
-        const int rank = comm_.rank(), world = comm_.world_size();
+        const int rank = comm_.rank();
         const std::string dir = checkpoint_dir(out_, meta.step);
         if (rank == 0) {
             remove_checkpoint(dir);  // rewriting (or crash leftovers): meta.json goes first, then the rest
@@ -52,34 +57,22 @@ public:
         if (outer_) return save_replicas(dir, meta, keep_last, keep_every);
         std::vector<float> params;
         if (rank == 0) params = model_.get_params();
-        const ShardPlan& plan = opt_.plan();
-        const uint64_t begin = plan.logical_begin(rank), end = plan.logical_end(rank);
-        char name[32];
-        std::snprintf(name, sizeof name, "optim_%05d.bin", rank);
-        float* arrays[3] = {opt_.m(), opt_.v(), opt_.master()};
-        const size_t base = begin - opt_.state_offset();  // where `begin` sits in this rank's state arrays
-        CheckpointFileInfo mine = write_optim_state(
-            dir, name, meta.step, plan.num_params, begin, end,
-            [&](int which, uint64_t off, size_t count, float* dst) {
-                be_.copy_to_host(dst, arrays[which] + base + off, count * sizeof(float));
-            });
-        // Every rank's (size, CRC) for meta.json.
-        const std::vector<uint64_t> sizes_crcs = comm_.all_gather_host({mine.bytes, mine.crc32c});
+        const ShardPlan& plan = opt_.plan();  // over the sharding group (every rank with one group)
+        const bool writer = !mesh_.hybrid() || mesh_.replica_rank == 0;
+        const int file = mesh_.hybrid() ? mesh_.dp_rank : rank;  // = the shard it owns, for a writer
+        CheckpointFileInfo mine;
+        if (writer) mine = write_own_state(dir, file, meta.step);
+        // Every rank's (file + 1 or 0, size, CRC) for meta.json.
+        const std::vector<uint64_t> got =
+            comm_.all_gather_host({writer ? (uint64_t)file + 1 : 0, mine.bytes, mine.crc32c});
         if (rank == 0) {
             CheckpointFileInfo model_file;
             model_file.name = "model.bin";
             write_model_file(dir + "/model.bin", model_.config(), params.data(), false);
             model_file.crc32c = crc32c_file(dir + "/model.bin", &model_file.bytes);
             meta.files = {model_file};
-            for (int r = 0; r < world; r++) {
-                CheckpointFileInfo f;
-                char n[32];
-                std::snprintf(n, sizeof n, "optim_%05d.bin", r);
-                f.name = n, f.begin = plan.logical_begin(r), f.end = plan.logical_end(r);
-                f.bytes = sizes_crcs[2 * (size_t)r], f.crc32c = (uint32_t)sizes_crcs[2 * (size_t)r + 1];
-                meta.files.push_back(f);
-            }
-            meta.world_size = world, meta.zero_stage = opt_.zero_stage(), meta.num_params = plan.num_params;
+            for (int r = 0; r < plan.world_size; r++) meta.files.push_back(optim_file_info(plan, r, got));
+            meta.world_size = plan.world_size, meta.zero_stage = opt_.zero_stage(), meta.num_params = plan.num_params;
             write_checkpoint_meta(dir, meta);  // last: the checkpoint is complete from here on
             apply_retention(out_, keep_last, keep_every, meta.step);
         }
@@ -203,11 +196,37 @@ private:
         outer_->set_last_sync_step(meta.sync.last_sync_step);
     }
 
+    static std::string optim_file_name(int file) {
+        char name[32];
+        std::snprintf(name, sizeof name, "optim_%05d.bin", file);
+        return name;
+    }
+    // This rank's logical range of m, v and the master weights (its shard's), into optim_<file>.bin.
+    CheckpointFileInfo write_own_state(const std::string& dir, int file, int step) {
+        const ShardPlan& plan = opt_.plan();
+        const uint64_t begin = plan.logical_begin(plan.rank), end = plan.logical_end(plan.rank);
+        float* arrays[3] = {opt_.m(), opt_.v(), opt_.master()};
+        const size_t base = begin - opt_.state_offset();  // where `begin` sits in this rank's state arrays
+        return write_optim_state(dir, optim_file_name(file), step, plan.num_params, begin, end,
+                                 [&](int which, uint64_t off, size_t count, float* dst) {
+                                     be_.copy_to_host(dst, arrays[which] + base + off, count * sizeof(float));
+                                 });
+    }
+    // File `file`'s entry in meta.json, from the gathered (file + 1, size, CRC) of every rank.
+    static CheckpointFileInfo optim_file_info(const ShardPlan& plan, int file, const std::vector<uint64_t>& got) {
+        CheckpointFileInfo f;
+        f.name = optim_file_name(file), f.begin = plan.logical_begin(file), f.end = plan.logical_end(file);
+        for (size_t r = 0; r + 2 < got.size(); r += 3)
+            if (got[r] == (uint64_t)file + 1) f.bytes = got[r + 1], f.crc32c = (uint32_t)got[r + 2];
+        return f;
+    }
+
     std::string out_;
     Backend& be_;
     Comm& comm_;
     GPT2<Backend>& model_;
     Optimizer<Backend>& opt_;
+    DpMesh mesh_;
     OuterSync<Backend>* outer_;
 };
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "dp_mesh.h"
 #include "error.h"
 #include "preemption.h"
 #include "schedule.h"
@@ -86,6 +87,9 @@ void validate_sync_options(const TrainOptions& o) {
     if (o.sync_every > 0 && o.reduce_dtype != "fp32")
         fail("--reduce-dtype %s with --sync-every %d: gradients are not reduced across ranks then (each rank trains "
              "its own replica); the outer step averages fp32 parameters", o.reduce_dtype.c_str(), o.sync_every);
+    if (o.sync_every > 0 && !o.shard_group.empty())
+        fail("--shard-group %s with --sync-every %d: replicas of several ranks are not implemented (with --sync-every "
+             "every rank is its own replica; docs/distributed.md)", o.shard_group.c_str(), o.sync_every);
 }
 }  // namespace
 
@@ -153,6 +157,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
                        "steps an outer Nesterov step averages them (0: off)", v(o.sync_every))
         ("outer-lr", "--sync-every's outer learning rate", v(o.outer_lr))
         ("outer-momentum", "--sync-every's outer Nesterov momentum, in [0, 1)", v(o.outer_momentum))
+        ("shard-group", "hybrid sharding: ZeRO within groups of N ranks (or node: the ranks of one node), gradient "
+                        "shards all-reduced across the groups (default: one group of every rank)", s(o.shard_group))
         ("num-processes", "-pn: world size override", v(o.num_processes))
         ("process-rank", "-pr: rank override", v(o.process_rank))
         ("gpus-per-node", "-pg: GPUs per node override", v(o.gpus_per_node))
@@ -212,6 +218,7 @@ TrainOptions parse_train_options(int argc, char** argv) {
     if (o.reduce_dtype != "fp32" && o.reduce_dtype != "bf16")
         fail("--reduce-dtype '%s': expected fp32 or bf16", o.reduce_dtype.c_str());
     validate_sync_options(o);
+    check_shard_group_syntax(o.shard_group);
     if (o.val_every < 0) fail("-v %d: must be >= 0", o.val_every);
     if (o.val_batches == 0 || o.val_batches < -1) fail("-m %d: must be positive (or -1)", o.val_batches);
     if (o.sample_every < 0) fail("-s %d: must be >= 0", o.sample_every);

@@ -58,6 +58,7 @@ struct TrainOptions {
     // averaged parameter change (llmc/outer_sync.h); --outer-lr, --outer-momentum: that step's rate and momentum
     int sync_every = 0;
     float outer_lr = 0.7f, outer_momentum = 0.9f;
+    std::string shard_group;           // --shard-group: ranks per sharding group, "node", or "" (every rank)
     int num_processes = -1, process_rank = -1, gpus_per_node = -1;  // -pn -pr -pg
     std::string rendezvous_dir;        // -pf
     std::string server_ip;             // -ps

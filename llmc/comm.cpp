@@ -51,6 +51,10 @@ bool Comm::any(bool mine) {
     return flag != 0;
 }
 
+std::unique_ptr<Comm> Comm::split(int color, int key) {
+    fail("%s comm: split(color %d, key %d) is not supported", name(), color, key);
+}
+
 CommInit parse_comm_init(const std::string& s) {
     if (s == "auto") return CommInit::Auto;
     if (s == "mpi") return CommInit::Mpi;

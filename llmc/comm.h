@@ -61,6 +61,12 @@ public:
     // Group several collectives into one launch (NCCL group); no-op elsewhere.
     virtual void group_start() {}
     virtual void group_end() {}
+    // A communicator of the ranks that pass the same `color`, numbered by `key` (ties by rank): MPI_Comm_split,
+    // ncclCommSplit. Collective: every rank of this comm calls it, with nothing of this comm in flight. The new
+    // comm's info() is this one's with its own rank and world size (node, local rank and GPU unchanged); its
+    // collectives are watched by this comm's watchdog, so it must be destroyed before this one. Hybrid sharding's
+    // groups (llmc/dp_groups.h). The default fails (a comm that only stands in for one in a test).
+    virtual std::unique_ptr<Comm> split(int color, int key);
 
     // ---- the host channel: small control data (flags, sizes, checksums, identities) in host memory -------------
     // Blocking and exact on every Comm: integers travel as integers. The caller allocates no device memory (NcclComm

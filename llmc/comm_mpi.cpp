@@ -64,6 +64,22 @@ MpiComm::MpiComm(const DistInfo& info, size_t max_chunk, double watchdog_s) : ma
     if (watchdog_s > 0 && info.world_size > 1)
         watchdog_ = std::make_unique<CommWatchdog>(info.rank, info.world_size, watchdog_s, make_mpi_census(),
                                                    WatchdogHooks());
+    watch_ = watchdog_.get();
+}
+
+MpiComm::MpiComm(const DistInfo& info, MPI_Comm comm, size_t max_chunk, CommWatchdog* watch)
+    : comm_(comm), max_chunk_(max_chunk), watch_(watch) {
+    info_ = info;
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+}
+
+std::unique_ptr<Comm> MpiComm::split(int color, int key) {
+    MPI_Comm sub = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
+    DistInfo info = info_;
+    MPI_Comm_rank(sub, &info.rank);
+    MPI_Comm_size(sub, &info.world_size);
+    return std::unique_ptr<Comm>(new MpiComm(info, sub, max_chunk_, watch_));
 }
 
 MpiComm::~MpiComm() {
@@ -115,7 +131,7 @@ void MpiComm::reduce_scatter_f32(const float* send, float* recv, size_t recv_cou
 }
 
 void MpiComm::all_reduce(void* buf, size_t count, DType t, ReduceOp op, Stream) {
-    WatchedCall watched(watchdog_.get(), CollectiveKind::AllReduce);
+    WatchedCall watched(watch_, CollectiveKind::AllReduce);
     require_float(t, "all_reduce");
     counters.all_reduce++;
     counters.bytes += count * dtype_size(t);
@@ -131,7 +147,7 @@ void MpiComm::all_reduce(void* buf, size_t count, DType t, ReduceOp op, Stream) 
 }
 
 void MpiComm::reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root, Stream) {
-    WatchedCall watched(watchdog_.get(), CollectiveKind::Reduce);
+    WatchedCall watched(watch_, CollectiveKind::Reduce);
     require_float(t, "reduce");
     if (root < 0 || root >= info_.world_size)
         fail("reduce: root %d, expected 0 <= root < world size %d", root, info_.world_size);
@@ -152,7 +168,7 @@ void MpiComm::reduce(const void* send, void* recv, size_t count, DType t, Reduce
 }
 
 void MpiComm::reduce_scatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op, Stream) {
-    WatchedCall watched(watchdog_.get(), CollectiveKind::ReduceScatter);
+    WatchedCall watched(watch_, CollectiveKind::ReduceScatter);
     require_float(t, "reduce_scatter");
     const size_t W = (size_t)info_.world_size;
     counters.reduce_scatter++;
@@ -178,7 +194,7 @@ void MpiComm::reduce_scatter(const void* send, void* recv, size_t recv_count, DT
 }
 
 void MpiComm::all_gather(const void* send, void* recv, size_t send_count, DType t, Stream) {
-    WatchedCall watched(watchdog_.get(), CollectiveKind::AllGather);
+    WatchedCall watched(watch_, CollectiveKind::AllGather);
     counters.all_gather++;
     counters.bytes += send_count * dtype_size(t);
     gather(send, recv, send_count, t);
@@ -210,7 +226,7 @@ void MpiComm::gather(const void* send, void* recv, size_t send_count, DType t) {
 }
 
 void MpiComm::broadcast(void* buf, size_t count, DType t, int root, Stream) {
-    WatchedCall watched(watchdog_.get(), CollectiveKind::Broadcast);
+    WatchedCall watched(watch_, CollectiveKind::Broadcast);
     if (root < 0 || root >= info_.world_size)
         fail("broadcast: root %d, expected 0 <= root < world size %d", root, info_.world_size);
     counters.broadcast++;
@@ -223,13 +239,13 @@ void MpiComm::broadcast(void* buf, size_t count, DType t, int root, Stream) {
 }
 
 void MpiComm::barrier() {
-    WatchedCall watched(watchdog_.get(), CollectiveKind::Barrier);
+    WatchedCall watched(watch_, CollectiveKind::Barrier);
     counters.barrier++;
     check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
 }
 
 void MpiComm::host_all_reduce(void* buf, size_t count, DType t, ReduceOp op) {
-    WatchedCall watched(watchdog_.get(), CollectiveKind::AllReduce);
+    WatchedCall watched(watch_, CollectiveKind::AllReduce);
     char* b = static_cast<char*>(buf);
     for (size_t off = 0; off < count; off += max_chunk_) {
         int n = (int)std::min(count - off, max_chunk_);
@@ -240,7 +256,7 @@ void MpiComm::host_all_reduce(void* buf, size_t count, DType t, ReduceOp op) {
 }
 
 void MpiComm::host_all_gather(const void* send, void* recv, size_t count, DType t) {
-    WatchedCall watched(watchdog_.get(), CollectiveKind::AllGather);
+    WatchedCall watched(watch_, CollectiveKind::AllGather);
     gather(send, recv, count, t);
 }
 

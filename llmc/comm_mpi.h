@@ -32,12 +32,16 @@ public:
     void all_gather(const void* send, void* recv, size_t send_count, DType t, Stream stream) override;
     void broadcast(void* buf, size_t count, DType t, int root, Stream stream) override;
     void barrier() override;
+    // MPI_Comm_split of this comm; the new comm registers its collectives with this comm's watchdog.
+    std::unique_ptr<Comm> split(int color, int key) override;
 
 protected:
     void host_all_reduce(void* buf, size_t count, DType t, ReduceOp op) override;
     void host_all_gather(const void* send, void* recv, size_t count, DType t) override;
 
 private:
+    // A comm over `comm` (owned), watched by `watch` (a parent's watchdog, or null).
+    MpiComm(const DistInfo& info, MPI_Comm comm, size_t max_chunk, CommWatchdog* watch);
     void gather(const void* send, void* recv, size_t send_count, DType t);
     void all_reduce_f32(float* buf, size_t count, ReduceOp op);
     void reduce_f32(const float* send, float* recv, size_t count, ReduceOp op, int root);
@@ -46,7 +50,8 @@ private:
 
     MPI_Comm comm_ = MPI_COMM_NULL;
     size_t max_chunk_;
-    std::unique_ptr<CommWatchdog> watchdog_;  // null: off
+    std::unique_ptr<CommWatchdog> watchdog_;  // null: off, or a split comm (its parent's watches it)
+    CommWatchdog* watch_ = nullptr;           // the watchdog its collectives register with (own or the parent's)
     std::vector<float> scratch_send_, scratch_recv_;  // fp32 copies of bf16 buffers; packed chunks
 };
 

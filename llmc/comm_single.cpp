@@ -43,6 +43,7 @@ public:
         counters.bytes += count * dtype_size(t);
     }
     void barrier() override { counters.barrier++; }
+    std::unique_ptr<Comm> split(int, int) override { return std::make_unique<SingleComm>(copy_); }
 
 protected:
     void host_all_reduce(void*, size_t, DType, ReduceOp) override {}

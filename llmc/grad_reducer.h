@@ -31,6 +31,14 @@
 // sums: bit-identical when those sums are exact or formed in the same order, else within fp32 reduction-order
 // rounding (docs/distributed.md, "Semantics").
 //
+// Hybrid sharding (--shard-group N, llmc/dp_groups.h): `comm` is the rank's sharding group of N ranks (the plan
+// shards over it) and `replica` the ranks owning the same shard in the other groups. ZeRO 1 follows each bucket's
+// reduces within the group with an all_reduce(Sum) across groups of the rank's own pieces (one group per bucket, on
+// the comm stream after the reduces), so a rank sends across groups only its 1/N of the gradient. ZeRO 2 reduces
+// within the group every micro-step as above, and all-reduces its shard accumulator across groups once, after the
+// last micro-step (through the bf16 staging buffer in chunks with a bf16 wire). The sums then run over every rank
+// of every group: the optimizer divides by k x N x R (data_parallel_size()).
+//
 // ZeRO 2 holds no full gradient buffer (the model is created with ModelOptions::gradient_buffer = false). Between
 // micro-steps a rank keeps only its fp32 shard accumulator; during backward, each bucket lives in a buffer of a pool
 // (llmc/zero.h: bucket L's own buffer, ZERO2_LAYER_BUFFERS buffers shared by the layer buckets) from bucket_buffer()
@@ -71,9 +79,13 @@ class GradReducer {
 public:
     // The model's buffers must be padded to a multiple of zero_pad_multiple(world size, align) (ModelOptions::pad_to).
     // wire: the type the gradients are reduced in (F32, or BF16: half the bytes, see "Reduce dtype" above).
-    GradReducer(Backend& be, Model& model, Comm& comm, int zero_stage, size_t align, DType wire = DType::F32)
-        : be_(be), model_(model), comm_(comm), stage_(zero_stage), wire_(wire) {
+    // replica: hybrid sharding's comm across groups (null: one group, `comm` spans every rank).
+    GradReducer(Backend& be, Model& model, Comm& comm, int zero_stage, size_t align, DType wire = DType::F32,
+                Comm* replica = nullptr)
+        : be_(be), model_(model), comm_(comm), replica_(replica), stage_(zero_stage), wire_(wire) {
         validate_zero_stage(zero_stage);
+        if (replica_ && stage_ == 0)
+            fail("GradReducer: ZeRO 0 all-reduces over every rank; sharding groups need ZeRO 1 or 2");
         if (wire != DType::F32 && wire != DType::BF16)
             fail("GradReducer: gradients are reduced in f32 or bf16, not %s", dtype_name(wire));
         plan_ = make_shard_plan(model.num_params(), comm.world_size(), comm.rank(), align);
@@ -178,6 +190,7 @@ public:
                 for (BucketSlot& k : slots_) release(k);  // waits for each reduction, adds the rank's pieces
                 accumulated_ = true;
                 std::fill(acquired_.begin(), acquired_.end(), 0);
+                if (last_micro_step && replica_) reduce_accumulator_across_groups();
             } else {
                 be_.main_waits_comm();  // nothing on the main stream reads the gradients before they are reduced
             }
@@ -190,8 +203,12 @@ public:
     bool reduced() const { return reduced_; }
     // reduce_gradients calls since the last step: the micro-steps whose gradients the reduced sums hold.
     int micro_steps() const { return micro_steps_; }
-    // Bytes this rank handed to gradient reductions so far (count x the wire type's size).
+    // Bytes this rank handed to gradient reductions so far (count x the wire type's size): within its sharding group
+    // (all of them with one group), and across groups (hybrid sharding).
     uint64_t reduced_bytes() const { return reduced_bytes_; }
+    uint64_t cross_group_bytes() const { return cross_group_bytes_; }
+    // The ranks whose gradients the reduced sums hold: the group's N x the R groups.
+    int data_parallel_size() const { return comm_.world_size() * (replica_ ? replica_->world_size() : 1); }
     DType wire_dtype() const { return wire_; }
     // The reduced gradient of flat element `flat_begin` onwards, for this rank's range (ZeRO 0: the whole buffer;
     // ZeRO >= 1: its shard): in place in the model's buffer for ZeRO 0 and 1, the accumulator for ZeRO 2.
@@ -254,11 +271,43 @@ private:
             reduced_bytes_ += p.count * dtype_size(wire_);
         }
         comm_.group_end();
+        if (replica_ && stage_ == 1) {  // this rank's pieces, across groups (every group owns them alike)
+            replica_->group_start();
+            for (const Part& p : parts)
+                if (p.root == plan_.rank) {
+                    replica_->all_reduce(staged ? (void*)(wire + p.packed) : (void*)p.grads, p.count, wire_,
+                                         ReduceOp::Sum, st);
+                    cross_group_bytes_ += p.count * dtype_size(wire_);
+                }
+            replica_->group_end();
+        }
         if (staged)
             for (const Part& p : parts)
                 if (p.root < 0 || p.root == plan_.rank) be_.grads_from_bf16(p.grads, wire + p.packed, p.count, st);
         if (k) be_.event_record(k->reduced, st);
         bucket_done_[b] = 1;
+    }
+    // ZeRO 2 under hybrid sharding: the accumulator's real elements (the padding stays zero) summed across groups,
+    // on the comm stream after the main stream's last additions into it; in place (fp32), or through the staging
+    // buffer in chunks of the largest bucket (bf16).
+    void reduce_accumulator_across_groups() {
+        const Stream st = be_.comm_stream();
+        const size_t own = plan_.logical_end(plan_.rank) - plan_.logical_begin(plan_.rank);
+        const size_t chunk = wire_ == DType::BF16 ? max_bucket_elements(model_.layout()) : std::max<size_t>(own, 1);
+        uint16_t* wire = static_cast<uint16_t*>(wire_buf_);
+        be_.comm_waits_main();
+        for (size_t off = 0; off < own; off += chunk) {
+            const size_t n = std::min(chunk, own - off);
+            if (wire_ == DType::BF16) {
+                be_.grads_to_bf16(wire, accum_ + off, n, st);
+                replica_->all_reduce(wire, n, wire_, ReduceOp::Sum, st);
+                be_.grads_from_bf16(accum_ + off, wire, n, st);
+            } else {
+                replica_->all_reduce(accum_ + off, n, wire_, ReduceOp::Sum, st);
+            }
+            cross_group_bytes_ += n * dtype_size(wire_);
+        }
+        be_.main_waits_comm();
     }
     struct BucketSlot;
     // One collective of a bucket: ZeRO 0 all-reduces each range (root -1), ZeRO 1/2 reduce each piece to its owner.
@@ -317,6 +366,7 @@ private:
     Backend& be_;
     Model& model_;
     Comm& comm_;
+    Comm* replica_;                // hybrid sharding: the comm across groups (null: one group)
     int stage_;
     ShardPlan plan_;
     std::vector<std::vector<FlatRange>> ranges_;   // per bucket: its flat ranges (ZeRO 0 all-reduces them)
@@ -332,6 +382,7 @@ private:
     DType wire_;                   // the type gradients are reduced in
     void* wire_buf_ = nullptr;     // bf16 wire: the staging buffer, the largest bucket's size
     uint64_t reduced_bytes_ = 0;
+    uint64_t cross_group_bytes_ = 0;
 };
 
 }  // namespace llmc

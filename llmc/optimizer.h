@@ -54,10 +54,13 @@ public:
     using act_t = typename Backend::act_t;
 
     // The model's buffers must be padded to a multiple of zero_pad_multiple(world size, align) (ModelOptions::pad_to).
+    // Hybrid sharding (llmc/dp_groups.h): `comm` is the rank's sharding group (the plan, the norm and the gather
+    // span it) and `replica` the comm across groups that the reducer all-reduces the gradient shards over.
     Optimizer(Backend& be, Model& model, Comm& comm, const OptimConfig& cfg, int zero_stage, uint64_t seed,
-              size_t align = 128)
+              size_t align = 128, Comm* replica = nullptr)
         : be_(be), model_(model), comm_(comm), cfg_(cfg), seed_(seed),
-          reducer_(be, model, comm, zero_stage, align, cfg.reduce_dtype), plan_(reducer_.plan()), stage_(zero_stage) {
+          reducer_(be, model, comm, zero_stage, align, cfg.reduce_dtype, replica), plan_(reducer_.plan()),
+          stage_(zero_stage) {
         state_offset_ = stage_ == 0 ? 0 : plan_.begin();
         state_count_ = stage_ == 0 ? plan_.padded : plan_.shard_size;
         segments_ = range_segments(model.layout(), state_offset_, state_offset_ + state_count_);
@@ -97,7 +100,7 @@ public:
         float norm2 = 0;
         be_.copy_to_host(&norm2, norm_, sizeof(float));
         // The mean over the step's micro-steps x W micro-batches, applied once in fp32 (see the header comment).
-        const float inv = 1.0f / ((float)reducer_.micro_steps() * (float)comm_.world_size());
+        const float inv = 1.0f / ((float)reducer_.micro_steps() * (float)reducer_.data_parallel_size());
         const float norm = std::sqrt(norm2) * inv;
         float scale = 1.0f;
         if (cfg_.grad_clip > 0) {

@@ -19,6 +19,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "comm.h"
+#include "dp_groups.h"
 #include "logger.h"
 #include "model.h"
 #include "model_file.h"
@@ -82,14 +83,21 @@ public:
         }
         save_final_model();
         if (rank_ == 0 && shape_.world > 1) print_traffic();
+        if (o_.show_placement) print_comm_bytes(comm_, groups_);
         return 0;
     }
+
+    // Hybrid sharding's communicators (llmc/dp_groups.h), set up by run(): replica_comm() is the comm across the
+    // sharding groups (null with one group), for a synchronisation across replicas.
+    const DpGroups& dp_groups() const { return groups_; }
+    Comm* replica_comm() const { return groups_.replica; }
 
 private:
     // Everything before step 1, in the order its checks fail (llmc/trainer_setup.h, llmc/trainer_resume.h).
     void set_up() {
         shape_ = plan_run(o_, comm_.world_size());
-        data_ = open_data(o_, be_, comm_, shape_);
+        groups_ = make_dp_groups(comm_, o_.shard_group, shape_.zero_stage);  // refuses a bad --shard-group
+        data_ = open_data(o_, be_, comm_, shape_, groups_.mesh.dp_rank);
         max_steps_ = o_.max_steps > 0 ? o_.max_steps : (int)data_.train->steps_per_epoch();
         agree_and_lock();
         const std::vector<std::string> earlier = refuse_earlier_run(o_);
@@ -104,19 +112,20 @@ private:
         schedule_ = schedule_for(o_, max_steps_);
         run_id_ = run_identity(o_, shape_, max_steps_, data_.train_summary);
         if (!o_.output_dir.empty())
-            ckpt_ = std::make_unique<Checkpointer<Backend>>(o_.output_dir, be_, comm_, *model_, *opt_, outer_.get());
+            ckpt_ = std::make_unique<Checkpointer<Backend>>(o_.output_dir, be_, comm_, *model_, *opt_, groups_.mesh,
+                                                            outer_.get());
         const bool resumed = resume_or_start(earlier);
         std::vector<McExample> hellaswag = read_checked_hellaswag(o_, shape_.cfg.vocab_size, data_.val != nullptr);
         if (o_.sample_every > 0 && rank_ == 0) tokenizer_ = load_tokenizer(o_, shape_.cfg);
         metrics_ = open_metrics(o_, rank_, resumed ? &resumed_ : nullptr);
         flops_token_ = flops_per_token(shape_.cfg, model_->num_params(), shape_.T);
         const char* origin = shape_.from_file ? o_.model.c_str() : resumed ? "from the checkpoint" : "fresh GPT-2 init";
-        if (rank_ == 0) print_startup(o_, shape_, *model_, *opt_, *data_.train, schedule_, origin);
+        if (rank_ == 0) print_startup(o_, shape_, groups_.mesh, *model_, *opt_, *data_.train, schedule_, origin);
         if (rank_ == 0 && outer_)
             std::printf("sync       every %d steps: outer SGD, lr %g, Nesterov momentum %g, over %d replicas (one "
                         "per rank); the gradients are not reduced across ranks\n",
                         o_.sync_every, o_.outer_lr, o_.outer_momentum, comm_.world_size());
-        if (o_.show_placement) print_placement(comm_, be_, shape_, *data_.train, *opt_);
+        if (o_.show_placement) print_placement(comm_, be_, shape_, groups_.mesh, *data_.train, *opt_);
         loss_acc_ = std::make_unique<DeviceArray<Backend, float>>(be_, 1);
         inputs_.resize(shape_.B * shape_.T), targets_.resize(shape_.B * shape_.T);
         if (data_.val)
@@ -131,9 +140,11 @@ private:
     // and the outer optimizer the comm that joins the ranks holding the same shard in every replica.
     void make_optimizers() {
         if (o_.sync_every > 0) replica_comm_ = create_replica_comm(be_);
-        Comm& inner = replica_comm_ ? *replica_comm_ : comm_;
+        // Without --sync-every the optimizer shards over the sharding group and reduces across groups (one group of
+        // every rank by default); with it, over the replica's own rank.
+        Comm& inner = replica_comm_ ? *replica_comm_ : *groups_.shard;
         opt_ = std::make_unique<Optimizer<Backend>>(be_, *model_, inner, optim_config_for(o_), shape_.zero_stage,
-                                                    o_.seed);
+                                                    o_.seed, 128, replica_comm_ ? nullptr : groups_.replica);
         if (o_.sync_every <= 0) return;
         OuterSyncConfig oc;
         oc.every = o_.sync_every, oc.lr = o_.outer_lr, oc.momentum = o_.outer_momentum;
@@ -146,9 +157,12 @@ private:
         if (outer_)
             std::printf("outer sync: %llu outer steps of %zu fp32 parameters\n",
                         (unsigned long long)outer_->outer_steps(), outer_->count());
-        else  // bytes on the wire, for --reduce-dtype
-            std::printf("gradient reduction: %llu bytes handed to collectives by rank 0 (%s)\n",
-                        (unsigned long long)opt_->reducer().reduced_bytes(), dtype_name(opt_->reducer().wire_dtype()));
+        else  // bytes on the wire, for --reduce-dtype and --shard-group (docs/distributed.md)
+            std::printf("gradient reduction: %llu bytes handed to collectives by rank 0 (%s)%s\n",
+                        (unsigned long long)opt_->reducer().reduced_bytes(), dtype_name(opt_->reducer().wire_dtype()),
+                        groups_.mesh.hybrid() ? (", and " + std::to_string(opt_->reducer().cross_group_bytes()) +
+                                                 " across the sharding groups").c_str()
+                                              : "");
         std::printf("collectives: %llu bytes handed to collectives by rank 0 in %llu calls (all_reduce %llu, reduce "
                     "%llu, all_gather %llu; host channel not counted)\n",
                     (unsigned long long)c.bytes, (unsigned long long)(c.total() - c.host),
@@ -353,6 +367,7 @@ private:
     RunShape shape_;                                 // model shape, batch arithmetic, ZeRO stage
     RunLock lock_;                                   // rank 0: the lock on -o, held for the whole run
     RunData data_;                                   // training and validation loaders
+    DpGroups groups_;                                // the sharding groups' comms (before opt_: it outlives it)
     std::unique_ptr<GPT2<Backend>> model_;
     std::unique_ptr<Comm> replica_comm_;             // --sync-every: the replica's own one-rank comm
     std::unique_ptr<Optimizer<Backend>> opt_;        // over replica_comm_ with --sync-every, else over comm_

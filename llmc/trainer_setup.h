@@ -17,6 +17,7 @@
 #include "crc32c.h"
 #include "data_check.h"
 #include "dataloader.h"
+#include "dp_groups.h"
 #include "error.h"
 #include "hellaswag.h"
 #include "memory_plan.h"
@@ -109,11 +110,12 @@ void print_memory_plan(const TrainOptions& o, int world, const BackendOptions& b
     std::fputs(render_memory_plan(plan_training_memory<Backend>(o, cfg, world, bo)).c_str(), stdout);
 }
 
-// A loader over `pattern`; its errors name the flag (-i or -j) the data came from.
-inline std::unique_ptr<DataLoader> open_loader(const TrainOptions& o, const Comm& comm, const char* flag,
+// A loader over `pattern` for the rank at data-parallel rank `dp_rank` (llmc/dp_mesh.h); its errors name the flag
+// (-i or -j) the data came from.
+inline std::unique_ptr<DataLoader> open_loader(const TrainOptions& o, const Comm& comm, int dp_rank, const char* flag,
                                                const std::string& pattern, size_t seqs_per_step, bool shuffle) {
     try {
-        return std::make_unique<DataLoader>(pattern, (size_t)o.batch_size, (size_t)o.seq_len, comm.rank(),
+        return std::make_unique<DataLoader>(pattern, (size_t)o.batch_size, (size_t)o.seq_len, dp_rank,
                                             comm.world_size(), seqs_per_step, shuffle, o.seed);
     } catch (const Error& e) {
         fail("%s: %s%s", flag, e.what(), std::string(flag) == "-j" ? " (-v 0 turns validation off)" : "");
@@ -163,10 +165,10 @@ struct RunData {
 };
 
 template <class Backend>
-RunData open_data(const TrainOptions& o, Backend& be, Comm& comm, const RunShape& s) {
+RunData open_data(const TrainOptions& o, Backend& be, Comm& comm, const RunShape& s, int dp_rank) {
     RunData d;
-    d.train = open_loader(o, comm, "-i", o.train_data, s.seqs_per_step(), o.shuffle && !o.overfit_single_batch);
-    if (o.val_every > 0) d.val = open_loader(o, comm, "-j", o.val_data, s.seqs_per_step(), false);
+    d.train = open_loader(o, comm, dp_rank, "-i", o.train_data, s.seqs_per_step(), o.shuffle && !o.overfit_single_batch);
+    if (o.val_every > 0) d.val = open_loader(o, comm, dp_rank, "-j", o.val_data, s.seqs_per_step(), false);
     d.train_summary = summarize_shards(d.train->shards());
     if (d.val) d.val_summary = summarize_shards(d.val->shards());
     return d;
@@ -252,8 +254,9 @@ inline std::unique_ptr<Tokenizer> load_tokenizer(const TrainOptions& o, const GP
 // Rank 0's start-up lines: model, backend, batch, data, schedule, ZeRO plan. `origin` says where the parameters
 // come from.
 template <class Backend>
-void print_startup(const TrainOptions& o, const RunShape& s, const GPT2<Backend>& model, const Optimizer<Backend>& opt,
-                   const DataLoader& train, const ScheduleConfig& sc, const char* origin) {
+void print_startup(const TrainOptions& o, const RunShape& s, const DpMesh& mesh, const GPT2<Backend>& model,
+                   const Optimizer<Backend>& opt, const DataLoader& train, const ScheduleConfig& sc,
+                   const char* origin) {
     std::printf("model      %s, %.2fM parameters (%s)\n", s.cfg.describe().c_str(), model.num_params() / 1e6, origin);
     std::printf("backend    %s, %d rank(s), ZeRO-%d, %zu MiB of model memory per rank\n", Backend::name, s.world,
                 s.zero_stage, model.memory_bytes() >> 20);
@@ -262,6 +265,15 @@ void print_startup(const TrainOptions& o, const RunShape& s, const GPT2<Backend>
     std::printf("data       train %zu tokens in %zu shard(s); %d steps%s\n", train.total_tokens(), train.num_shards(),
                 sc.total_steps, o.overfit_single_batch ? " (overfitting one batch)" : "");
     std::printf("schedule   %s\n", describe_schedule(sc).c_str());
+    if (mesh.hybrid()) {  // rank 0's shard, all-reduced across the groups once per step (ring: 2 (R-1)/R of it)
+        const ShardPlan& p = opt.plan();
+        const double R = mesh.replicas, shard_bytes = (double)(p.logical_end(0) - p.logical_begin(0)) *
+                                                      (o.reduce_dtype == "bf16" ? 2.0 : 4.0);
+        std::printf("sharding   %d group(s) of %d rank(s) (--shard-group): ZeRO within a group (the plan below), each "
+                    "gradient shard all-reduced across the groups: ~%.1f MiB sent across groups per rank and step "
+                    "(ring)\n",
+                    mesh.replicas, mesh.shard_size, 2 * (R - 1) / R * shard_bytes / (1024.0 * 1024.0));
+    }
     if (s.world > 1)  // ZeRO's shards and traffic; one process has neither (its memory is the line above)
         std::printf("%s\n", zero_summary(opt.plan(), model.layout(), s.zero_stage, sizeof(typename Backend::act_t),
                                          (int)s.grad_accum).c_str());
@@ -270,14 +282,27 @@ void print_startup(const TrainOptions& o, const RunShape& s, const GPT2<Backend>
 
 // --show-placement: every rank, one line (test/e2e/multinode_test.sh): only the GPU follows the local rank.
 template <class Backend>
-void print_placement(const Comm& comm, const Backend& be, const RunShape& s, const DataLoader& train,
-                     const Optimizer<Backend>& opt) {
+void print_placement(const Comm& comm, const Backend& be, const RunShape& s, const DpMesh& mesh,
+                     const DataLoader& train, const Optimizer<Backend>& opt) {
     const DistInfo& d = comm.info();
     std::printf("placement: rank %d of %d | node %d of %d, local rank %d of %d, gpu %d (%s) | data: sequences "
-                "[%zu, %zu) of each micro-step's %zu | ZeRO-%d shard [%zu, %zu)\n",
+                "[%zu, %zu) of each micro-step's %zu | ZeRO-%d shard [%zu, %zu) | dp rank %d = group %d x %d + %d\n",
                 d.rank, d.world_size, d.node, d.num_nodes, d.local_rank, d.local_size, be.device(), d.launcher.c_str(),
                 train.slice_begin(), train.slice_begin() + s.B, s.B * (size_t)s.world, s.zero_stage,
-                opt.plan().begin(), opt.plan().end());
+                opt.plan().begin(), opt.plan().end(), mesh.dp_rank, mesh.replica_rank, mesh.shard_size,
+                mesh.shard_rank);
+    std::fflush(stdout);
+}
+
+// --show-placement, at the end of the run, every rank: the payload bytes it handed to collectives (CommCounters::
+// bytes; the host channel's control data is not counted) on the world comm, within its sharding group and across
+// the groups (test/e2e/hybrid_shard_test.sh). With one group the world comm is the group's: "group 0 across 0".
+inline void print_comm_bytes(const Comm& world, const DpGroups& g) {
+    const bool hybrid = g.mesh.hybrid();
+    std::printf("comm bytes: rank %d | world %llu | within group %llu | across groups %llu\n", world.rank(),
+                (unsigned long long)world.counters.bytes,
+                (unsigned long long)(hybrid ? g.shard->counters.bytes : 0),
+                (unsigned long long)(hybrid ? g.replica->counters.bytes : 0));
     std::fflush(stdout);
 }
 

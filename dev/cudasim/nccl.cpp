@@ -293,6 +293,27 @@ ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId, int ran
     return ncclSuccess;
 }
 
+// The ranks of `comm` with the same color form a new communicator over MPI_Comm_split of its MPI communicator.
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* out, ncclConfig_t*) {
+    if (!comm || !out) return complain(ncclInvalidArgument, "ncclCommSplit: null communicator");
+    *out = nullptr;
+    if (comm->comm == MPI_COMM_NULL) {  // one rank without MPI: the split is itself
+        if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
+        *out = new ncclComm;
+        return ncclSuccess;
+    }
+    MPI_Comm sub = MPI_COMM_NULL;
+    if (MPI_Comm_split(comm->comm, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &sub) != MPI_SUCCESS)
+        return complain(ncclSystemError, "ncclCommSplit: MPI_Comm_split failed");
+    if (sub == MPI_COMM_NULL) return ncclSuccess;
+    auto* c = new ncclComm;
+    MPI_Comm_rank(sub, &c->rank);
+    MPI_Comm_size(sub, &c->nranks);
+    c->comm = sub;
+    *out = c;
+    return ncclSuccess;
+}
+
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     if (!comm) return ncclSuccess;
     cudasim::detail::drain_communicator(comm);  // its queued collectives complete first

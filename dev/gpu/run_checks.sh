@@ -94,6 +94,29 @@ if [ "$(nvidia-smi -L 2>/dev/null | grep -c GPU)" -ge 2 ]; then
 else
     echo "nccl watchdog on 2 GPUs: skipped (needs 2 GPUs)" | tee -a "$summary"
 fi
+# Hybrid sharding on real NCCL (needs 4 GPUs): --shard-group 2 (groups made by ncclCommSplit, gradient shards
+# all-reduced across them) against flat ZeRO-1 on the same 4 ranks, started by hand as above. The runs differ only in
+# the order of the fp32 gradient sums: test/e2e/hybrid_shard_sim_test.sh's tolerances (losses 1e-5, norms 1e-4,
+# parameters 2 lr x steps = 6e-3 at the default lr 3e-4 over 10 steps).
+if [ "$(nvidia-smi -L 2>/dev/null | grep -c GPU)" -ge 4 ]; then
+    four_ranks() {  # NAME TRAINER-ARGS...
+        local name="$1"; shift
+        local rv="$WORK/rv_$name" pids=() rc=0; mkdir -p "$rv"
+        local args=(-i "$TR" -j "$VA" -e d6 -b 4 -t 256 -d 4096 -x 10 -v 5 -m 2 -s 0 -pi fs -pf "$rv" "$@")
+        for r in 3 2 1 0; do
+            env RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r LOCAL_WORLD_SIZE=4 LLMC_RUN_ID="$name" \
+                timeout 300 "$B/bin/train_gpt2" "${args[@]}" -o "$WORK/$name" >"$LOGS/${name}_rank$r.log" 2>&1 &
+            pids+=($!)
+        done
+        for p in "${pids[@]}"; do wait "$p" || rc=1; done
+        return $rc
+    }
+    step hybrid_flat_zero1 four_ranks hybrid_flat -z 1
+    step hybrid_groups_of_2 four_ranks hybrid_groups -z 1 --shard-group 2
+    step hybrid_matches_flat python3 test/helpers/compare_runs.py "$WORK/hybrid_flat" "$WORK/hybrid_groups" 1e-5 6e-3 1e-4
+else
+    echo "hybrid sharding on 4 GPUs: skipped (needs 4 GPUs)" | tee -a "$summary"
+fi
 for b in 16 32 64; do
     # Peak device memory of the run: nvidia-smi sampled every 200 ms while it trains.
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$LOGS/mem_124M_B$b.txt" 2>/dev/null &

@@ -131,6 +131,11 @@ public:
         grow_staging(256);
         if (opt.watchdog_s > 0 && info.world_size > 1) start_watchdog(info, opt, how, nonce);
     }
+    // A comm split from `root`'s (ncclCommSplit): `comm` is owned; the root's watchdog watches its collectives.
+    NcclComm(NcclComm* root, ncclComm_t comm, const DistInfo& info) : root_(root), comm_(comm) {
+        info_ = info;
+        grow_staging(256);
+    }
     ~NcclComm() override {
         watchdog_.reset();  // joins its thread before the communicator and the events go
         for (cudaEvent_t e : all_events_) cudaEventDestroy(e);
@@ -190,23 +195,34 @@ public:
     // two unordered NCCL kernels of one communicator can deadlock. Barriers are rare (checkpoints), so this is cheap.
     void barrier() override {
         counters.barrier++;
-        WatchedCall watched(watchdog_.get(), CollectiveKind::Barrier);  // the host waits for it to complete
+        WatchedCall watched(root_->watchdog_.get(), CollectiveKind::Barrier);  // the host waits for it to complete
         CUDA_CHECK(cudaDeviceSynchronize());
         NCCL_CHECK(ncclAllReduce(staging_, staging_, 1, ncclFloat32, ncclSum, comm_, (cudaStream_t)0));
         CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)0));
     }
+    // NCCL's groups are per thread, not per communicator: the root comm keeps the one group state for its splits.
     void group_start() override {
         NCCL_CHECK(ncclGroupStart());
-        group_depth_++;
+        root_->group_depth_++;
     }
     void group_end() override {
         NCCL_CHECK(ncclGroupEnd());
         // The group's collectives are launched here: one event after them stands for all of them.
-        if (--group_depth_ == 0 && group_id_ != 0) {
-            const uint64_t id = group_id_;
-            group_id_ = 0;
-            enqueued(id, group_stream_);
+        NcclComm& r = *root_;
+        if (--r.group_depth_ == 0 && r.group_id_ != 0) {
+            const uint64_t id = r.group_id_;
+            r.group_id_ = 0;
+            r.enqueued(id, r.group_stream_);
         }
+    }
+    std::unique_ptr<Comm> split(int color, int key) override {
+        CUDA_CHECK(cudaDeviceSynchronize());  // nothing of this communicator in flight
+        ncclComm_t sub = nullptr;
+        NCCL_CHECK(ncclCommSplit(comm_, color, key, &sub, nullptr));
+        DistInfo info = info_;
+        NCCL_CHECK(ncclCommUserRank(sub, &info.rank));
+        NCCL_CHECK(ncclCommCount(sub, &info.world_size));
+        return std::make_unique<NcclComm>(root_, sub, info);
     }
 
 protected:
@@ -214,7 +230,7 @@ protected:
     // device synchronisation, as the barrier above does (and for the same reason: no other collective of this
     // communicator can still be queued when it runs). Control data is small: staging_ grows only for a larger call.
     void host_all_reduce(void* buf, size_t count, DType t, ReduceOp op) override {
-        WatchedCall watched(watchdog_.get(), CollectiveKind::AllReduce);
+        WatchedCall watched(root_->watchdog_.get(), CollectiveKind::AllReduce);
         const size_t bytes = count * dtype_size(t);
         CUDA_CHECK(cudaDeviceSynchronize());
         grow_staging(bytes);
@@ -223,7 +239,7 @@ protected:
         CUDA_CHECK(cudaMemcpy(buf, staging_, bytes, cudaMemcpyDeviceToHost));  // waits for the all-reduce
     }
     void host_all_gather(const void* send, void* recv, size_t count, DType t) override {
-        WatchedCall watched(watchdog_.get(), CollectiveKind::AllGather);
+        WatchedCall watched(root_->watchdog_.get(), CollectiveKind::AllGather);
         const size_t bytes = count * dtype_size(t), world = (size_t)info_.world_size;
         CUDA_CHECK(cudaDeviceSynchronize());
         grow_staging(bytes * world);
@@ -246,9 +262,10 @@ private:
 
     // The watchdog sees one unit per ungrouped collective or per group (its first collective's kind).
     uint64_t watch(CollectiveKind kind) {
-        if (!watchdog_) return 0;
-        if (group_depth_ == 0) return watchdog_->enter(kind);
-        if (group_id_ == 0) group_id_ = watchdog_->enter(kind);
+        NcclComm& r = *root_;
+        if (!r.watchdog_) return 0;
+        if (r.group_depth_ == 0) return r.watchdog_->enter(kind);
+        if (r.group_id_ == 0) r.group_id_ = r.watchdog_->enter(kind);
         return 0;
     }
     // The call of unit `id` returned (a no-op inside a group: the group's end stands for it). An event recorded
@@ -256,6 +273,7 @@ private:
     // back once it has seen it complete (hooks.retired); the pool grows to the number of collectives in flight,
     // which the host's per-step synchronisation bounds.
     void enqueued(uint64_t id, Stream stream) {
+        if (root_ != this) return root_->enqueued(id, stream);
         if (!watchdog_) return;
         if (group_depth_ > 0) {
             group_stream_ = stream;
@@ -303,7 +321,8 @@ private:
                                                    std::move(hooks));
     }
 
-    std::unique_ptr<CommWatchdog> watchdog_;  // null: off (one rank, or no timeout)
+    NcclComm* root_ = this;                    // the comm this one was split from (itself for the world's)
+    std::unique_ptr<CommWatchdog> watchdog_;  // null: off (one rank, or no timeout, or a split comm)
     std::mutex events_mu_;                     // the pool is shared with the watchdog's thread
     std::vector<cudaEvent_t> all_events_, free_events_;
     int group_depth_ = 0;

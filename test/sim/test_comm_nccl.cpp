@@ -16,6 +16,7 @@
 #include "llmc/optimizer.h"
 #include "test/fixtures/dist_testing.h"
 #include "test/fixtures/host_channel_checks.h"
+#include "test/fixtures/split_checks.h"
 #include "test/fixtures/optimizer_fixture.h"
 
 #include <cstring>
@@ -158,5 +159,6 @@ int main() {
         dt::check("NcclComm: the queued all_reduce ran before the host channel's", x[4] == (float)nccl->world_size());
         be.free(d);
         test_optimizer_streams(be, *nccl);
+        split_checks::run(*nccl, "nccl");
     });
 }

@@ -10,6 +10,7 @@
 
 #include "test/fixtures/dist_testing.h"
 #include "test/fixtures/host_channel_checks.h"
+#include "test/fixtures/split_checks.h"
 #include "llmc/bf16.h"
 #include "llmc/comm_mpi.h"
 #include "llmc/error.h"
@@ -273,6 +274,7 @@ int main() {
         host_channel_checks::run(comm, "mpi");
         host_channel_checks::run(chunk1, "mpi chunk=1");
         test_counters(comm.info());
+        split_checks::run(comm, "mpi");
         test_errors(comm.info());
     });
 }

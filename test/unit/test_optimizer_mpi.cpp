@@ -5,7 +5,9 @@
 // computation in test_optimizer.cpp), whether the gradient buckets are announced during backward (bucket_ready) or
 // reduced by reduce_gradients. Also counts the collectives of each step. ZeRO 2 runs on the tiny model (L = 2) and
 // on one with more layers than its bucket buffers (L = 5: each buffer reused within a backward); with one
-// micro-step ZeRO 1 and ZeRO 2 do the same arithmetic and must give bit-identical parameters.
+// micro-step ZeRO 1 and ZeRO 2 do the same arithmetic and must give bit-identical parameters. Hybrid sharding
+// (llmc/grad_reducer.h): ZeRO 1 and 2 within groups of 1 and 2 ranks made by Comm::split, the gradient shards
+// all-reduced across the groups, against the same one-process run, with the collectives of both comms counted.
 //
 // Two gradient families:
 //   exact     G and the per-rank offsets are small integers times 2^-6. Every sum the run forms (over micro-steps,
@@ -17,6 +19,7 @@
 //             check_general() for the tolerance.
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -89,11 +92,20 @@ std::string first_difference(const float* a, const float* b, size_t n) {
 
 // announce: every micro-step announces the buckets as the model's backward does (bucket_ready, L-1 .. 0, then L)
 // before reduce_gradients; otherwise reduce_gradients reduces them all. Returns this rank's final parameters.
-std::vector<float> run_case(Comm& comm, int stage, int accum, bool exact, bool announce, size_t layers = 2) {
-    const int W = comm.world_size(), R = comm.rank();
+// group > 0: hybrid sharding, ZeRO within groups of `group` ranks (world ranks g x group .. (g+1) x group - 1).
+std::vector<float> run_case(Comm& world, int stage, int accum, bool exact, bool announce, size_t layers = 2,
+                            int group = 0) {
+    const int W = world.world_size(), R = world.rank();
+    std::unique_ptr<Comm> shard, replica;
+    if (group > 0) {
+        shard = world.split(R / group, R % group);
+        replica = world.split(R % group, R / group);
+    }
+    Comm& comm = group > 0 ? *shard : world;
     const std::string tag = std::string(exact ? "exact" : "general") + " grads, ZeRO " + std::to_string(stage) +
                             ", " + std::to_string(accum) + " micro-steps" + (announce ? ", announced" : "") +
-                            (layers != 2 ? ", L=" + std::to_string(layers) : "") + ": ";
+                            (layers != 2 ? ", L=" + std::to_string(layers) : "") +
+                            (group > 0 ? ", groups of " + std::to_string(group) : "") + ": ";
     // One OpenMP thread per rank: several ranks share the machine's cores (oversubscribed spinning is slow).
     BackendOptions bo;
     bo.num_threads = 1;
@@ -106,7 +118,7 @@ std::vector<float> run_case(Comm& comm, int stage, int accum, bool exact, bool a
     Model model(be, tiny_config(layers), 1, 1, padded_for(W, stage));
     const size_t n = model.num_params();
     model.set_params(initial_params(n));
-    Opt opt(be, model, comm, cfg, stage, 42);
+    Opt opt(be, model, comm, cfg, stage, 42, 128, replica.get());
 
     // The one-process reference: ZeRO 0 on its own communicator, fed the global gradients.
     auto single = make_single_comm();
@@ -115,6 +127,7 @@ std::vector<float> run_case(Comm& comm, int stage, int accum, bool exact, bool a
     Opt ref(be, ref_model, *single, cfg, 0, 42);
 
     const CommCounters before = comm.counters;
+    const CommCounters across_before = replica ? replica->counters : CommCounters();
     std::vector<float> norms, ref_norms;
     for (int s = 0; s < kSteps; s++) {
         for (int k = 0; k < accum; k++) {
@@ -153,11 +166,22 @@ std::vector<float> run_case(Comm& comm, int stage, int accum, bool exact, bool a
               (unsigned long long)ar, (unsigned long long)want_ar, (unsigned long long)red,
               (unsigned long long)want_red, (unsigned long long)rs, (unsigned long long)ag,
               (unsigned long long)want_ag);
+    if (replica) {  // across groups, per step: ZeRO 1 one all_reduce per own piece, ZeRO 2 one of the accumulator
+        uint64_t own = 0;
+        for (size_t b = 0; b < num_grad_buckets(model.layout()); b++)
+            for (const BucketPiece& p : bucket_pieces(opt.plan(), model.layout(), b)) own += p.root == opt.plan().rank;
+        const bool empty = opt.plan().logical_end(opt.plan().rank) == opt.plan().logical_begin(opt.plan().rank);
+        const uint64_t x = replica->counters.all_reduce - across_before.all_reduce,
+                       want_x = kSteps * (stage == 1 ? own : empty ? 0 : 1);
+        dt::check(tag + "collectives across groups per step", x == want_x &&
+                      replica->counters.total() - across_before.total() == x,
+                  "all_reduce %llu/%llu", (unsigned long long)x, (unsigned long long)want_x);
+    }
 
     std::vector<float> got = model.get_params(), want = ref_model.get_params();
     // State: this rank's logical range of m and v against the same range of the reference's full state.
     const ShardPlan& plan = opt.plan();
-    size_t lo = plan.logical_begin(R), hi = plan.logical_end(R), off = lo - opt.state_offset();
+    size_t lo = plan.logical_begin(plan.rank), hi = plan.logical_end(plan.rank), off = lo - opt.state_offset();
     std::vector<float> m = download(be, opt.m(), opt.state_count()), v = download(be, opt.v(), opt.state_count());
     std::vector<float> rm = download(be, ref.m(), ref.state_count()), rv = download(be, ref.v(), ref.state_count());
 
@@ -205,5 +229,10 @@ int main() {
         const std::vector<float> z1 = run_case(comm, 1, 1, false, true, 5), z2 = run_case(comm, 2, 1, false, true, 5);
         dt::check("one micro-step, L=5: ZeRO 2 parameters bit-identical to ZeRO 1", z1 == z2, "%s",
                   first_difference(z1.data(), z2.data(), z1.size()).c_str());
+        for (int group : {1, 2})
+            if (comm.world_size() % group == 0 && group < comm.world_size())
+                for (bool exact : {true, false})
+                    for (int stage = 1; stage <= 2; stage++)
+                        for (int accum : {1, 3}) run_case(comm, stage, accum, exact, true, 2, group);
     });
 }
