@@ -48,6 +48,7 @@ struct BackendOptions {
     int device = 0;          // GPU index (local rank); ignored on the CPU
     int num_threads = 0;     // CPU threads (0 = OpenMP default)
     bool recompute_gelu = false;  // -r >= 1 (the model drops the saved GELU output and recomputes it in backward)
+    bool gemm_tuning = true;      // CUDA: time the heuristic's GEMM algorithms on first use (docs/cuda.md, "Tuned GEMMs")
     uint64_t seed = 1337;    // base seed of anything random inside the backend
 };
 
@@ -177,8 +178,11 @@ struct BackendContract {
     // dbias (OC) += column sums of dout (dbias may be null).
     // If pre_gelu is not null, dout is the gradient with respect to gelu(pre_gelu): it is first overwritten in place
     // with the gradient with respect to pre_gelu (dout *= gelu'(pre_gelu)).
+    // If dinp_pre_gelu is not null, inp = gelu(dinp_pre_gelu) (N,C) and dinp is the gradient with respect to
+    // dinp_pre_gelu instead: dinp = (dout @ w) * gelu'(dinp_pre_gelu) (the CUDA backend fuses it into the GEMM).
     using matmul_backward = void(act_t* dinp, float* dweight, float* dbias, act_t* dout, const act_t* inp,
-                                 const act_t* w, size_t N, size_t C, size_t OC, const act_t* pre_gelu);
+                                 const act_t* w, size_t N, size_t C, size_t OC, const act_t* pre_gelu,
+                                 const act_t* dinp_pre_gelu);
     // dinp (N,C) += dL/dinp (residual stream: added); dweight, dbias (C) +=.
     using layernorm_backward = void(act_t* dinp, float* dweight, float* dbias, const act_t* dout, const act_t* inp,
                                     const act_t* w, const float* mean, const float* rstd, size_t N, size_t C);

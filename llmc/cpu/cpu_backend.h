@@ -70,7 +70,8 @@ public:
     void matmul_forward(act_t* out, const act_t* inp, const act_t* w, const act_t* bias,
                         size_t N, size_t C, size_t OC, act_t* pre_gelu = nullptr);
     void matmul_backward(act_t* dinp, float* dweight, float* dbias, act_t* dout, const act_t* inp, const act_t* w,
-                         size_t N, size_t C, size_t OC, const act_t* pre_gelu = nullptr);
+                         size_t N, size_t C, size_t OC, const act_t* pre_gelu = nullptr,
+                         const act_t* dinp_pre_gelu = nullptr);
     void gelu_forward(act_t* out, const act_t* inp, size_t n);
     // cpu_attention.cpp: the saved state is the softmax probabilities att (B,NH,T,T), 0 above the diagonal; any
     // C % NH == 0 works. scratch_plan: attention_backward's per-thread rows.
