@@ -126,6 +126,10 @@ struct BackendContract {
     // The GPU index the program chose (BackendOptions::device, from the local rank); the CPU reports it too, so the
     // choice is visible and tested on any machine.
     using device = int() const;
+    // The GEMM algorithm choices made so far, as text (one line each; "" where there are none, as on the CPU), and
+    // choices of an earlier run to reuse (docs/cuda.md, "Tuned GEMMs"; llmc/gemm_record.h).
+    using gemm_choices = std::string() const;
+    using load_gemm_choices = void(const std::string& text);
 
     // ---- streams and events -----------------------------------------------------------------------------------
     // Ops run on the main stream in call order; the comm stream carries the collectives that overlap backward.
@@ -225,6 +229,7 @@ struct BackendContract {
 #define LLMC_BACKEND_MEMBER_OPS(X)                                                                                   \
     X(alloc) X(free) X(memset_zero) X(copy_to_device) X(copy_to_host) X(copy_on_device) X(upload_tokens)             \
     X(upload_floats) X(download_floats) X(floats_to_act) X(act_to_floats) X(synchronize) X(peak_flops) X(device)     \
+    X(gemm_choices) X(load_gemm_choices)                                                                           \
     X(main_stream) X(comm_stream) X(comm_waits_main) X(main_waits_comm) X(event_create) X(event_destroy)             \
     X(event_record) X(stream_wait_event) X(encoder_forward) X(layernorm_forward) X(fused_residual_layernorm_forward) \
     X(matmul_forward) X(gelu_forward) X(attention_forward) X(fused_classifier) X(matmul_backward)                    \

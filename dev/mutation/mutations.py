@@ -326,4 +326,19 @@ MUTATIONS = [
         "    return gelu_forward(out, pre_gelu, N * OC, stream) && vec_bias;\n",
         "    return vec_bias;\n",
         "the GELU fallback (OC not a multiple of 8, or a misaligned aux buffer) leaves out the GELU"),
+    Mutation(
+        "gemm-dgelu-fallback-skips-gelu-backward", "cublaslt", "llmc/cuda/matmul.cuh",
+        "    return dinp_pre_gelu ? gelu_backward_inplace(dinp, dinp_pre_gelu, N * C, stream) : true;\n",
+        "    return true;\n",
+        "the DGELU fallback (C not a multiple of 8) leaves dinp as the gradient of gelu(pre) instead of pre"),
+    Mutation(
+        "gemm-tuning-no-restore", "cublaslt", "llmc/cuda/matmul.cuh",
+        "            CUDA_CHECK(cudaMemcpyAsync(g.d, saved, bytes, cudaMemcpyDeviceToDevice, stream));\n",
+        "",
+        "timing an accumulating GEMM (dweight +=) leaves the timing runs' sums in the gradient"),
+    Mutation(
+        "gemm-bgradb-overwrites-dbias", "cublaslt", "llmc/cuda/matmul.cuh",
+        "        gw.bias = bias_scratch;\n",
+        "        gw.bias = dbias;\n",
+        "BGRADB writes the bias gradient straight into dbias, overwriting the accumulated gradient"),
 ]

@@ -45,6 +45,8 @@ public:
     // No device: no peak FLOP/s (MFU is not reported); the chosen GPU index is reported like the CUDA backend's.
     double peak_flops() const { return 0.0; }
     int device() const { return device_; }
+    std::string gemm_choices() const { return ""; }    // OpenBLAS chooses its own kernels: nothing to record
+    void load_gemm_choices(const std::string&) {}
     // One stream: everything runs in program order, so the streams and events are null and ordering is a no-op.
     Stream main_stream() { return Stream(); }
     Stream comm_stream() { return Stream(); }

@@ -266,7 +266,8 @@ private:
 
     // The plan's algorithm: a recorded choice the heuristic still offers; else, with tuning and a choice to make, the
     // fastest candidate on these very buffers. Timing runs the GEMM several times: an accumulating one (beta != 0)
-    // has its output saved first and restored after, so the step's result is that of one run.
+    // has its output copied to a temporary buffer first and restored after, so the step's result is that of one run
+    // (the copy exists only while the plan is timed, in the first step: not in the --dry-run plan).
     void choose(const Key& key, Plan& p, const GemmArgs& g, cudaStream_t stream) {
         auto rec = recorded_.find(key);
         for (size_t i = 0; rec != recorded_.end() && i < p.algos.size(); i++)
@@ -277,15 +278,16 @@ private:
         p.chosen = 0;
         if (!tuning_ || p.algos.size() < 2) return;
         timing_stream_ = stream;
-        const size_t bytes = g.ldd * (g.n - 1) * (g.d_type == CUDA_R_32F ? 4 : 2) +
-                             g.m * (g.d_type == CUDA_R_32F ? 4 : 2);
-        void* saved = nullptr;
-        if (g.beta != 0.0f) {
-            CUDA_CHECK(cudaMalloc(&saved, bytes));
-            CUDA_CHECK(cudaMemcpyAsync(saved, g.d, bytes, cudaMemcpyDeviceToDevice, stream));
-        }
+        const size_t elem = g.d_type == CUDA_R_32F ? 4 : 2, bytes = g.ldd * (g.n - 1) * elem + g.m * elem;
+        void* saved = nullptr;  // allocated at the first launch: a timer that launches nothing costs no memory
         for (size_t i = 0; i < p.algos.size(); i++)
-            p.ms.push_back(timer_(p.candidates[i], [&, i] { launch(p, g, (int)i, stream); }));
+            p.ms.push_back(timer_(p.candidates[i], [&, i] {
+                if (g.beta != 0.0f && !saved) {
+                    CUDA_CHECK(cudaMalloc(&saved, bytes));
+                    CUDA_CHECK(cudaMemcpyAsync(saved, g.d, bytes, cudaMemcpyDeviceToDevice, stream));
+                }
+                launch(p, g, (int)i, stream);
+            }));
         for (size_t i = 1; i < p.ms.size(); i++)
             if (p.ms[i] < p.ms[(size_t)p.chosen]) p.chosen = (int)i;
         if (saved) {

@@ -604,11 +604,11 @@ void test_recompute_gelu(CudaBackend& gpu, size_t N, size_t C, size_t OC) {
     std::printf("  %s: %zu of %zu elements differ, largest difference / bound %.3f\n", tag.c_str(), differ, N * OC,
                 worst);
     if (fused) {
-        check(tag + ": the recomputed gelu(fch) is within the stated bound of the forward's", outside == 0,
+        testing::check(tag + ": the recomputed gelu(fch) is within the stated bound of the forward's", outside == 0,
               "%zu of %zu outside", outside, N * OC);
-        check(tag + ": and not bit-identical (the bound is needed)", differ > 0, "no element differs");
+        testing::check(tag + ": and not bit-identical (the bound is needed)", differ > 0, "no element differs");
     } else {
-        check(tag + ": bit-identical to the forward's", differ == 0, "%zu of %zu differ", differ, N * OC);
+        testing::check(tag + ": bit-identical to the forward's", differ == 0, "%zu of %zu differ", differ, N * OC);
     }
 }
 
