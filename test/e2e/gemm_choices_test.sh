@@ -40,10 +40,11 @@ resume r 1 || fail "resume" "$(tail -3 "$TMP/r.log")"
     || fail "resumed run's choices" "indices '$(indices "$TMP/r.log")', timings '$(timings "$TMP/r.log")'"
 cmp -s "$TMP/a/model.bin" "$TMP/r/model.bin" && pass "resumed run: final parameters bit-identical to the uninterrupted run" \
     || fail "resumed run bit-identical"
-# Without the record the resumed run chooses afresh (split-K 16, index 4), and its bits differ: the record matters.
+# Without the record the resumed run chooses afresh (split-K 16, index 4): the reuse above came from the record. (At
+# these tiny shapes the two algorithms may well round alike; test_cudasim_cublaslt shows that they change the bits.)
 resume fresh 0 || fail "resume without the record" "$(tail -3 "$TMP/fresh.log")"
-[ "$(indices "$TMP/fresh.log")" == "4 " ] && ! cmp -s "$TMP/a/model.bin" "$TMP/fresh/model.bin" \
-    && pass "control: a resume without the record chooses again (index 4) and ends with other bits" \
+[ "$(indices "$TMP/fresh.log")" == "4 " ] && [ "$(timings "$TMP/fresh.log")" != "-1.0000 " ] \
+    && pass "control: a resume without the record chooses again (index 4)" \
     || fail "control resume" "indices '$(indices "$TMP/fresh.log")'"
 
 # --gemm-tuning 0: the heuristic's first algorithm everywhere; a bad value is refused.
