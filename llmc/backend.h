@@ -48,6 +48,7 @@ struct BackendOptions {
     int device = 0;          // GPU index (local rank); ignored on the CPU
     int num_threads = 0;     // CPU threads (0 = OpenMP default)
     bool recompute_gelu = false;  // -r >= 1 (the model drops the saved GELU output and recomputes it in backward)
+    bool gemm_tuning = true;      // CUDA: time the heuristic's GEMM algorithms on first use (docs/cuda.md, "Tuned GEMMs")
     uint64_t seed = 1337;    // base seed of anything random inside the backend
 };
 
@@ -125,6 +126,10 @@ struct BackendContract {
     // The GPU index the program chose (BackendOptions::device, from the local rank); the CPU reports it too, so the
     // choice is visible and tested on any machine.
     using device = int() const;
+    // The GEMM algorithm choices made so far, as text (one line each; "" where there are none, as on the CPU), and
+    // choices of an earlier run to reuse (docs/cuda.md, "Tuned GEMMs"; llmc/gemm_record.h).
+    using gemm_choices = std::string() const;
+    using load_gemm_choices = void(const std::string& text);
 
     // ---- streams and events -----------------------------------------------------------------------------------
     // Ops run on the main stream in call order; the comm stream carries the collectives that overlap backward.
@@ -177,8 +182,11 @@ struct BackendContract {
     // dbias (OC) += column sums of dout (dbias may be null).
     // If pre_gelu is not null, dout is the gradient with respect to gelu(pre_gelu): it is first overwritten in place
     // with the gradient with respect to pre_gelu (dout *= gelu'(pre_gelu)).
+    // If dinp_pre_gelu is not null, inp = gelu(dinp_pre_gelu) (N,C) and dinp is the gradient with respect to
+    // dinp_pre_gelu instead: dinp = (dout @ w) * gelu'(dinp_pre_gelu) (the CUDA backend fuses it into the GEMM).
     using matmul_backward = void(act_t* dinp, float* dweight, float* dbias, act_t* dout, const act_t* inp,
-                                 const act_t* w, size_t N, size_t C, size_t OC, const act_t* pre_gelu);
+                                 const act_t* w, size_t N, size_t C, size_t OC, const act_t* pre_gelu,
+                                 const act_t* dinp_pre_gelu);
     // dinp (N,C) += dL/dinp (residual stream: added); dweight, dbias (C) +=.
     using layernorm_backward = void(act_t* dinp, float* dweight, float* dbias, const act_t* dout, const act_t* inp,
                                     const act_t* w, const float* mean, const float* rstd, size_t N, size_t C);
@@ -221,6 +229,7 @@ struct BackendContract {
 #define LLMC_BACKEND_MEMBER_OPS(X)                                                                                   \
     X(alloc) X(free) X(memset_zero) X(copy_to_device) X(copy_to_host) X(copy_on_device) X(upload_tokens)             \
     X(upload_floats) X(download_floats) X(floats_to_act) X(act_to_floats) X(synchronize) X(peak_flops) X(device)     \
+    X(gemm_choices) X(load_gemm_choices)                                                                           \
     X(main_stream) X(comm_stream) X(comm_waits_main) X(main_waits_comm) X(event_create) X(event_destroy)             \
     X(event_record) X(stream_wait_event) X(encoder_forward) X(layernorm_forward) X(fused_residual_layernorm_forward) \
     X(matmul_forward) X(gelu_forward) X(attention_forward) X(fused_classifier) X(matmul_backward)                    \

@@ -32,9 +32,16 @@ namespace llmc {
 
 struct ModelOptions {
     size_t pad_to = 1;            // padded_params() is a multiple of this (ZeRO shards: world size x alignment)
-    bool recompute_gelu = false;  // -r 1: keep only the pre-GELU activations, recompute gelu(fch) in backward
+    // -r 1: keep only the pre-GELU activations, recompute gelu(fch) in backward. The forward is the same as -r 0. The
+    // recomputed gelu(fch) is the CPU backend's forward value bit for bit; on the CUDA backend the forward's fused
+    // GELU_AUX epilogue takes GELU of the fp32 accumulator while the recompute takes it of the stored bf16 fch, so an
+    // element may differ by at most 1.01 U (|g0| + |g1| + 1.13 |fch|) + 2^-20 (1 + |fch|^3), U = 2^-8 (bf16's unit
+    // roundoff; test/sim/test_kernels.cpp checks exactly this), and bit for bit where the forward is not fused (4C
+    // not a multiple of 8). That value feeds only fcproj's weight gradient.
+    bool recompute_gelu = false;
     // -r 2: also keep only the layernorms' inputs and statistics, recompute ln1 and ln2 in backward (one (N, C)
-    // buffer each instead of L). Recomputation repeats the forward's exact ops on the same inputs: bit-identical.
+    // buffer each instead of L). The layernorm recomputation repeats the forward's exact ops on the same inputs:
+    // bit-identical.
     bool recompute_layernorm = false;
     // The full fp32 gradient buffer (grads()). ZeRO 2 turns it off: its optimizer hands backward one bucket buffer
     // at a time (BackwardHooks::bucket_buffer), so no rank holds the whole gradient.
@@ -248,8 +255,10 @@ public:
             if (opt_.recompute_layernorm)
                 be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
             // MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2))))
-            be_.matmul_backward(d_.buf_4c, gw.fcprojw, gw.fcprojb, d_.residual, a.fch_gelu, w.fcprojw, N, 4 * C, C);
-            be_.matmul_backward(d_.buf_c, gw.fcw, gw.fcb, d_.buf_4c, a.ln2, w.fcw, N, C, 4 * C, a.fch);
+            // fcproj's input is gelu(fch): its dinp is written as the gradient with respect to fch (dinp_pre_gelu)
+            be_.matmul_backward(d_.buf_4c, gw.fcprojw, gw.fcprojb, d_.residual, a.fch_gelu, w.fcprojw, N, 4 * C, C,
+                                nullptr, a.fch);
+            be_.matmul_backward(d_.buf_c, gw.fcw, gw.fcb, d_.buf_4c, a.ln2, w.fcw, N, C, 4 * C);
             be_.layernorm_backward(d_.residual, gw.ln2w, gw.ln2b, d_.buf_c, a.res2, w.ln2w, a.ln2_mean, a.ln2_rstd,
                                    N, C);
             // Attention: res2 = res_in + attproj(attention(qkv(ln1(res_in))))

@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "comm.h"
 #include "dp_groups.h"
+#include "gemm_record.h"
 #include "logger.h"
 #include "model.h"
 #include "model_file.h"
@@ -77,6 +78,7 @@ public:
             if (last) break;
             const StepStats stats = train_step(step);
             log_step(step + 1, stats);
+            if (!gemm_recorded_) record_gemm_choices(true);
             const bool preempted = comm_.any(PreemptionHandlers::received() != 0);  // the same step on every rank
             maybe_checkpoint(step + 1, preempted);
             if (preempted) return stop_preempted(step + 1);
@@ -115,6 +117,8 @@ private:
             ckpt_ = std::make_unique<Checkpointer<Backend>>(o_.output_dir, be_, comm_, *model_, *opt_, groups_.mesh,
                                                             outer_.get());
         const bool resumed = resume_or_start(earlier);
+        if (resumed)  // the choices the resumed run made, if it recorded them: reused, not timed again
+            be_.load_gemm_choices(read_gemm_choices(gemm_choices_path(o_.output_dir, rank_)));
         std::vector<McExample> hellaswag = read_checked_hellaswag(o_, shape_.cfg.vocab_size, data_.val != nullptr);
         if (o_.sample_every > 0 && rank_ == 0) tokenizer_ = load_tokenizer(o_, shape_.cfg);
         metrics_ = open_metrics(o_, rank_, resumed ? &resumed_ : nullptr);
@@ -343,7 +347,16 @@ private:
         meta.step = step, meta.data = data_.train->position(), meta.guard = guard_.state();
         if (metrics_.enabled()) meta.metrics_bytes = metrics_.bytes();
         ckpt_->save(meta, o_.keep_last, o_.keep_every);
+        record_gemm_choices(false);  // plans built since the first step (an evaluation's shapes) are kept too
         if (rank_ == 0) std::printf("checkpoint %s\n", checkpoint_dir(o_.output_dir, step).c_str());
+    }
+
+    // The GEMM choices: in the log after the first step (rank 0), and in -o (every rank its own file) for a resume.
+    void record_gemm_choices(bool print) {
+        gemm_recorded_ = true;
+        const std::string text = be_.gemm_choices();
+        if (print && rank_ == 0 && !text.empty()) print_gemm_choices(text, o_.gemm_tuning == 1);
+        if (!o_.output_dir.empty() && !text.empty()) write_gemm_choices(gemm_choices_path(o_.output_dir, rank_), text);
     }
 
     // -o: rank 0 writes the final parameters to model.bin (fp32); the others take part in the download.
@@ -382,6 +395,7 @@ private:
     std::unique_ptr<Tokenizer> tokenizer_;           // rank 0 with -s, when one fits the model
     MetricsLogger metrics_;                          // rank 0 with -o
     double flops_token_ = 0;
+    bool gemm_recorded_ = false;
     std::unique_ptr<DeviceArray<Backend, float>> loss_acc_;
     std::vector<int> inputs_, targets_;
     std::unique_ptr<Validator<Backend>> validator_;  // null with -v 0

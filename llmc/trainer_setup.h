@@ -30,13 +30,19 @@
 
 namespace llmc {
 
-// Model FLOPs per token of one training step (forward + backward), for MFU: 6 per parameter that takes part in a
-// matmul (one multiply-add forward, two backward) plus the attention score and value products, 12 * L * C * T
-// (PaLM's appendix B count). The position embedding (maxT x C) is a table lookup, no matmul: it is not counted
-// (wte is: it is the classifier's weight). GPT-2 124M at T = 1024: 855.4 MFLOP per token.
+// Model FLOPs per token of one training step (forward + backward), for MFU, by llm.c's formula so that the figures
+// compare directly: 6 N + 6 L C T, N = every parameter (the padded vocabulary, the position table, layernorms and
+// biases included: llm.c's num_parameters), 6 L C T = the attention score and value products under the causal mask
+// (half of the 12 L C T of the full T x T products). GPT-2 124M at T = 1024: 803.5 MFLOP per token.
 inline double flops_per_token(const GPT2Config& c, size_t num_params, size_t T) {
-    const double matmul_params = (double)num_params - (double)c.max_seq_len * (double)c.channels;
-    return 6.0 * matmul_params + 12.0 * (double)c.num_layers * (double)c.channels * (double)T;
+    return 6.0 * (double)num_params + 6.0 * (double)c.num_layers * (double)c.channels * (double)T;
+}
+// The formula as the log's header states it.
+inline std::string describe_flops_per_token(const GPT2Config& c, size_t num_params, size_t T) {
+    char s[160];
+    std::snprintf(s, sizeof s, "MFU counts 6 N + 6 L C T = %.1f MFLOP per token (llm.c's formula: N = %zu parameters, "
+                  "causal attention)", flops_per_token(c, num_params, T) / 1e6, num_params);
+    return s;
 }
 
 // Why -d does not split into whole micro-steps of -b x -t on `world` ranks, and which -b values would: the divisors of
@@ -265,6 +271,7 @@ void print_startup(const TrainOptions& o, const RunShape& s, const DpMesh& mesh,
     std::printf("data       train %zu tokens in %zu shard(s); %d steps%s\n", train.total_tokens(), train.num_shards(),
                 sc.total_steps, o.overfit_single_batch ? " (overfitting one batch)" : "");
     std::printf("schedule   %s\n", describe_schedule(sc).c_str());
+    std::printf("flops      %s\n", describe_flops_per_token(s.cfg, model.num_params(), s.T).c_str());
     if (mesh.hybrid()) {  // rank 0's shard, all-reduced across the groups once per step (ring: 2 (R-1)/R of it)
         const ShardPlan& p = opt.plan();
         const double R = mesh.replicas, shard_bytes = (double)(p.logical_end(0) - p.logical_begin(0)) *

@@ -5,7 +5,7 @@
 A nanoGPT-style GPT-2 written here (tied embeddings, tanh GELU, padded vocabulary 50304, causal
 scaled_dot_product_attention, i.e. flash attention), bf16 autocast, fused AdamW, torch.compile. Random tokens, so the
 figures are pure throughput. Prints tokens/s (median step after warm-up), MFU against 989 TFLOP/s (H100 SXM dense
-bf16; --peak to change) with the same FLOP count as the trainer (6N + 12 L C T per token), and the peak memory.
+bf16; --peak to change) with the same FLOP count as the trainer (llm.c's 6 N + 6 L C T per token), and the peak memory.
 """
 import argparse
 import json
@@ -81,7 +81,7 @@ def main():
             times.append(time.perf_counter() - t0)
     s = statistics.median(times)
     tok_s = a.batch * T / s
-    flops_token = 6 * (n_params - 1024 * C) + 12 * L * C * T  # the position table is a lookup, not a matmul
+    flops_token = 6 * n_params + 6 * L * C * T  # llm.c's formula, as train_gpt2's log states it
     print(json.dumps({"impl": "pytorch %s%s" % (torch.__version__, "" if a.no_compile else " compile"),
                       "batch": a.batch, "seq_len": T, "ms": s * 1e3, "tokens/s": round(tok_s),
                       "mfu": flops_token * tok_s / a.peak, "peak_mem_GiB": torch.cuda.max_memory_allocated() / 2**30,

@@ -70,6 +70,30 @@ int main() {
     }
     {
         CublasLtCase g(m, n, k, (int64_t)m);
+        g.epilogue(CUBLASLT_EPILOGUE_DGELU);
+        probe("DGELU without the aux (pre-GELU) input", "no algorithm", true, g.outcome(a, b, d));
+        g.aux(buf + 32768, (int64_t)m + 2);
+        probe("DGELU with aux LD = rows + 2 (not a multiple of 8)", "no algorithm", true, g.outcome(a, b, d));
+        g.aux(buf + 32768, (int64_t)m);
+        probe("DGELU with aux LD = rows (a multiple of 8)", "success", false, g.outcome(a, b, d));
+    }
+    {
+        CublasLtCase g(m, n, k, (int64_t)m);
+        g.epilogue(CUBLASLT_EPILOGUE_DGELU_BGRAD);
+        g.aux(buf + 32768, (int64_t)m);
+        g.bias(buf + 49152, CUDA_R_32F);
+        probe("DGELU_BGRAD with an fp32 bias gradient for a bf16 output", "no algorithm", true, g.outcome(a, b, d));
+        g.bias(buf + 49152, CUDA_R_16BF);
+        probe("DGELU_BGRAD with a bf16 bias gradient", "success", false, g.outcome(a, b, d));
+    }
+    {
+        CublasLtCase g(m, n, k, (int64_t)m);
+        g.epilogue(CUBLASLT_EPILOGUE_BGRADB);
+        g.bias(buf + 49152, CUDA_R_16BF);
+        probe("BGRADB with a bf16 gradient for a bf16 output (NN layout)", "success", false, g.outcome(a, b, d));
+    }
+    {
+        CublasLtCase g(m, n, k, (int64_t)m);
         g.epilogue(CUBLASLT_EPILOGUE_BIAS);
         g.bias(buf + 32769, CUDA_R_16BF);  // 2-byte aligned
         probe("BIAS epilogue with a 2-byte aligned bias (last: may fault)", "device fault (misaligned)", true,

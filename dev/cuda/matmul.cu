@@ -1,8 +1,39 @@
-// Benchmark: the four linear layers of a GPT-2 block, forward and backward (llmc/cuda/matmul.cuh, cuBLASLt).
-// FLOPs: forward 2 N C OC; backward 4 N C OC (dinp and dweight; the bias column sums are memory-bound extras,
-// also timed on their own against the bandwidth).
+// Benchmark: the four linear layers of a GPT-2 block, forward and backward (llmc/cuda/matmul.cuh, cuBLASLt), each
+// in the variants that docs/cuda.md ("Tuned GEMMs", "Fused epilogues") compares:
+//   tuning off (the heuristic's first algorithm) / on (the fastest of up to 8, timed on first use);
+//   backward with separate passes (GELU backward in place, bias column sums) / with the DGELU and BGRADB epilogues.
+// FLOPs: forward 2 N C OC; backward 4 N C OC (dinp and dweight). The backward of a layer whose input is a GELU output
+// (fcproj) includes turning its dinp into the gradient of the pre-GELU values (DGELU, or the separate pass).
 #include "bench_common.h"
 #include "llmc/cuda/matmul.cuh"
+
+namespace {
+
+struct Layer { const char* name; size_t in, out; bool gelu_out, gelu_in; };
+
+void bench_layer(const bench::Device& dev, llmc::GemmRunner& gemm, const char* variant, const Layer& l, size_t N,
+                 cudaStream_t st) {
+    llmc::bf16 *inp = bench::alloc_bf16(N * l.in, 1), *w = bench::alloc_bf16(l.out * l.in, 2, -0.05f, 0.05f);
+    llmc::bf16 *bias = bench::alloc_bf16(l.out, 3), *out = bench::alloc_bf16(N * l.out, 4);
+    llmc::bf16 *pre = l.gelu_out ? bench::alloc_bf16(N * l.out, 5) : nullptr, *dout = bench::alloc_bf16(N * l.out, 6);
+    llmc::bf16 *dinp = bench::alloc_bf16(N * l.in, 7), *pre_in = l.gelu_in ? bench::alloc_bf16(N * l.in, 11) : nullptr;
+    float *dw = bench::alloc_f32(l.out * l.in, 8), *db = bench::alloc_f32(l.out, 9);
+    float* partials = bench::alloc_f32(llmc::bias_backward_scratch_floats(N, l.out), 10);
+    const double flops = 2.0 * N * l.in * l.out;
+    float ms = bench::time_ms([&](cudaStream_t q) {
+        llmc::matmul_forward(gemm, out, inp, w, bias, N, l.in, l.out, pre, q);
+    }, st);
+    bench::report(dev, std::string("matmul_forward ") + l.name + " [" + variant + "]", ms, 0, flops);
+    ms = bench::time_ms([&](cudaStream_t q) {
+        llmc::matmul_backward(gemm, dinp, dw, db, partials, dout, inp, w, N, l.in, l.out, nullptr, pre_in, q);
+    }, st);
+    bench::report(dev, std::string("matmul_backward ") + l.name + " [" + variant + "]", ms, 0, 2 * flops);
+    for (void* p : {(void*)inp, (void*)w, (void*)bias, (void*)out, (void*)pre, (void*)dout, (void*)dinp,
+                    (void*)pre_in, (void*)dw, (void*)db, (void*)partials})
+        if (p) CUDA_CHECK(cudaFree(p));
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     try {
@@ -11,36 +42,26 @@ int main(int argc, char** argv) {
         const size_t N = s.N(), C = s.C;
         cudaStream_t st;
         CUDA_CHECK(cudaStreamCreate(&st));
-        llmc::GemmRunner gemm;
-        struct Layer { const char* name; size_t in, out; bool gelu; };
-        const Layer layers[] = {{"qkv", C, 3 * C, false}, {"attproj", C, C, false}, {"fc (+gelu)", C, 4 * C, true},
-                                {"fcproj", 4 * C, C, false}};
-        for (const Layer& l : layers) {
-            llmc::bf16 *inp = bench::alloc_bf16(N * l.in, 1), *w = bench::alloc_bf16(l.out * l.in, 2, -0.05f, 0.05f);
-            llmc::bf16 *bias = bench::alloc_bf16(l.out, 3), *out = bench::alloc_bf16(N * l.out, 4);
-            llmc::bf16 *pre = l.gelu ? bench::alloc_bf16(N * l.out, 5) : nullptr, *dout = bench::alloc_bf16(N * l.out, 6);
-            llmc::bf16* dinp = bench::alloc_bf16(N * l.in, 7);
-            float *dw = bench::alloc_f32(l.out * l.in, 8), *db = bench::alloc_f32(l.out, 9);
-            float* partials = bench::alloc_f32(llmc::bias_backward_scratch_floats(N, l.out), 10);
-            const double flops = 2.0 * N * l.in * l.out;
-            float ms = bench::time_ms([&](cudaStream_t q) {
-                llmc::matmul_forward(gemm, out, inp, w, bias, N, l.in, l.out, pre, q);
-            }, st);
-            bench::report(dev, std::string("matmul_forward ") + l.name, ms, 0, flops);
-            ms = bench::time_ms([&](cudaStream_t q) {
-                llmc::matmul_backward(gemm, dinp, dw, db, partials, dout, inp, w, N, l.in, l.out, pre, q);
-            }, st);
-            bench::report(dev, std::string("matmul_backward ") + l.name, ms, 0, 2 * flops);
-            // Its memory-bound part: the bias gradient (dout read once, partials written and read, dbias +=).
-            ms = bench::time_ms([&](cudaStream_t q) { llmc::bias_backward(db, partials, dout, N, l.out, q); }, st);
-            const double G = (double)llmc::bias_backward_row_blocks(N);
-            bench::report(dev, std::string("  bias_backward ") + l.name, ms, 2.0 * N * l.out + 8.0 * G * l.out +
-                          8.0 * l.out, 0);
-            for (void* p : {(void*)inp, (void*)w, (void*)bias, (void*)out, (void*)pre, (void*)dout, (void*)dinp,
-                            (void*)dw, (void*)db, (void*)partials})
-                if (p) CUDA_CHECK(cudaFree(p));
+        const Layer layers[] = {{"qkv", C, 3 * C, false, false}, {"attproj", C, C, false, false},
+                                {"fc (+gelu)", C, 4 * C, true, false}, {"fcproj (dinp into gelu)", 4 * C, C, false, true}};
+        struct Variant { const char* name; bool tuning, epilogues; };
+        const Variant variants[] = {{"untuned, separate passes", false, false}, {"untuned, fused epilogues", false, true},
+                                    {"tuned, separate passes", true, false}, {"tuned, fused epilogues", true, true}};
+        for (const Variant& v : variants) {
+            llmc::GemmRunner gemm(v.tuning);
+            gemm.set_backward_epilogues(v.epilogues);
+            for (const Layer& l : layers) bench_layer(dev, gemm, v.name, l, N, st);
+            std::printf("# [%s] %zu cuBLASLt plans, %zu timed; choices:\n%s", v.name, gemm.num_plans(),
+                        gemm.num_timed(), gemm.choices().c_str());
         }
-        std::printf("# %zu cuBLASLt plans cached\n", gemm.num_plans());
+        // The memory-bound pass the BGRADB epilogue replaces, on its own against the bandwidth.
+        const size_t OC = 4 * C;
+        llmc::bf16* dout = bench::alloc_bf16(N * OC, 6);
+        float *db = bench::alloc_f32(OC, 9), *partials = bench::alloc_f32(llmc::bias_backward_scratch_floats(N, OC), 10);
+        const float ms = bench::time_ms([&](cudaStream_t q) { llmc::bias_backward(db, partials, dout, N, OC, q); }, st);
+        const double G = (double)llmc::bias_backward_row_blocks(N);
+        bench::report(dev, "bias_backward fc (the pass BGRADB replaces)", ms, 2.0 * N * OC + 8.0 * G * OC + 8.0 * OC, 0);
+        for (void* p : {(void*)dout, (void*)db, (void*)partials}) CUDA_CHECK(cudaFree(p));
     } catch (const llmc::Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;

@@ -1,8 +1,13 @@
 // cuBLASLt on the CPU: cublasLtMatmul computes D = epilogue(alpha * op(A) op(B) + beta * C [+ bias]) with the real
 // library's conventions (column-major storage, op() from TRANSA/TRANSB, leading dimensions, strided batches), for the
 // subset the llmc CUDA backend uses (docs/cudasim.md, "cuBLASLt"): fp32 or bf16 A/B, fp32 or bf16 C/D,
-// CUBLAS_COMPUTE_32F with fp32 scale, epilogues DEFAULT, BIAS, GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS, BGRADA, BGRADB.
-// Products accumulate in double; results round once to the output type. The GEMM is an operation on the caller's
+// CUBLAS_COMPUTE_32F with fp32 scale, epilogues DEFAULT, BIAS, GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU,
+// DGELU_BGRAD, BGRADA, BGRADB. The heuristic returns several algorithms, as the real one does: the first accumulates
+// each product in double and rounds once to the output type; the others split k into 2, 4, 8 or 16 parts, each
+// accumulated in fp32 and added in fp32 in part order (split-K), so that choosing among them changes the bits of the
+// result, as it does on a GPU. Each result's wavesCount is a modelled cost (the first is the cheapest unless
+// CUDASIM_CUBLASLT_FASTEST_SPLITK=s makes the s-way split the cheapest), for callers that rank algorithms without a
+// clock worth timing (the simulator's). The GEMM is an operation on the caller's
 // stream (it runs when the stream scheduler gets to it, like a kernel). Anything else returns
 // CUBLAS_STATUS_NOT_SUPPORTED (or INVALID_VALUE where the real library does) with a line on stderr.
 //
@@ -19,6 +24,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -94,7 +100,7 @@ double gelu_tanh(double x) {
 struct Problem {
     uint64_t m, n, k;
     int batch;
-    bool bias_in, gelu, aux, bgrada, bgradb;
+    bool bias_in, gelu, aux, dgelu, dgelu_bgrad, bgrada, bgradb;
     int bias_type, aux_type;
 };
 
@@ -134,22 +140,28 @@ cublasStatus_t validate(const Desc& d, const Layout& a, const Layout& b, const L
     switch (e) {
         case CUBLASLT_EPILOGUE_DEFAULT: case CUBLASLT_EPILOGUE_BIAS: case CUBLASLT_EPILOGUE_GELU:
         case CUBLASLT_EPILOGUE_GELU_BIAS: case CUBLASLT_EPILOGUE_GELU_AUX: case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+        case CUBLASLT_EPILOGUE_DGELU: case CUBLASLT_EPILOGUE_DGELU_BGRAD:
         case CUBLASLT_EPILOGUE_BGRADA: case CUBLASLT_EPILOGUE_BGRADB: break;
         default: return complain(CUBLAS_STATUS_NOT_SUPPORTED, "epilogue %u not simulated", e);
     }
-    p.bias_in = (e & CUBLASLT_EPILOGUE_BIAS) && !(e & (CUBLASLT_EPILOGUE_BGRADA | CUBLASLT_EPILOGUE_BGRADB));
+    p.dgelu = e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    p.dgelu_bgrad = e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    p.bias_in = (e & CUBLASLT_EPILOGUE_BIAS) && !p.dgelu && !(e & (CUBLASLT_EPILOGUE_BGRADA | CUBLASLT_EPILOGUE_BGRADB));
     p.gelu = e & CUBLASLT_EPILOGUE_GELU;
-    p.aux = p.gelu && (e & 128);
+    p.aux = (p.gelu && (e & 128)) || p.dgelu;  // GELU_AUX writes the aux matrix, DGELU reads it
     p.bgrada = e == CUBLASLT_EPILOGUE_BGRADA;
     p.bgradb = e == CUBLASLT_EPILOGUE_BGRADB;
     // Bias (and bias gradient) elements default to the output type; the aux matrix too.
     p.bias_type = d.bias_type == -1 ? (int)dd.type : d.bias_type;
     p.aux_type = d.aux_type == -1 ? (int)dd.type : d.aux_type;
-    if ((p.bias_in || p.bgrada || p.bgradb) && (!d.bias || !supported_type(p.bias_type)))
+    const bool bias_out = p.bgrada || p.bgradb || p.dgelu_bgrad;
+    if ((p.bias_in || bias_out) && (!d.bias || !supported_type(p.bias_type)))
         return complain(CUBLAS_STATUS_INVALID_VALUE, "epilogue %u needs CUBLASLT_MATMUL_DESC_BIAS_POINTER (fp32/bf16)", e);
     if (p.aux) {
         if (!d.aux || !supported_type(p.aux_type))
-            return complain(CUBLAS_STATUS_INVALID_VALUE, "GELU_AUX needs CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER");
+            return complain(CUBLAS_STATUS_INVALID_VALUE, "epilogue %u needs CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER", e);
+        if (p.aux_type != (int)dd.type)
+            return complain(CUBLAS_STATUS_NOT_SUPPORTED, "the GELU aux matrix must have the output's type (Dtype)");
         if (d.aux_ld < (int64_t)p.m || d.aux_ld % 8 != 0)
             return complain(CUBLAS_STATUS_INVALID_VALUE, "EPILOGUE_AUX_LD %lld must be >= rows (%llu) and divisible by 8",
                             (long long)d.aux_ld, (unsigned long long)p.m);
@@ -157,7 +169,7 @@ cublasStatus_t validate(const Desc& d, const Layout& a, const Layout& b, const L
             return complain(CUBLAS_STATUS_INVALID_VALUE, "EPILOGUE_AUX_BATCH_STRIDE %lld must be divisible by 8",
                             (long long)d.aux_batch_stride);
     }
-    if ((p.bgrada || p.bgradb) && p.bias_type != (int)dd.type)
+    if (bias_out && p.bias_type != (int)c.type)
         return complain(CUBLAS_STATUS_NOT_SUPPORTED, "bias gradient elements must have the output's type (Ctype)");
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -173,7 +185,9 @@ constexpr unsigned kVectorBytes = 16;
 
 struct Algo {
     unsigned align[4];  // A, B, C, D: bytes each matrix must be aligned to
+    unsigned splits = 1;  // 1: one double accumulation; s > 1: k in s parts, fp32 partial sums added in fp32
 };
+constexpr unsigned kSplitChoices[] = {2, 4, 8, 16};
 
 size_t elem_bytes(int type) { return type == CUDA_R_32F ? 4 : 2; }
 // Largest power of two dividing v, capped at 256 (0 counts as fully aligned).
@@ -203,11 +217,13 @@ void store_algo(const Algo& algo, cublasLtMatmulAlgo_t& out) {
     std::memset(&out, 0, sizeof out);
     out.data[0] = kAlgoMarker;
     for (int i = 0; i < 4; i++) out.data[1 + i] = algo.align[i];
+    out.data[5] = algo.splits;
 }
 bool load_algo(const cublasLtMatmulAlgo_t& in, Algo& algo) {
     if (in.data[0] != kAlgoMarker) return false;
     for (int i = 0; i < 4; i++) algo.align[i] = (unsigned)in.data[1 + i];
-    return true;
+    algo.splits = (unsigned)in.data[5];
+    return algo.splits >= 1;
 }
 
 cublasStatus_t check_alignment(const Algo& algo, const Layout& l, const void* ptr, const char* name) {
@@ -231,7 +247,7 @@ void check_epilogue_pointers(const Desc& d, const Problem& p) {
     for (int bi = 0; bi < p.batch; bi++) {
         const uintptr_t bias = (uintptr_t)d.bias + (uintptr_t)(bi * d.bias_batch_stride) * elem_bytes(p.bias_type);
         const uintptr_t aux = (uintptr_t)d.aux + (uintptr_t)(bi * d.aux_batch_stride) * elem_bytes(p.aux_type);
-        if ((p.bias_in || p.bgrada || p.bgradb) && bias % kVectorBytes != 0)
+        if ((p.bias_in || p.bgrada || p.bgradb || p.dgelu_bgrad) && bias % kVectorBytes != 0)
             cudasim::detail::fatal("cublasLtMatmul epilogue %u: misaligned address: the bias vector%s at %p is not "
                                    "16-byte aligned (cudaErrorMisalignedAddress on a GPU: the fused epilogue assumes "
                                    "it, and the heuristic does not refuse it)",
@@ -243,8 +259,34 @@ void check_epilogue_pointers(const Desc& d, const Problem& p) {
     }
 }
 
+// One dot product over k: in double (one algorithm), or split into `splits` consecutive parts of ceil(k / splits),
+// each summed in fp32 (fma-free, in index order) and the parts added in fp32 in part order (the split-K algorithms).
+double dot(const float* x, const float* y, size_t k, unsigned splits) {
+    if (splits <= 1) {
+        double acc = 0;
+        for (size_t kk = 0; kk < k; kk++) acc += (double)x[kk] * y[kk];
+        return acc;
+    }
+    const size_t part = (k + splits - 1) / splits;
+    float total = 0.0f;
+    for (size_t p0 = 0; p0 < k; p0 += part) {
+        float s = 0.0f;
+        for (size_t kk = p0; kk < std::min(k, p0 + part); kk++) {
+            const float prod = x[kk] * y[kk];  // exact for bf16 inputs (8 + 8 significant bits)
+            s += prod;
+        }
+        total += s;
+    }
+    return total;
+}
+
+double gelu_tanh_grad(double x) {
+    const double s = std::sqrt(2.0 / M_PI), u = s * (x + 0.044715 * x * x * x), t = std::tanh(u);
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * s * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
 void gemm(const Desc& d, const Layout& a, const Layout& b, const Layout& c, const Layout& dd, const Problem& p,
-          float alpha, float beta, const void* A, const void* B, const void* C, void* Dm) {
+          const Algo& algo, float alpha, float beta, const void* A, const void* B, const void* C, void* Dm) {
     const bool ta = d.transa == CUBLAS_OP_T, tb = d.transb == CUBLAS_OP_T;
     const size_t m = p.m, n = p.n, k = p.k;
     std::vector<float> opa(m * k), opb(n * k);  // op(A) row i and op(B) column j, each contiguous over k
@@ -266,20 +308,26 @@ void gemm(const Desc& d, const Layout& a, const Layout& b, const Layout& c, cons
                 store(d.bias, p.bias_type, (size_t)(bi * d.bias_batch_stride) + r, s);
             }
         }
+        std::vector<double> unrounded(p.dgelu_bgrad ? m * n : 0);  // DGELU_BGRAD sums D before its rounding
 #pragma omp parallel for schedule(static)
         for (size_t j = 0; j < n; j++) {
             for (size_t i = 0; i < m; i++) {
-                const float* x = &opa[i * k];
-                const float* y = &opb[j * k];
-                double acc = 0;
-                for (size_t kk = 0; kk < k; kk++) acc += (double)x[kk] * y[kk];
+                double acc = dot(&opa[i * k], &opb[j * k], k, algo.splits);
                 acc *= alpha;
                 if (beta != 0.0f) acc += (double)beta * load(C, c.type, co + j * c.ld + i);  // C unread when beta == 0
                 if (p.bias_in) acc += load(d.bias, p.bias_type, (size_t)(bi * d.bias_batch_stride) + i);
-                if (p.aux) store(d.aux, p.aux_type, (size_t)(bi * d.aux_batch_stride) + j * d.aux_ld + i, acc);
+                const size_t ai = (size_t)(bi * d.aux_batch_stride) + j * d.aux_ld + i;
+                if (p.dgelu) acc *= gelu_tanh_grad(load(d.aux, p.aux_type, ai));
+                else if (p.aux) store(d.aux, p.aux_type, ai, acc);
                 if (p.gelu) acc = gelu_tanh(acc);
+                if (p.dgelu_bgrad) unrounded[j * m + i] = acc;
                 store(Dm, dd.type, dof + j * dd.ld + i, acc);
             }
+        }
+        for (size_t i = 0; p.dgelu_bgrad && i < m; i++) {  // the GELU gradient's rows summed: the bias gradient
+            double sum = 0;
+            for (size_t j = 0; j < n; j++) sum += unrounded[j * m + i];
+            store(d.bias, p.bias_type, (size_t)(bi * d.bias_batch_stride) + i, sum);
         }
     }
 }
@@ -418,12 +466,32 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     if (choose_algorithm(*reinterpret_cast<Preference*>(pref), *L(a), *L(b), *L(c), *L(d), algo) !=
         CUBLAS_STATUS_SUCCESS)
         return CUBLAS_STATUS_NOT_SUPPORTED;
-    std::memset(&results[0], 0, sizeof results[0]);
-    store_algo(algo, results[0].algo);
-    results[0].workspaceSize = 0;
-    results[0].state = CUBLAS_STATUS_SUCCESS;
-    results[0].wavesCount = 1.0f;
-    *count = 1;
+    // The double-accumulating algorithm first, then the split-K ones; wavesCount models their cost.
+    const char* env = std::getenv("CUDASIM_CUBLASLT_FASTEST_SPLITK");
+    const unsigned fastest = env ? (unsigned)std::strtoul(env, nullptr, 10) : 1;
+    const int available = 1 + (int)(sizeof kSplitChoices / sizeof kSplitChoices[0]);
+    for (int r = 0; r < requested && r < available; r++) {
+        algo.splits = r == 0 ? 1 : kSplitChoices[r - 1];
+        std::memset(&results[r], 0, sizeof results[r]);
+        store_algo(algo, results[r].algo);
+        results[r].workspaceSize = 0;
+        results[r].state = CUBLAS_STATUS_SUCCESS;
+        results[r].wavesCount = algo.splits == fastest ? 0.5f : 1.0f + (float)r;
+        *count = r + 1;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// The configuration of an algorithm the heuristic returned: its id (the simulated algorithms are numbered by their
+// split count) and its split-K count; other attributes are reported as 0.
+cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t attr,
+                                                    void* buf, size_t size, size_t* written) {
+    Algo a;
+    if (!algo || !load_algo(*algo, a)) return complain(CUBLAS_STATUS_INVALID_VALUE, "AlgoConfigGetAttribute: not an algorithm");
+    if (size != sizeof(int32_t) || !buf) return complain(CUBLAS_STATUS_INVALID_VALUE, "AlgoConfigGetAttribute: 4-byte buffer expected");
+    const int32_t v = attr == CUBLASLT_ALGO_CONFIG_ID || attr == CUBLASLT_ALGO_CONFIG_SPLITK_NUM ? (int32_t)a.splits : 0;
+    std::memcpy(buf, &v, sizeof v);
+    if (written) *written = sizeof v;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -461,7 +529,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     std::snprintf(what, sizeof what, "cublasLtMatmul %llux%llux%llu (batch %d, epilogue %u)", (unsigned long long)p.m,
                   (unsigned long long)p.n, (unsigned long long)p.k, p.batch, d.epilogue);
     w.what = what;
-    w.run = [d, a, b, c, dd, p, alpha, beta, A, B, C, Dm] { gemm(d, a, b, c, dd, p, alpha, beta, A, B, C, Dm); };
+    w.run = [d, a, b, c, dd, p, algo, alpha, beta, A, B, C, Dm] { gemm(d, a, b, c, dd, p, algo, alpha, beta, A, B, C, Dm); };
     if (cudasim::detail::enqueue(stream, std::move(w)) != cudaSuccess)
         return complain(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: unknown stream %p", (void*)stream);
     return CUBLAS_STATUS_SUCCESS;

@@ -9,6 +9,7 @@
 #   4. GPT-2 124M throughput: ./train_gpt2 -e d12 -t 1024 at B = 16, 32, 64 (tokens/s, MFU, memory) on uniform
 #      random tokens, and at B = 64 on real text (the Brown shards packed by pack.sh: skewed token frequencies, which
 #      the encoder backward must handle as fast)
+#      and B = 64 with --gemm-tuning 0 (the GEMM algorithm tuning's gain), and that a resume reused its GEMM choices
 #   5. the same model in PyTorch (torch.compile, bf16 autocast, flash attention) in the same run
 #   6. the per-kernel benchmarks (dev/cuda), and the SASS check (test/e2e/sass_check_test.py) with the toolkit's cuobjdump;
 #      attention checks itself against a plain GPU reference first; dev/cuda/cublaslt_rules: what the real cuBLASLt
@@ -125,6 +126,19 @@ for b in 16 32 64; do
     kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
     echo "gpt2_124M_B$b peak device memory: $(sort -n "$LOGS/mem_124M_B$b.txt" | tail -1) MiB" | tee -a "$summary"
 done
+# GEMM tuning off (the heuristic's first algorithm, as before tuning) beside the tuned B = 64 run above: the step time
+# and MFU of both are in summary.txt; and the resume above must have reused its run's algorithm choices (the
+# gemm-choice lines without their timing field are the same, and a reused choice was not timed: ms -1).
+step gpt2_124M_B64_untuned "$B/bin/train_gpt2" -i "$TR" -j "$VA" -e d12 -b 64 -t 1024 -x 20 -v 0 -s 0 --gemm-tuning 0 \
+    -o "$WORK/run_124M_B64_untuned"
+choices() { grep '^gemm-choice' "$1" | sed 's/ : \([0-9]* [0-9]* [-0-9]* [-0-9]*\) [-0-9.]* : / : \1 : /'; }
+if [ -n "$(choices "$LOGS/nccl_one_rank_train.log")" ] && \
+   [ "$(choices "$LOGS/nccl_one_rank_train.log")" == "$(choices "$LOGS/nccl_one_rank_resume.log")" ] && \
+   ! grep '^gemm-choice' "$LOGS/nccl_one_rank_resume.log" | grep -vq ' -1.0000 : '; then
+    echo "gemm_choices_reused_on_resume ok" | tee -a "$summary"
+else
+    echo "gemm_choices_reused_on_resume FAILED (compare the gemm-choice lines of the two logs)" | tee -a "$summary"
+fi
 # Real text: the Brown corpus (its most frequent token is a few percent of the positions, unlike uniform tokens).
 step gpt2_124M_B64_brown "$B/bin/train_gpt2" -i "$B/data/brown_train_*.bin" -j "$B/data/brown_val_*.bin" -e d12 -b 64 \
     -t 1024 -x 20 -v 0 -s 0 -o "$WORK/run_124M_B64_brown"

@@ -377,4 +377,19 @@ MUTATIONS = [
         "        static std::map<const void*, int> bias_set;\n"
         "        if (g.bias && bias_set[p.desc]++ == 0) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,\n",
         "a cached GEMM plan keeps the bias pointer of its first caller (the next layer adds the first layer's bias)"),
+    Mutation(
+        "gemm-dgelu-fallback-skips-gelu-backward", "cublaslt", "llmc/cuda/matmul.cuh",
+        "    return dinp_pre_gelu ? gelu_backward_inplace(dinp, dinp_pre_gelu, N * C, stream) : true;\n",
+        "    return true;\n",
+        "the DGELU fallback (C not a multiple of 8) leaves dinp as the gradient of gelu(pre) instead of pre"),
+    Mutation(
+        "gemm-tuning-no-restore", "cublaslt", "llmc/cuda/matmul.cuh",
+        "            CUDA_CHECK(cudaMemcpyAsync(g.d, saved, bytes, cudaMemcpyDeviceToDevice, stream));\n",
+        "",
+        "timing an accumulating GEMM (dweight +=) leaves the timing runs' sums in the gradient"),
+    Mutation(
+        "gemm-bgradb-overwrites-dbias", "cublaslt", "llmc/cuda/matmul.cuh",
+        "        gw.bias = bias_scratch;\n",
+        "        gw.bias = dbias;\n",
+        "BGRADB writes the bias gradient straight into dbias, overwriting the accumulated gradient"),
 ]

@@ -45,6 +45,8 @@ public:
     // No device: no peak FLOP/s (MFU is not reported); the chosen GPU index is reported like the CUDA backend's.
     double peak_flops() const { return 0.0; }
     int device() const { return device_; }
+    std::string gemm_choices() const { return ""; }    // OpenBLAS chooses its own kernels: nothing to record
+    void load_gemm_choices(const std::string&) {}
     // One stream: everything runs in program order, so the streams and events are null and ordering is a no-op.
     Stream main_stream() { return Stream(); }
     Stream comm_stream() { return Stream(); }
@@ -70,7 +72,8 @@ public:
     void matmul_forward(act_t* out, const act_t* inp, const act_t* w, const act_t* bias,
                         size_t N, size_t C, size_t OC, act_t* pre_gelu = nullptr);
     void matmul_backward(act_t* dinp, float* dweight, float* dbias, act_t* dout, const act_t* inp, const act_t* w,
-                         size_t N, size_t C, size_t OC, const act_t* pre_gelu = nullptr);
+                         size_t N, size_t C, size_t OC, const act_t* pre_gelu = nullptr,
+                         const act_t* dinp_pre_gelu = nullptr);
     void gelu_forward(act_t* out, const act_t* inp, size_t n);
     // cpu_attention.cpp: the saved state is the softmax probabilities att (B,NH,T,T), 0 above the diagonal; any
     // C % NH == 0 works. scratch_plan: attention_backward's per-thread rows.

@@ -57,7 +57,8 @@ void CpuBackend::matmul_forward(act_t* out, const act_t* inp, const act_t* w, co
 }
 
 void CpuBackend::matmul_backward(act_t* dinp, float* dweight, float* dbias, act_t* dout, const act_t* inp,
-                                 const act_t* w, size_t N, size_t C, size_t OC, const act_t* pre_gelu) {
+                                 const act_t* w, size_t N, size_t C, size_t OC, const act_t* pre_gelu,
+                                 const act_t* dinp_pre_gelu) {
     check_dims("matmul_backward", N, C, OC);
     if (pre_gelu) {
 #pragma omp parallel for num_threads(num_threads_) schedule(static)
@@ -66,6 +67,10 @@ void CpuBackend::matmul_backward(act_t* dinp, float* dweight, float* dbias, act_
     // dinp (N,C) = dout (N,OC) @ w (OC,C)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)C, (int)OC, 1.0f, dout, (int)OC, w, (int)C,
                 0.0f, dinp, (int)C);
+    if (dinp_pre_gelu) {
+#pragma omp parallel for num_threads(num_threads_) schedule(static)
+        for (size_t i = 0; i < N * C; i++) dinp[i] *= gelu_grad(dinp_pre_gelu[i]);
+    }
     // dweight (OC,C) += dout^T (OC,N) @ inp (N,C)
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)OC, (int)C, (int)N, 1.0f, dout, (int)OC, inp, (int)C,
                 1.0f, dweight, (int)C);

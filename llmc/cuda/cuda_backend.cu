@@ -46,7 +46,7 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : device_(opt.device) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&main_done_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
-    gemm_.reset(new GemmRunner());
+    gemm_.reset(new GemmRunner(opt.gemm_tuning));
     scratch(reduce_partials_, kMaxReducePartials * sizeof(float));
 }
 
@@ -90,6 +90,11 @@ int CudaBackend::available_devices() {
 }
 
 size_t CudaBackend::num_gemm_plans() const { return gemm_->num_plans(); }
+std::string CudaBackend::gemm_choices() const { return gemm_->choices(); }
+void CudaBackend::load_gemm_choices(const std::string& text) { gemm_->load_choices(text); }
+size_t CudaBackend::num_gemm_timed() const { return gemm_->num_timed(); }
+size_t CudaBackend::num_gemm_reused() const { return gemm_->num_reused(); }
+void CudaBackend::set_gemm_timer(GemmTimer timer) { gemm_->set_timer(std::move(timer)); }
 
 void* CudaBackend::scratch(Scratch& s, size_t bytes) {
     if (bytes <= s.bytes) return s.ptr;
@@ -274,11 +279,13 @@ void CudaBackend::fused_classifier(act_t* logits, float* losses, const int* targ
 // ---- backward ----------------------------------------------------------------------------------------------------
 
 void CudaBackend::matmul_backward(act_t* dinp, float* dweight, float* dbias, act_t* dout, const act_t* inp,
-                                  const act_t* w, size_t N, size_t C, size_t OC, const act_t* pre_gelu) {
+                                  const act_t* w, size_t N, size_t C, size_t OC, const act_t* pre_gelu,
+                                  const act_t* dinp_pre_gelu) {
     if (N == 0 || OC == 0 || C == 0) return;
     float* partials = dbias ? (float*)scratch(bias_partials_, bias_backward_scratch_floats(N, OC) * sizeof(float))
                             : nullptr;
-    count_path(llmc::matmul_backward(*gemm_, dinp, dweight, dbias, partials, dout, inp, w, N, C, OC, pre_gelu, main_));
+    count_path(llmc::matmul_backward(*gemm_, dinp, dweight, dbias, partials, dout, inp, w, N, C, OC, pre_gelu,
+                                     dinp_pre_gelu, main_));
 }
 
 void CudaBackend::layernorm_backward(act_t* dinp, float* dweight, float* dbias, const act_t* dout, const act_t* inp,

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <cuda_bf16.h>
@@ -24,6 +25,7 @@
 #include "device_info.h"
 #include "device_limits.h"
 #include "encoder_groups.h"
+#include "gemm_tuning.h"
 
 namespace llmc {
 
@@ -88,7 +90,8 @@ public:
     void fused_classifier(act_t* logits, float* losses, const int* targets, float dloss,
                           size_t N, size_t V, size_t Vp, bool write_dlogits);
     void matmul_backward(act_t* dinp, float* dweight, float* dbias, act_t* dout, const act_t* inp, const act_t* w,
-                         size_t N, size_t C, size_t OC, const act_t* pre_gelu = nullptr);
+                         size_t N, size_t C, size_t OC, const act_t* pre_gelu = nullptr,
+                         const act_t* dinp_pre_gelu = nullptr);
     void layernorm_backward(act_t* dinp, float* dweight, float* dbias, const act_t* dout, const act_t* inp,
                             const act_t* w, const float* mean, const float* rstd, size_t N, size_t C);
     void attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out, const float* state,
@@ -117,6 +120,13 @@ public:
     double clock_ghz() const { return clock_khz_ * 1e-6; }
     cudaStream_t stream() const { return main_; }
     size_t num_gemm_plans() const;  // distinct cuBLASLt plans built so far (the cache is per shape)
+    // GEMM tuning (docs/cuda.md, "Tuned GEMMs"): the choices so far as text (one line per plan), choices of an earlier
+    // run to reuse, how many plans were timed / took a recorded choice, and the timer (tests inject one).
+    std::string gemm_choices() const;
+    void load_gemm_choices(const std::string& text);
+    size_t num_gemm_timed() const;
+    size_t num_gemm_reused() const;
+    void set_gemm_timer(GemmTimer timer);
     // Op calls whose memory-bound kernels all took the 16-byte vector path, and those where at least one took the
     // scalar path (a row length or count not a multiple of the pack width, or an unaligned pointer: common.cuh).
     // With C a multiple of 8 the model's ops all take the vector path (test_gpt2 checks it).

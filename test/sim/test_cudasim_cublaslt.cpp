@@ -1,6 +1,8 @@
-// The simulated cuBLASLt refuses what the real one refuses (docs/cudasim.md, "cuBLASLt"), and the CUDA backend's
-// GEMM runner (llmc/cuda/matmul.cuh) takes its fallbacks for misaligned operands: odd element offsets, misaligned
-// bias and aux (pre-GELU) buffers, aux leading dimensions that are not multiples of 8.
+// The simulated cuBLASLt refuses what the real one refuses (docs/cudasim.md, "cuBLASLt"), offers several algorithms
+// whose split-K variants change the bits, and the CUDA backend's GEMM runner (llmc/cuda/matmul.cuh) takes its
+// fallbacks for misaligned operands (odd element offsets, misaligned bias and aux (pre-GELU) buffers, aux leading
+// dimensions that are not multiples of 8) and tunes, records and reuses its algorithm choices (docs/cuda.md, "Tuned
+// GEMMs") with an injected timer, so that nothing depends on timings.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -8,11 +10,15 @@
 #include "dev/cuda/cublaslt_case.h"
 #include "llmc/bf16.h"
 #include "llmc/cuda/cuda_backend.h"
+#include "llmc/error.h"
 #include "test/fixtures/death_test.h"
 #include "test/fixtures/testing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -152,10 +158,234 @@ void test_backend_fallbacks() {
     matmul_case(be, "odd shapes: N = 7, C = 33, OC = 13, every operand at an odd offset", 7, 33, 13, 1, 1, 1, true);
 }
 
+
+// ---- the epilogues of the backward pass (DGELU, DGELU_BGRAD, BGRADB), called directly ----------------------------
+void test_backward_epilogue_rules() {
+    const uint64_t m = 16, n = 8, k = 16;
+    bf16* buf = nullptr;
+    cudaMalloc(&buf, 4096 * sizeof(bf16));
+    cudaMemset(buf, 0, 4096 * sizeof(bf16));
+    bf16 *a = buf, *b = buf + 1024, *d = buf + 2048, *aux = buf + 3072;
+    {
+        CublasLtCase g(m, n, k, (int64_t)m);
+        g.epilogue(CUBLASLT_EPILOGUE_DGELU);
+        check("DGELU without the aux (pre-GELU) input: no algorithm", !g.heuristic());
+        g.aux(aux, (int64_t)m + 2);
+        check("DGELU with an aux leading dimension not divisible by 8: no algorithm", !g.heuristic());
+        g.aux(aux, (int64_t)m);
+        check("DGELU with aux LD = rows (16): an algorithm, and it runs",
+              g.heuristic() && g.matmul(a, b, d) == CUBLAS_STATUS_SUCCESS);
+    }
+    {
+        CublasLtCase g(m, n, k, (int64_t)m);
+        g.epilogue(CUBLASLT_EPILOGUE_DGELU_BGRAD);
+        g.aux(aux, (int64_t)m);
+        g.bias(buf + 3584, CUDA_R_32F);
+        check("DGELU_BGRAD with an fp32 bias gradient for a bf16 output (it must have the output's type): no algorithm",
+              !g.heuristic());
+        g.bias(buf + 3584, CUDA_R_16BF);
+        check("DGELU_BGRAD with a bf16 bias gradient: an algorithm, and it runs",
+              g.heuristic() && g.matmul(a, b, d) == CUBLAS_STATUS_SUCCESS);
+    }
+    {
+        CublasLtCase g(m, n, k, (int64_t)m);
+        g.epilogue(CUBLASLT_EPILOGUE_BGRADB);
+        g.bias(buf + 3584, CUDA_R_16BF);
+        check("BGRADB with a bias gradient of the output's type: an algorithm, and it runs",
+              g.heuristic() && g.matmul(a, b, d) == CUBLAS_STATUS_SUCCESS);
+    }
+    cudaDeviceSynchronize();
+    cudaFree(buf);
+}
+
+// ---- several algorithms: the split-K ones change the bits -----------------------------------------------------
+// D (m x n) = A (m x k) B (k x n) with k = 1000: the heuristic offers the double-accumulating algorithm and four
+// split-K ones; each result is within the fp32 summation bound of the exact one, and the split-K ones do not all
+// agree bitwise with the first (their fp32 partial sums round differently), so a choice among them is visible.
+void test_several_algorithms() {
+    const uint64_t m = 8, n = 8, k = 1000;
+    const std::vector<float> av = random_bf16(m * k, 11), bv = random_bf16(k * n, 12);
+    std::vector<bf16> ah(av.size()), bh(bv.size());
+    for (size_t i = 0; i < av.size(); i++) ah[i] = __float2bfloat16(av[i]);
+    for (size_t i = 0; i < bv.size(); i++) bh[i] = __float2bfloat16(bv[i]);
+    bf16 *a = nullptr, *b = nullptr;
+    float* d = nullptr;
+    cudaMalloc(&a, ah.size() * sizeof(bf16));
+    cudaMalloc(&b, bh.size() * sizeof(bf16));
+    cudaMalloc(&d, m * n * sizeof(float));
+    cudaMemcpy(a, ah.data(), ah.size() * sizeof(bf16), cudaMemcpyHostToDevice);
+    cudaMemcpy(b, bh.data(), bh.size() * sizeof(bf16), cudaMemcpyHostToDevice);
+    cublasLtHandle_t h;
+    cublasLtCreate(&h);
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, m, k, (int64_t)m);
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, n, (int64_t)k);
+    cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, (int64_t)m);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    cublasLtMatmulHeuristicResult_t results[8];
+    int count = 0;
+    cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, ld, ld, pref, 8, results, &count);
+    check("the heuristic offers 5 algorithms (one, then split-K 2, 4, 8, 16)", count == 5, "got %d", count);
+    std::vector<std::vector<float>> outs;
+    const float one = 1.0f, zero = 0.0f;
+    for (int r = 0; r < count; r++) {
+        cublasLtMatmul(h, desc, &one, a, la, b, lb, &zero, d, ld, d, ld, &results[r].algo, nullptr, 0, 0);
+        std::vector<float> out(m * n);
+        cudaMemcpy(out.data(), d, out.size() * sizeof(float), cudaMemcpyDeviceToHost);
+        outs.push_back(out);
+    }
+    size_t differing = 0, outside = 0;
+    const double G = 2.0 * (k + 2) * 0x1p-24;  // fp32 summation of k terms, relative to the sum of magnitudes
+    for (int r = 1; r < count; r++)
+        for (size_t i = 0; i < m * n; i++) {
+            if (outs[(size_t)r][i] != outs[0][i]) differing++;
+            double mag = 0;
+            for (size_t kk = 0; kk < k; kk++) mag += std::fabs((double)av[kk * m + i % m] * bv[(i / m) * k + kk]);
+            if (std::fabs(outs[(size_t)r][i] - outs[0][i]) > G * mag) outside++;
+        }
+    check("split-K results differ bitwise from the first algorithm's somewhere", differing > 0, "none differ");
+    check("every split-K result is within the fp32 summation bound of the first", outside == 0, "%zu outside", outside);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(ld);
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtDestroy(h);
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(d);
+}
+
+// ---- the backend's GEMM tuning ------------------------------------------------------------------------------
+// One matmul_backward (dinp, dweight +=, dbias +=; N = 300 rows, so the weight-gradient GEMM sums 300 terms) on fixed
+// inputs; returns dinp, dweight and dbias as floats.
+struct BackwardRun {
+    std::vector<float> dinp, dweight, dbias;
+    bool operator==(const BackwardRun& o) const { return dinp == o.dinp && dweight == o.dweight && dbias == o.dbias; }
+};
+BackwardRun backward_once(llmc::CudaBackend& be) {
+    const size_t N = 300, C = 16, OC = 24;
+    const auto inp = random_bf16(N * C, 21), w = random_bf16(OC * C, 22), dout = random_bf16(N * OC, 23);
+    const auto dw0 = random_bf16(OC * C, 24), db0 = random_bf16(OC, 25);
+    auto* d_inp = (bf16*)be.alloc(N * C * sizeof(bf16));
+    auto* d_w = (bf16*)be.alloc(OC * C * sizeof(bf16));
+    auto* d_dout = (bf16*)be.alloc(N * OC * sizeof(bf16));
+    auto* d_dinp = (bf16*)be.alloc(N * C * sizeof(bf16));
+    auto* d_dw = (float*)be.alloc(OC * C * sizeof(float));
+    auto* d_db = (float*)be.alloc(OC * sizeof(float));
+    be.upload_floats(d_inp, inp.data(), inp.size());
+    be.upload_floats(d_w, w.data(), w.size());
+    be.upload_floats(d_dout, dout.data(), dout.size());
+    be.copy_to_device(d_dw, dw0.data(), dw0.size() * sizeof(float));
+    be.copy_to_device(d_db, db0.data(), db0.size() * sizeof(float));
+    be.matmul_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, N, C, OC);
+    BackwardRun r;
+    r.dinp.resize(N * C), r.dweight.resize(OC * C), r.dbias.resize(OC);
+    be.download_floats(r.dinp.data(), d_dinp, r.dinp.size());
+    be.copy_to_host(r.dweight.data(), d_dw, r.dweight.size() * sizeof(float));
+    be.copy_to_host(r.dbias.data(), d_db, r.dbias.size() * sizeof(float));
+    for (void* p : {(void*)d_inp, (void*)d_w, (void*)d_dout, (void*)d_dinp, (void*)d_dw, (void*)d_db}) be.free(p);
+    return r;
+}
+
+// A timer that launches each candidate as the real one does (a warm-up and three timed runs: the accumulating GEMM
+// runs four times on the real output) and reports `prefer`'s split-K count as the fastest. Counts its calls.
+llmc::GemmTimer preferring(int prefer, int* calls) {
+    return [prefer, calls](const llmc::GemmCandidate& c, const std::function<void()>& launch) {
+        for (int r = 0; r < 4; r++) launch();
+        (*calls)++;
+        return c.split_k == prefer ? 1.0f : 2.0f + (float)c.index;
+    };
+}
+
+// The chosen index of every line of a choices text ("gemm <16 numbers> : <index> ...").
+std::vector<int> chosen_indices(const std::string& text) {
+    std::vector<int> out;
+    size_t pos = 0;
+    while ((pos = text.find(" : ", pos)) != std::string::npos) {
+        out.push_back(std::atoi(text.c_str() + pos + 3));
+        pos = text.find('\n', pos);
+    }
+    return out;
+}
+
+void test_gemm_tuning() {
+    llmc::BackendOptions off;
+    off.gemm_tuning = false;
+    llmc::CudaBackend untuned(off);
+    int calls_off = 0;
+    untuned.set_gemm_timer(preferring(4, &calls_off));
+    const BackwardRun base = backward_once(untuned);
+    const std::string base_choices = untuned.gemm_choices();
+    check("tuning off: the timer is never called, every plan takes the heuristic's first algorithm",
+          calls_off == 0 && !chosen_indices(base_choices).empty() &&
+              chosen_indices(base_choices) == std::vector<int>(chosen_indices(base_choices).size(), 0),
+          "calls %d, choices:\n%s", calls_off, base_choices.c_str());
+
+    llmc::CudaBackend tuned;
+    int calls = 0;
+    tuned.set_gemm_timer(preferring(4, &calls));
+    const BackwardRun t = backward_once(tuned);
+    const std::string choices = tuned.gemm_choices();
+    check("tuning on: every plan with several algorithms is timed, each candidate once",
+          tuned.num_gemm_timed() == tuned.num_gemm_plans() && calls == (int)(5 * tuned.num_gemm_plans()),
+          "timed %zu of %zu plans, %d timer calls", tuned.num_gemm_timed(), tuned.num_gemm_plans(), calls);
+    check("the timer's fastest (split-K 4, index 2) is chosen for every plan",
+          chosen_indices(choices) == std::vector<int>(tuned.num_gemm_plans(), 2), "%s", choices.c_str());
+    check("the tuned algorithm changes the bits of dweight (another summation order)", t.dweight != base.dweight);
+    double worst = 0;
+    for (size_t i = 0; i < t.dweight.size(); i++) worst = std::max(worst, (double)std::fabs(t.dweight[i] - base.dweight[i]));
+    // |dweight| <= 1 + 300 terms of magnitude <= 1: two fp32 sums of 300 terms differ by at most 2 G(300) 301.
+    check("tuned and untuned dweight agree within two fp32 summation bounds", worst <= 2 * 2.0 * 302 * 0x1p-24 * 301,
+          "largest difference %g", worst);
+
+    // A resumed run: the recorded choices are reused without timing, whatever its timer would say, and the results
+    // are those of the run that recorded them (which also shows the timing runs left dweight += applied once).
+    llmc::CudaBackend resumed;
+    int calls_resumed = 0;
+    resumed.set_gemm_timer(preferring(16, &calls_resumed));
+    resumed.load_gemm_choices(choices);
+    const BackwardRun r = backward_once(resumed);
+    check("recorded choices are reused: no timing, every plan reused", calls_resumed == 0 &&
+          resumed.num_gemm_reused() == resumed.num_gemm_plans() && resumed.num_gemm_timed() == 0,
+          "timer calls %d, reused %zu of %zu", calls_resumed, resumed.num_gemm_reused(), resumed.num_gemm_plans());
+    check("the reused choices give the recording run's bits (dinp, dweight, dbias)", r == t);
+    check("the reused choices are recorded again, the same algorithms",
+          chosen_indices(resumed.gemm_choices()) == chosen_indices(choices));
+
+    // A recorded algorithm the heuristic no longer offers (another library or GPU): timed afresh.
+    std::string stale = choices;
+    const size_t last_word = stale.find('\n') - 1;
+    stale[last_word] = stale[last_word] == 'f' ? 'e' : 'f';
+    llmc::CudaBackend other;
+    int calls_other = 0;
+    other.set_gemm_timer(preferring(4, &calls_other));
+    other.load_gemm_choices(stale);
+    (void)backward_once(other);
+    check("a recorded algorithm the heuristic does not offer is timed afresh", other.num_gemm_timed() >= 1 &&
+          other.num_gemm_reused() == other.num_gemm_plans() - 1, "timed %zu, reused %zu of %zu", other.num_gemm_timed(),
+          other.num_gemm_reused(), other.num_gemm_plans());
+
+    bool threw = false;
+    try {
+        llmc::CudaBackend bad;
+        bad.load_gemm_choices("gemm 1 2 3\n");
+    } catch (const llmc::Error& e) {
+        threw = std::string(e.what()).find("malformed line \"gemm 1 2 3\"") != std::string::npos;
+    }
+    check("a malformed choices line is refused, naming the line", threw);
+}
+
 }  // namespace
 
 int main() {
     test_library_rules();  // its death test forks: before the backend starts OpenMP threads
+    test_backward_epilogue_rules();
+    test_several_algorithms();
     test_backend_fallbacks();
+    test_gemm_tuning();
     return testing::finish();
 }

@@ -514,6 +514,104 @@ void test_matmul(CudaBackend& gpu, CpuBackend& cpu, size_t N, size_t C, size_t O
     else check_bound(tag + " backward without bias leaves dbias alone", bk[2], db0, Bound(OC, 0.0));
 }
 
+// ---- matmul backward into a GELU input (dinp_pre_gelu: DGELU epilogue, or GEMM + GELU backward) ------------------
+// The layer's input is gelu(pre) (N, C); dinp = (dout w) * gelu'(pre). z = dout w in fp32: |err(z)| <= G(OC) S,
+// S = sum_o |dout||w|. The fused DGELU epilogue multiplies the fp32 z and rounds once; the fallback (C not a multiple
+// of 8) rounds z first (+ U |z|). gelu' is evaluated in fp32 on both sides: a few ulps of terms up to 0.05 |pre|^3
+// times |z|, 2^-20 |z| (1 + |pre|^3). |gelu'| <= 1.13 carries z's error:
+// |err(dinp)| <= U |want| + 1.13 (G(OC) S + U |z|) + 2^-20 |z| (1 + |pre|^3). dweight and dbias see dout unchanged.
+void test_matmul_dgelu(CudaBackend& gpu, CpuBackend& cpu, size_t N, size_t C, size_t OC) {
+    const std::string tag = "matmul backward into gelu N=" + std::to_string(N) + " C=" + std::to_string(C) +
+                            " OC=" + std::to_string(OC) + (C % 8 == 0 ? " (DGELU epilogue)" : " (GEMM + GELU backward)");
+    Arena a(gpu);
+    Vec inp = random_bf16(N * C, -1, 1), w = random_bf16(OC * C, -1, 1), pre = random_bf16(N * C, -3, 3);
+    Vec dout = random_bf16(N * OC, -1, 1), dw0 = random_vec(OC * C, -1, 1), db0 = random_vec(OC, -1, 1);
+    Vec dinp_ref(N * C), dw_ref = dw0, db_ref = db0, dout_ref = dout;
+    cpu.matmul_backward(dinp_ref.data(), dw_ref.data(), db_ref.data(), dout_ref.data(), inp.data(), w.data(), N, C, OC,
+                        nullptr, pre.data());
+    bf16 *d_inp = a.bf(N * C), *d_w = a.bf(OC * C), *d_pre = a.bf(N * C), *d_dout = a.bf(N * OC), *d_dinp = a.bf(N * C);
+    float *d_dw = a.f32(OC * C), *d_db = a.f32(OC);
+    put(gpu, d_inp, inp);
+    put(gpu, d_w, w);
+    put(gpu, d_pre, pre);
+    Outputs bk = run_all_orders(tag, [&] {
+        put(gpu, d_dout, dout);
+        put(gpu, d_dw, dw0);
+        put(gpu, d_db, db0);
+        gpu.matmul_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, N, C, OC, nullptr, d_pre);
+        return Outputs{get(gpu, d_dinp, N * C), get(gpu, d_dw, OC * C), get(gpu, d_db, OC)};
+    }, &gpu, path_for(C % 8 == 0 || (N * C) % 8 == 0));
+    Bound bdi(N * C), bdw(OC * C), bdb(OC);
+    for (size_t n = 0; n < N; n++)
+        for (size_t c = 0; c < C; c++) {
+            double s = 0, z = 0;
+            for (size_t o = 0; o < OC; o++) {
+                s += std::fabs(dout[n * OC + o] * w[o * C + c]);
+                z += (double)dout[n * OC + o] * w[o * C + c];
+            }
+            const double p = std::fabs(pre[n * C + c]);
+            bdi[n * C + c] = U * std::fabs(dinp_ref[n * C + c]) + kGeluSlope * (G(OC) * s + U * std::fabs(z)) +
+                             0x1p-20 * std::fabs(z) * (1 + p * p * p);
+        }
+    for (size_t o = 0; o < OC; o++) {
+        double sb = 0;
+        for (size_t n = 0; n < N; n++) sb += std::fabs(dout[n * OC + o]);
+        bdb[o] = G(N) * (std::fabs(db0[o]) + sb);
+        for (size_t c = 0; c < C; c++) {
+            double s = 0;
+            for (size_t n = 0; n < N; n++) s += std::fabs(dout[n * OC + o] * inp[n * C + c]);
+            bdw[o * C + c] = G(N) * (std::fabs(dw0[o * C + c]) + s);
+        }
+    }
+    check_bound(tag + " dinp", bk[0], dinp_ref, bdi);
+    check_bound(tag + " dweight (+=)", bk[1], dw_ref, bdw);
+    check_bound(tag + " dbias (+=, BGRADB)", bk[2], db_ref, bdb);
+}
+
+// ---- -r 1: gelu(fch) recomputed in backward (llmc/model.h, ModelOptions::recompute_gelu) ---------------------------
+// What the model states: the forward's fused GELU_AUX(_BIAS) epilogue rounds g0 = bf16(gelu(z)) from the fp32
+// accumulator z and stores fch = bf16(z); -r 1 recomputes g1 = bf16(gelu(fch)) from the stored fch. Per element
+// |g1 - g0| <= 1.01 U (|g0| + |g1| + 1.13 |fch|) + 2^-20 (1 + |fch|^3): the two output roundings (U |.| each), z's
+// rounding to fch (|z - fch| <= U |fch| (1 + U)) carried by |gelu'| <= 1.13, the fp32 evaluation of the tanh form
+// (2^-20 (1 + |x|^3)), and 1.01 for the second-order terms. Where the forward is not fused (OC not a multiple of 8),
+// the forward itself applies the same GELU kernel to the stored fch: bit-identical.
+void test_recompute_gelu(CudaBackend& gpu, size_t N, size_t C, size_t OC) {
+    const bool fused = OC % 8 == 0;
+    const std::string tag = "-r 1 recompute N=" + std::to_string(N) + " C=" + std::to_string(C) + " OC=" +
+                            std::to_string(OC) + (fused ? " (fused GELU_AUX_BIAS forward)" : " (unfused forward)");
+    Arena a(gpu);
+    Vec inp = random_bf16(N * C, -1, 1), w = random_bf16(OC * C, -1, 1), bias = random_bf16(OC, -1, 1);
+    bf16 *d_inp = a.bf(N * C), *d_w = a.bf(OC * C), *d_b = a.bf(OC), *d_out = a.bf(N * OC), *d_pre = a.bf(N * OC);
+    bf16* d_re = a.bf(N * OC);
+    put(gpu, d_inp, inp);
+    put(gpu, d_w, w);
+    put(gpu, d_b, bias);
+    Outputs r = run_all_orders(tag, [&] {
+        gpu.matmul_forward(d_out, d_inp, d_w, d_b, N, C, OC, d_pre);
+        gpu.gelu_forward(d_re, d_pre, N * OC);
+        return Outputs{get(gpu, d_out, N * OC), get(gpu, d_re, N * OC), get(gpu, d_pre, N * OC)};
+    });
+    const Vec &g0 = r[0], &g1 = r[1], &fch = r[2];
+    size_t differ = 0, outside = 0;
+    double worst = 0;
+    for (size_t i = 0; i < N * OC; i++) {
+        const double x = std::fabs(fch[i]), d = std::fabs(g1[i] - g0[i]);
+        const double bound = 1.01 * U * (std::fabs(g0[i]) + std::fabs(g1[i]) + kGeluSlope * x) + 0x1p-20 * (1 + x * x * x);
+        differ += g1[i] != g0[i];
+        outside += d > bound;
+        worst = std::max(worst, d / bound);
+    }
+    std::printf("  %s: %zu of %zu elements differ, largest difference / bound %.3f\n", tag.c_str(), differ, N * OC,
+                worst);
+    if (fused) {
+        testing::check(tag + ": the recomputed gelu(fch) is within the stated bound of the forward's", outside == 0,
+              "%zu of %zu outside", outside, N * OC);
+        testing::check(tag + ": and not bit-identical (the bound is needed)", differ > 0, "no element differs");
+    } else {
+        testing::check(tag + ": bit-identical to the forward's", differ == 0, "%zu of %zu differ", differ, N * OC);
+    }
+}
+
 // ---- GELU -------------------------------------------------------------------------------------------------------
 // out = round(gelu(x)) in fp32: U |want| + 2^-20 (1 + |x|^3) (a few ulps of the tanh form's terms).
 void test_gelu(CudaBackend& gpu, CpuBackend& cpu, size_t n) {
@@ -764,6 +862,11 @@ int main() {
         test_matmul(gpu, cpu, 7, 20, 24, false, false);   // no bias
         test_matmul(gpu, cpu, 7, 20, 24, false, true);    // GELU_AUX without bias
         test_matmul(gpu, cpu, 1000, 8, 16, true, true);   // N = 1000: 63 row blocks of 16 for the bias gradient
+        test_matmul_dgelu(gpu, cpu, 13, 40, 24);          // C % 8 == 0: the DGELU epilogue; odd N
+        test_matmul_dgelu(gpu, cpu, 9, 33, 20);           // C = 33: the GEMM + GELU backward fallback (scalar)
+        test_matmul_dgelu(gpu, cpu, 7, 16, 36);           // odd N, OC not a multiple of 8
+        test_recompute_gelu(gpu, 13, 33, 40);             // fused forward: within the stated bound
+        test_recompute_gelu(gpu, 13, 33, 36);             // unfused forward: bit-identical
         test_classifier(gpu, cpu, 5, 77, 80);      // vector; V not a multiple of 8: the last pack is masked
         test_classifier(gpu, cpu, 5, 77, 77);      // scalar
         test_classifier(gpu, cpu, 3, 1500, 1536);  // vector

@@ -17,19 +17,24 @@
 using namespace llmc;
 
 int main() {
-    // MFU's FLOPs per token: 6 per matmul parameter + 12 L C T. GPT-2 124M (d12, Vp = 50304) at T = 1024 is
-    // 6 * (124,475,904 - 1024 * 768) + 12 * 12 * 768 * 1024 = 855,383,040 (GPT-2 124M's 855 MFLOP/token); counting
-    // the position embedding, a lookup, would give 860,101,632. Every term is an integer below 2^53: exact in double.
+    // MFU's FLOPs per token, llm.c's formula: 6 N + 6 L C T with N every parameter. GPT-2 124M (d12, Vp = 50304) at
+    // T = 1024 is 6 * 124,475,904 + 6 * 12 * 768 * 1024 = 803,478,528. Every term is an integer below 2^53: exact in
+    // double.
     GPT2Config d12;
     parse_model_descriptor("d12", &d12);
     const size_t n12 = ParamLayout(d12).total;
     testing::check("d12 has 124,475,904 parameters", n12 == 124475904ull, "got %zu", n12);
     const double f12 = flops_per_token(d12, n12, 1024);
-    testing::check("d12 at T=1024: 855,383,040 FLOPs per token", f12 == 855383040.0, "got %.0f", f12);
+    testing::check("d12 at T=1024: 803,478,528 FLOPs per token (6 N + 6 L C T)", f12 == 803478528.0, "got %.0f", f12);
     // The attention term scales with T, the parameter term does not.
     testing::check("T=512 removes half the attention term",
-                   flops_per_token(d12, n12, 512) == f12 - 6.0 * 12 * 768 * 1024, "got %.0f",
+                   flops_per_token(d12, n12, 512) == f12 - 3.0 * 12 * 768 * 1024, "got %.0f",
                    flops_per_token(d12, n12, 512));
+    const std::string header = describe_flops_per_token(d12, n12, 1024);
+    testing::check("the log header states the formula and the figure",
+                   header == "MFU counts 6 N + 6 L C T = 803.5 MFLOP per token (llm.c's formula: N = 124475904 "
+                             "parameters, causal attention)",
+                   "%s", header.c_str());
 
     // A -d that does not split into micro-steps: the message names the -b values that do.
     testing::check("-d 524288 on 8 ranks: -b 64 .. 1 work",
