@@ -127,6 +127,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
          cxxopts::value(o.start_over))
         ("z,zero-stage", "ZeRO stage 0, 1 or 2 (-1: 1 with several ranks)", v(o.zero_stage))
         ("r,recompute", "1: recompute GELU in backward; 2: GELU and the layernorms", v(o.recompute))
+        ("classifier-chunk", "rows per classifier chunk: the logits buffer holds this many rows of Vp (at least T)",
+         v(o.classifier_chunk))
         ("w,master-weights", "fp32 master weights: always kept here (accepted for llm.c's scripts)", v(o.master_weights))
         ("a,overfit", "1: train on the first batch only", v(o.overfit_single_batch))
         ("skip-loss-z", "-sl: skip steps whose loss z-score exceeds this (0: off)", v(o.skip_loss_z))
@@ -213,6 +215,7 @@ TrainOptions parse_train_options(int argc, char** argv) {
     if (o.start_over && o.output_dir.empty()) fail("--start-over needs -o (the directory to start over in)");
     parse_preempt_signal(o.preempt_signal);  // fails on a name it does not know
     if (o.recompute < 0 || o.recompute > 2) fail("-r %d: must be 0, 1 or 2", o.recompute);
+    if (o.classifier_chunk < 1) fail("--classifier-chunk %d: must be >= 1 (rows)", o.classifier_chunk);
     if (o.master_weights != 0 && o.master_weights != 1) fail("-w %d: must be 0 or 1", o.master_weights);
     if (o.overfit_single_batch != 0 && o.overfit_single_batch != 1) fail("-a %d: must be 0 or 1", o.overfit_single_batch);
     if (!(o.weight_decay >= 0.0f)) fail("-c %g: weight decay must be >= 0", o.weight_decay);
