@@ -51,6 +51,7 @@ KERNELS = [
     ("llmc::sum_partials_kernel<false, 4>", False),
     ("llmc::sum_partials_kernel<true, 4>", False),
     ("llmc::column_sums_into_kernel<4>", True),
+    ("llmc::column_segment_sums_kernel<4>", True),
     ("llmc::convert_kernel<4, true, float, float>", True),
     ("llmc::convert_kernel<8, false, __nv_bfloat16, float>", True),
     ("llmc::convert_kernel<8, false, float, __nv_bfloat16>", True),
