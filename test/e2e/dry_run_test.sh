@@ -69,6 +69,12 @@ expect_error "dry-run refuses -d not divisible by B*T*ranks" "-d 100 is not divi
 expect_error "dry-run refuses -t beyond the model's maxT" "longer than the model's maximum" \
     "$SIM" --dry-run "${NODATA[@]}" -e d12 -b 4 -t 2048
 expect_error "dry-run refuses -pn 0" "-pn 0" "$SIM" --dry-run "${NODATA[@]}" -e d12 -pn 0
+expect_error "dry-run refuses --classifier-chunk 0" "--classifier-chunk 0: must be >= 1" \
+    "$SIM" --dry-run "${NODATA[@]}" -e d12 --classifier-chunk 0
+# --classifier-chunk sets the logits buffer's rows: 8192 rows of Vp = 50304 bf16 = 786.0 MiB.
+out=$("$SIM" --dry-run "${NODATA[@]}" -e d12 -b 64 -t 1024 --classifier-chunk 8192 2>&1 | grep "logits (one chunk)")
+if [[ "$out" == *" 786.0 MiB" ]]; then pass "dry-run: --classifier-chunk 8192 plans 8192 rows of logits"
+else fail "dry-run: --classifier-chunk 8192 plans 8192 rows of logits" "'$out'"; fi
 # A training run (not a dry run) refuses the unsupported head size when it creates the model, before any step.
 TMP=build/test-tmp/dry_run
 rm -rf "$TMP" && mkdir -p "$TMP"
