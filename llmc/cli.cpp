@@ -144,6 +144,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("r,recompute", "1: recompute GELU in backward; 2: GELU and the layernorms", v(o.recompute))
         ("gemm-tuning", "1: time cuBLASLt's candidate algorithms per GEMM shape on first use; 0: the heuristic's first",
          v(o.gemm_tuning))
+        ("classifier-chunk", "rows per classifier chunk: the logits buffer holds this many rows of Vp (at least T)",
+         v(o.classifier_chunk))
         ("w,master-weights", "fp32 master weights: always kept here (accepted for llm.c's scripts)", v(o.master_weights))
         ("a,overfit", "1: train on the first batch only", v(o.overfit_single_batch))
         ("skip-loss-z", "-sl: skip steps whose loss z-score exceeds this (0: off)", v(o.skip_loss_z))
@@ -239,6 +241,7 @@ TrainOptions parse_train_options(int argc, char** argv) {
     parse_preempt_signal(o.preempt_signal);  // fails on a name it does not know
     if (o.recompute < 0 || o.recompute > 2) fail("-r %d: must be 0, 1 or 2", o.recompute);
     if (o.gemm_tuning != 0 && o.gemm_tuning != 1) fail("--gemm-tuning %d: must be 0 or 1", o.gemm_tuning);
+    if (o.classifier_chunk < 1) fail("--classifier-chunk %d: must be >= 1 (rows)", o.classifier_chunk);
     if (o.master_weights != 0 && o.master_weights != 1) fail("-w %d: must be 0 or 1", o.master_weights);
     if (o.overfit_single_batch != 0 && o.overfit_single_batch != 1) fail("-a %d: must be 0 or 1", o.overfit_single_batch);
     if (!(o.weight_decay >= 0.0f)) fail("-c %g: weight decay must be >= 0", o.weight_decay);

@@ -35,6 +35,7 @@ inline ModelOptions model_options_for(const TrainOptions& o, int world) {
     mo.pad_to = zero_pad_multiple(world);
     mo.recompute_gelu = o.recompute >= 1;
     mo.recompute_layernorm = o.recompute >= 2;
+    mo.classifier_chunk_rows = (size_t)o.classifier_chunk;
     mo.gradient_buffer = zero_stage_for(o, world) != 2;  // ZeRO 2: the optimizer's bucket buffers (llmc/optimizer.h)
     return mo;
 }

@@ -14,6 +14,7 @@
 // so layer l's ln1 is computed by layer l-1 (or by a plain layernorm of the encoding for l = 0).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -46,6 +47,10 @@ struct ModelOptions {
     // The full fp32 gradient buffer (grads()). ZeRO 2 turns it off: its optimizer hands backward one bucket buffer
     // at a time (BackwardHooks::bucket_buffer), so no rank holds the whole gradient.
     bool gradient_buffer = true;
+    // Rows per chunk of the classifier (lm_head GEMM, softmax cross-entropy, dlogits, lm_head backward GEMMs): the
+    // logits buffer holds one chunk, never the whole (N, Vp). The model uses max(this, T) rows (a forward of one
+    // sequence without targets, as sampling does, keeps all its logits), at most N.
+    size_t classifier_chunk_rows = 4096;
 };
 
 // The model's device buffers besides the parameters and gradients, in allocation order. GPT2::activation_plan()
@@ -54,7 +59,8 @@ struct ModelOptions {
 enum ActBuffer {
     ACT_INPUTS, ACT_TARGETS, ACT_ENCODED, ACT_LN1, ACT_LN1_MEAN, ACT_LN1_RSTD, ACT_QKV, ACT_ATTY, ACT_ATT_STATE,
     ACT_RES2, ACT_LN2, ACT_LN2_MEAN, ACT_LN2_RSTD, ACT_FCH, ACT_FCH_GELU, ACT_BRANCH, ACT_RES3, ACT_LNF, ACT_LNF_MEAN,
-    ACT_LNF_RSTD, ACT_LOGITS, ACT_LOSSES, GRAD_RESIDUAL, GRAD_C, GRAD_3C, GRAD_4C, NUM_ACT_BUFFERS
+    ACT_LNF_RSTD, ACT_LOGITS, ACT_LOSSES, GRAD_RESIDUAL, GRAD_C, GRAD_3C, GRAD_4C, GRAD_WTE_CLASSIFIER,
+    NUM_ACT_BUFFERS
 };
 
 template <class Backend>
@@ -63,7 +69,7 @@ public:
     using act_t = typename Backend::act_t;
 
     GPT2(Backend& be, const GPT2Config& cfg, size_t B, size_t T, const ModelOptions& opt = ModelOptions())
-        : be_(be), cfg_(cfg), layout_(cfg), B_(B), T_(T), opt_(opt) {
+        : be_(be), cfg_(cfg), layout_(cfg), B_(B), T_(T), opt_(opt), chunk_rows_(classifier_rows(B, T, opt)) {
         check_shape(cfg, B, T, opt);
         padded_ = padded_params(layout_, opt);
         params_ = (act_t*)be_.alloc(padded_ * sizeof(act_t));
@@ -137,16 +143,19 @@ public:
     }
 
     // Forward over inputs/targets (host, B*T token ids each; B <= max_batch(), T <= max_seq_len()).
-    // targets == nullptr: logits only. With targets, per-position losses are computed and
-    // mean_loss() returns their mean. grad_scale > 0 prepares backward(): the classifier overwrites the logits with
-    // d(grad_scale * mean loss)/dlogits. Training passes grad_scale = 1: each micro-batch's gradient is that of its
+    // targets == nullptr: logits only (B*T rows at most max(classifier_chunk_rows, T)). With targets, per-position
+    // losses are computed and mean_loss() returns their mean. grad_scale > 0 prepares backward(): the classifier
+    // turns each chunk's logits into d(grad_scale * mean loss)/dlogits and runs the lm_head backward on them at once
+    // (classifier_forward). Training passes grad_scale = 1: each micro-batch's gradient is that of its
     // own mean loss whatever the number of micro-steps or ranks, and the optimizer divides the accumulated, reduced
     // sums by (micro-steps x ranks) in fp32 (llmc/optimizer.h, "World-size independence").
     void forward(const int* inputs, const int* targets, size_t B, size_t T, float grad_scale = 0.0f) {
         if (B > B_ || T > T_ || B == 0 || T == 0)
             fail("forward: batch %zux%zu does not fit the model's activations %zux%zu", B, T, B_, T_);
         const size_t C = cfg_.channels, NH = cfg_.num_heads, L = cfg_.num_layers, N = B * T;
-        const size_t V = cfg_.vocab_size, Vp = cfg_.padded_vocab_size;
+        if (!targets && N > chunk_rows_)
+            fail("forward without targets keeps the logits of at most %zu rows (ModelOptions::classifier_chunk_rows), "
+                 "got B*T = %zu", chunk_rows_, N);
         for (size_t i = 0; i < N; i++) check_token(inputs[i], "input");
         be_.upload_tokens(inputs_, inputs, N);
         has_targets_ = targets != nullptr;
@@ -180,11 +189,7 @@ public:
                                                  last ? p.lnfw() : p.layer(l + 1).ln1w,
                                                  last ? p.lnfb() : p.layer(l + 1).ln1b, N, C);
         }
-        be_.matmul_forward(a_.logits, a_.lnf, p.wte(), nullptr, N, C, Vp);               // (B,T,Vp)
-        if (targets) {
-            float dloss = grad_scale / (float)N;
-            be_.fused_classifier(a_.logits, a_.losses, targets_, dloss, N, V, Vp, grad_scale > 0.0f);
-        }
+        classifier_forward(N, targets != nullptr, grad_scale);                           // (B,T) losses
     }
 
     // Mean of the per-position losses of the last forward (synchronises with the device).
@@ -210,9 +215,10 @@ public:
         if (!has_targets_) fail("accumulate_loss: the last forward had no targets");
         be_.sum_into(device_acc, a_.losses, cur_B_ * cur_T_, scale);
     }
-    // The logits of the last forward, (B, T, Vp) as floats; only valid when that forward had grad_scale == 0.
+    // The logits of the last forward, (B, T, Vp) as floats; only valid when that forward had grad_scale == 0 and
+    // one classifier chunk (B*T <= max(classifier_chunk_rows, T)).
     std::vector<float> get_logits() {
-        if (grad_scale_ > 0.0f) fail("get_logits: the last forward overwrote the logits with their gradient");
+        require_logits("get_logits");
         size_t n = cur_B_ * cur_T_ * cfg_.padded_vocab_size;
         std::vector<float> host(n);
         be_.download_floats(host.data(), a_.logits, n);
@@ -220,6 +226,9 @@ public:
     }
     // Logits of one position (b, t) of the last forward: Vp floats.
     std::vector<float> get_logits_row(size_t b, size_t t) {
+        require_logits("get_logits_row");
+        if (b >= cur_B_ || t >= cur_T_)
+            fail("get_logits_row: (%zu, %zu) is outside the last batch %zux%zu", b, t, cur_B_, cur_T_);
         const size_t Vp = cfg_.padded_vocab_size;
         std::vector<float> host(Vp);
         be_.download_floats(host.data(), a_.logits + (b * cur_T_ + t) * Vp, Vp);
@@ -236,11 +245,11 @@ public:
         const ParamViews<act_t> p = param_views();
 
         // Bucket L: the classifier adds wte's first part, the final layernorm lnfw and lnfb; the encoder, last, the
-        // rest of wte and wpe. The classifier left dlogits in a_.logits; lnf = layernorm(res3 of the last layer),
-        // logits = lnf @ wte^T.
+        // rest of wte and wpe. The classifier (in forward) left dL/dlnf in d_.buf_c and its wte gradient in
+        // d_.wte_classifier; lnf = layernorm(res3 of the last layer).
         const BucketGrads gL = bucket_grads(L, hooks);
         float* dwte = gL.at(layout_.offsets[WTE]);
-        be_.matmul_backward(d_.buf_c, dwte, nullptr, a_.logits, a_.lnf, p.wte(), N, C, Vp);
+        be_.add_into(dwte, d_.wte_classifier, Vp * C);
         be_.memset_zero(d_.residual, N * C * sizeof(act_t));
         be_.layernorm_backward(d_.residual, gL.at(layout_.offsets[LNFW]), gL.at(layout_.offsets[LNFB]), d_.buf_c,
                                layer_acts(L - 1).res3, p.lnfw(), a_.lnf_mean, a_.lnf_rstd, N, C);
@@ -285,11 +294,17 @@ public:
         if (T > cfg.max_seq_len)
             fail("sequence length T=%zu is longer than the model's maximum %zu (maxT)", T, cfg.max_seq_len);
         if (opt.pad_to == 0) fail("ModelOptions::pad_to must be positive");
+        if (opt.classifier_chunk_rows == 0) fail("ModelOptions::classifier_chunk_rows must be positive");
         Backend::check_attention_shape(cfg.channels, cfg.num_heads);
     }
     // Elements of the flat parameter and gradient buffers: the parameter count padded to a multiple of opt.pad_to.
     static size_t padded_params(const ParamLayout& layout, const ModelOptions& opt) {
         return (layout.total + opt.pad_to - 1) / opt.pad_to * opt.pad_to;
+    }
+    // Rows of one classifier chunk (the logits buffer): max(classifier_chunk_rows, T), at most B*T.
+    static size_t classifier_rows(size_t B, size_t T, const ModelOptions& opt) {
+        const size_t rows = opt.classifier_chunk_rows > T ? opt.classifier_chunk_rows : T;
+        return rows < B * T ? rows : B * T;
     }
     // The activation buffers a model of this shape allocates (indexed by ActBuffer), without allocating anything.
     static std::vector<BufferSize> activation_plan(const GPT2Config& cfg, size_t B, size_t T, const ModelOptions& opt) {
@@ -322,12 +337,14 @@ public:
         p[ACT_LNF] = {"lnf", "N x C", N * C, A};
         p[ACT_LNF_MEAN] = {"lnf mean", "N", N, F};
         p[ACT_LNF_RSTD] = {"lnf rstd", "N", N, F};
-        p[ACT_LOGITS] = {"logits", "N x Vp", N * cfg.padded_vocab_size, A};
+        p[ACT_LOGITS] = {"logits (one chunk)", "min(N, max(chunk, T)) x Vp",
+                         classifier_rows(B, T, opt) * cfg.padded_vocab_size, A};
         p[ACT_LOSSES] = {"losses", "N", N, F};
         p[GRAD_RESIDUAL] = {"d residual", "N x C", N * C, A};
         p[GRAD_C] = {"d (N, C)", "N x C", N * C, A};
         p[GRAD_3C] = {"d qkv", "N x 3C", N * 3 * C, A};
         p[GRAD_4C] = {"d fch", "N x 4C", N * 4 * C, A};
+        p[GRAD_WTE_CLASSIFIER] = {"d wte (classifier)", "Vp x C, fp32", cfg.padded_vocab_size * C, F};
         return p;
     }
 
@@ -365,6 +382,7 @@ private:
     };
     struct GradActs {  // activation gradients of one layer at a time, reused layer after layer (by the same role)
         act_t *residual, *buf_c, *buf_3c, *buf_4c;
+        float* wte_classifier;  // the classifier's wte gradient of one micro-step, summed over its chunks (fp32)
     };
 
     void allocate_activations() {
@@ -402,6 +420,35 @@ private:
         d_.buf_c = (act_t*)buf[GRAD_C];
         d_.buf_3c = (act_t*)buf[GRAD_3C];
         d_.buf_4c = (act_t*)buf[GRAD_4C];
+        d_.wte_classifier = (float*)buf[GRAD_WTE_CLASSIFIER];
+    }
+
+    // The classifier over the N rows of lnf, chunk_rows_ rows at a time, so that only one chunk of logits exists:
+    //   logits = lnf_rows @ wte^T;  losses_rows (and, training, logits <- dlogits) by the fused classifier;
+    //   training: dlnf_rows (d_.buf_c, =) = dlogits @ wte and d_.wte_classifier += dlogits^T @ lnf_rows.
+    // Every row's loss, dlogits and dlnf are computed from that row alone, so they do not depend on the chunking;
+    // the wte gradient is the fp32 sum over chunks in chunk order (fixed: deterministic), which differs from one
+    // unchunked GEMM only in the order of the fp32 additions.
+    void classifier_forward(size_t N, bool with_targets, float grad_scale) {
+        const size_t C = cfg_.channels, V = cfg_.vocab_size, Vp = cfg_.padded_vocab_size;
+        const act_t* wte = param_views().wte();
+        const bool training = with_targets && grad_scale > 0.0f;
+        if (training) be_.memset_zero(d_.wte_classifier, Vp * C * sizeof(float));
+        for (size_t r = 0; r < N; r += chunk_rows_) {
+            const size_t n = std::min(chunk_rows_, N - r);
+            be_.matmul_forward(a_.logits, a_.lnf + r * C, wte, nullptr, n, C, Vp, nullptr);  // (n,Vp)
+            if (!with_targets) continue;
+            be_.fused_classifier(a_.logits, a_.losses + r, targets_ + r, grad_scale / (float)N, n, V, Vp, training);
+            if (training)
+                be_.matmul_backward(d_.buf_c + r * C, d_.wte_classifier, nullptr, a_.logits, a_.lnf + r * C, wte, n,
+                                    C, Vp, nullptr);
+        }
+        logits_valid_ = !training && N <= chunk_rows_;
+    }
+    void require_logits(const char* what) const {
+        if (!logits_valid_)
+            fail("%s: the last forward kept no logits (it computed their gradient, or B*T = %zu rows took more than "
+                 "one classifier chunk of %zu)", what, cur_B_ * cur_T_, chunk_rows_);
     }
 
     // Views of layer l at the current batch shape: the stacked buffers are laid out for (B_, T_), and a smaller
@@ -435,6 +482,7 @@ private:
     ParamLayout layout_;
     size_t B_, T_;
     ModelOptions opt_;
+    size_t chunk_rows_;  // rows of one classifier chunk (classifier_rows)
     size_t padded_ = 0, memory_bytes_ = 0;
     act_t* params_ = nullptr;
     float* grads_ = nullptr;
@@ -446,6 +494,7 @@ private:
     size_t cur_B_ = 0, cur_T_ = 0;
     float grad_scale_ = 0.0f;
     bool has_targets_ = false;
+    bool logits_valid_ = false;  // the logits buffer holds the last forward's logits (classifier_forward)
 };
 
 }  // namespace llmc

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "batch_lookahead.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "comm.h"
@@ -100,6 +101,7 @@ private:
         shape_ = plan_run(o_, comm_.world_size());
         groups_ = make_dp_groups(comm_, o_.shard_group, shape_.zero_stage);  // refuses a bad --shard-group
         data_ = open_data(o_, be_, comm_, shape_, groups_.mesh.dp_rank);
+        batches_ = std::make_unique<BatchLookahead>(*data_.train, shape_.B * shape_.T);
         max_steps_ = o_.max_steps > 0 ? o_.max_steps : (int)data_.train->steps_per_epoch();
         agree_and_lock();
         const std::vector<std::string> earlier = refuse_earlier_run(o_);
@@ -131,7 +133,6 @@ private:
                         o_.sync_every, o_.outer_lr, o_.outer_momentum, comm_.world_size());
         if (o_.show_placement) print_placement(comm_, be_, shape_, groups_.mesh, *data_.train, *opt_);
         loss_acc_ = std::make_unique<DeviceArray<Backend, float>>(be_, 1);
-        inputs_.resize(shape_.B * shape_.T), targets_.resize(shape_.B * shape_.T);
         if (data_.val)
             validator_ = std::make_unique<Validator<Backend>>(
                 be_, comm_, *data_.val, validation_windows(o_, data_.val.get()), shape_.grad_accum, shape_.B, shape_.T,
@@ -220,7 +221,7 @@ private:
             return false;
         }
         ckpt_->load(resumed_);
-        data_.train->set_position(resumed_.data);
+        batches_->set_position(resumed_.data);
         guard_.set_state(resumed_.guard);
         if (rank_ == 0) announce_resume(o_, resumed_, max_steps_);
         return true;
@@ -231,19 +232,20 @@ private:
         test_stop_hook(rank_, step + 1);
         wait_for_signal_test_hook(rank_, step + 1);
         const auto t0 = std::chrono::steady_clock::now();
-        if (o_.overfit_single_batch) data_.train->reset();
+        if (o_.overfit_single_batch) batches_->reset();
         float* loss_acc = loss_acc_->get();
         be_.memset_zero(loss_acc, sizeof(float));
         const size_t accum = shape_.grad_accum, B = shape_.B, T = shape_.T;
         for (size_t micro = 0; micro < accum; micro++) {
-            data_.train->next_batch(inputs_.data(), targets_.data());
+            const BatchLookahead::Batch& batch = batches_->take();
             // The micro-batch's own mean-loss gradient; the optimizer divides by accum x ranks in fp32.
-            model_->forward(inputs_.data(), targets_.data(), B, T, 1.0f);
+            model_->forward(batch.inputs.data(), batch.targets.data(), B, T, 1.0f);
             model_->accumulate_loss(loss_acc, 1.0f / (float)(B * T * accum));
             // Gradients are reduced across ranks at the last micro-step only (ZeRO 2: at every one, into the shard).
             const bool last_micro = micro + 1 == accum;
             model_->backward(opt_->backward_hooks(last_micro));
             opt_->reduce_gradients(last_micro);
+            batches_->read_ahead();  // the next micro-batch, read while the device computes this one
         }
         comm_.all_reduce(loss_acc, 1, DType::F32, ReduceOp::Avg, be_.main_stream());
         StepStats s;
@@ -344,7 +346,7 @@ private:
         const bool periodic = o_.checkpoint_every > 0 && (step % o_.checkpoint_every == 0 || step == max_steps_);
         if (!ckpt_ || !(periodic || now)) return;
         CheckpointMeta meta = run_id_;
-        meta.step = step, meta.data = data_.train->position(), meta.guard = guard_.state();
+        meta.step = step, meta.data = batches_->position(), meta.guard = guard_.state();
         if (metrics_.enabled()) meta.metrics_bytes = metrics_.bytes();
         ckpt_->save(meta, o_.keep_last, o_.keep_every);
         record_gemm_choices(false);  // plans built since the first step (an evaluation's shapes) are kept too
@@ -381,6 +383,7 @@ private:
     RunLock lock_;                                   // rank 0: the lock on -o, held for the whole run
     RunData data_;                                   // training and validation loaders
     DpGroups groups_;                                // the sharding groups' comms (before opt_: it outlives it)
+    std::unique_ptr<BatchLookahead> batches_;        // the training loader's micro-batches, one read ahead
     std::unique_ptr<GPT2<Backend>> model_;
     std::unique_ptr<Comm> replica_comm_;             // --sync-every: the replica's own one-rank comm
     std::unique_ptr<Optimizer<Backend>> opt_;        // over replica_comm_ with --sync-every, else over comm_
@@ -397,7 +400,6 @@ private:
     double flops_token_ = 0;
     bool gemm_recorded_ = false;
     std::unique_ptr<DeviceArray<Backend, float>> loss_acc_;
-    std::vector<int> inputs_, targets_;
     std::unique_ptr<Validator<Backend>> validator_;  // null with -v 0
     double total_ms_ = 0;
     int timed_steps_ = 0;

@@ -23,6 +23,8 @@
 #  10. the simulator's device profile against this GPU's reported limits, and the resource check against its driver
 #      (dev/gpu/driver_check.py: every kernel's registers and shared memory as the driver sees them, and every launch
 #      configuration the simulated profiles ran, at its __launch_bounds__ too, accepted by the driver)
+#  11. the classifier in chunks of 4096 rows against one chunk of the whole batch (step time, peak memory), and the
+#      column sums in two stages against the one-stage kernel (dev/cuda/reduce.cu)
 set -u
 cd "$(dirname "$0")/../.."
 B=.gpu_bundle
@@ -142,6 +144,18 @@ fi
 # Real text: the Brown corpus (its most frequent token is a few percent of the positions, unlike uniform tokens).
 step gpt2_124M_B64_brown "$B/bin/train_gpt2" -i "$B/data/brown_train_*.bin" -j "$B/data/brown_val_*.bin" -e d12 -b 64 \
     -t 1024 -x 20 -v 0 -s 0 -o "$WORK/run_124M_B64_brown"
+# The chunked classifier against one chunk of all 65536 rows (the logits of the whole batch, 6.1 GiB more): step time
+# (the throughput lines below) and peak memory; and the CUDA backend's one-rank Comm, pinned uploads and batch
+# read-ahead are in every run above (docs/cuda.md, "Host side of a step").
+for chunk in 4096 65536; do
+    name=run_124M_B64_classifier_chunk$chunk
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$LOGS/mem_$name.txt" 2>/dev/null &
+    sampler=$!
+    step "gpt2_124M_B64_classifier_chunk$chunk" "$B/bin/train_gpt2" -i "$TR" -j "$VA" -e d12 -b 64 -t 1024 -x 20 -v 0 \
+        -s 0 --classifier-chunk $chunk -o "$WORK/$name"
+    kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
+    echo "$name peak device memory: $(sort -n "$LOGS/mem_$name.txt" | tail -1) MiB" | tee -a "$summary"
+done
 # ZeRO-2's bucket buffers on real streams and events (one rank: the pool's reuse and its event waits run
 # on the device). One micro-step: ZeRO-2 does ZeRO-1's arithmetic, so bit-identical. Four micro-steps for 3 steps:
 # the sums over micro-steps are taken in another order (in the bucket buffers vs in the cuBLASLt epilogue), so
@@ -189,6 +203,7 @@ for d in sorted(glob.glob(os.path.join(sys.argv[1], "run_124M_B*"))):
 PY
 grep -h "tokens/s\|MiB" "$LOGS"/pytorch_124M*.log "$LOGS"/gpt2_124M_B*.log 2>/dev/null | head -20 >>"$summary"
 grep -h "attention\|# check\|sdpa\|^# new\|^# before" "$LOGS"/kernel_attention.log "$LOGS"/pytorch_sdpa.log 2>/dev/null >>"$summary"
+grep -h "column_sums_into\|fused_classifier" "$LOGS"/kernel_reduce.log "$LOGS"/kernel_classifier.log 2>/dev/null >>"$summary"
 for d in "$WORK"/run_*; do [ -f "$d/metrics.jsonl" ] && cp "$d/metrics.jsonl" "$LOGS/$(basename "$d").metrics.jsonl"; done
 tar czf "$RES/logs.tgz" -C "$WORK" logs
 cat "$summary"

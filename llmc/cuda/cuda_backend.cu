@@ -4,6 +4,7 @@
 #include "cuda_backend.h"
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <vector>
 
@@ -73,6 +74,10 @@ CudaBackend::~CudaBackend() {
     for (int s = 0; s < 2; s++) {
         if (encoder_prepared_host_[s]) cudaFreeHost(encoder_prepared_host_[s]);
         if (encoder_upload_done_[s]) cudaEventDestroy(encoder_upload_done_[s]);
+    }
+    for (PinnedSlot& slot : upload_slots_) {
+        if (slot.host) cudaFreeHost(slot.host);
+        if (slot.done) cudaEventDestroy(slot.done);
     }
     if (main_done_) cudaEventDestroy(main_done_);
     if (comm_done_) cudaEventDestroy(comm_done_);
@@ -151,9 +156,29 @@ void CudaBackend::memset_zero(void* p, size_t bytes) {
 }
 
 void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
-    // From pageable memory the call returns once the source has been staged, so the caller may reuse host_src.
-    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, main_));
+    // Either way the caller may reuse host_src on return: the staged copy took it into a pinned slot, and from
+    // pageable memory cudaMemcpyAsync returns once the source has been staged by the driver.
+    if (bytes && bytes <= kStagedUploadBytes) staged_upload(dst, host_src, bytes);
+    else if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, main_));
     if (dst == uploaded_tokens_dst_) uploaded_tokens_dst_ = nullptr;  // the kept host tokens no longer match it
+}
+
+void CudaBackend::staged_upload(void* dst, const void* host_src, size_t bytes) {
+    PinnedSlot& slot = upload_slots_[next_upload_slot_];
+    next_upload_slot_ = (next_upload_slot_ + 1) % kUploadSlots;
+    if (slot.done) CUDA_CHECK(cudaEventSynchronize(slot.done));  // its previous copy has left the buffer
+    else CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
+    if (slot.bytes < bytes) {
+        if (slot.host) CUDA_CHECK(cudaFreeHost(slot.host));
+        slot.host = nullptr;
+        slot.bytes = 0;
+        const size_t grown = std::max(bytes, size_t(1) << 20);  // tokens at B*T = 65536 fit the first one
+        CUDA_CHECK(cudaMallocHost(&slot.host, grown));
+        slot.bytes = grown;
+    }
+    std::memcpy(slot.host, host_src, bytes);
+    CUDA_CHECK(cudaMemcpyAsync(dst, slot.host, bytes, cudaMemcpyHostToDevice, main_));
+    CUDA_CHECK(cudaEventRecord(slot.done, main_));
 }
 
 void CudaBackend::upload_tokens(int* dst, const int* host_src, size_t n) {

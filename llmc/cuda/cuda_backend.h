@@ -158,6 +158,20 @@ private:
     Scratch reduce_partials_;           // sum_into / norm_squared_into: per-block partial sums
     Scratch encoder_groups_;            // encoder_backward: positions grouped by token (device copy)
     Scratch encoder_slots_;             // encoder_backward: chunk sums of the frequent tokens
+    // Host -> device copies of up to kStagedUploadBytes (the batch's tokens and targets) go through a ring of
+    // pinned buffers: cudaMemcpyAsync from pageable memory waits for the stream to reach the copy, from pinned
+    // memory it returns at once, so the host can prepare the next batch while the device works. Each slot's event
+    // marks its copy done; a slot is reused kUploadSlots copies later (the device is normally long past it).
+    struct PinnedSlot {
+        void* host = nullptr;
+        size_t bytes = 0;
+        cudaEvent_t done = nullptr;
+    };
+    static constexpr int kUploadSlots = 4;
+    static constexpr size_t kStagedUploadBytes = size_t(16) << 20;
+    PinnedSlot upload_slots_[kUploadSlots];
+    int next_upload_slot_ = 0;
+    void staged_upload(void* dst, const void* host_src, size_t bytes);
     int* encoder_tokens_host_ = nullptr;   // pinned: the tokens, copied back for grouping
     int* encoder_groups_host_ = nullptr;   // pinned: the grouping, uploaded from here
     size_t encoder_host_ints_ = 0;         // capacity of each pinned buffer

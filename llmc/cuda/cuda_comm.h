@@ -1,5 +1,6 @@
-// The CUDA backend's Comm: NCCL over device buffers (llmc/cuda/comm_nccl.cu), for any number of ranks, one rank
-// included (so a one-GPU run exercises the same path as eight). Under the CUDA simulator NCCL is served by MPI.
+// The CUDA backend's Comm: NCCL over device buffers (llmc/cuda/comm_nccl.cu) for two ranks or more; for one rank the
+// single-process Comm (every reduction is the identity: no communicator, no collective kernel, a device copy where
+// the receive buffer differs). Under the CUDA simulator NCCL is served by MPI.
 //
 // How the ranks find each other (CommOptions::init, llm.c's -pi):
 //   mpi   rank 0 creates NCCL's unique id and broadcasts it over MPI (mpirun, srun --mpi=pmix)

@@ -3,7 +3,7 @@
 //   sum_into:           *acc += scale * sum_i x[i]
 //   norm_squared_into:  *acc += sum_i g[i]^2
 //   add_into:           dst[i] += src[i]
-//   column_sums_into:   out[c] += sum_g partials[g, c]     (second stage of the layernorm / bias gradients)
+//   column_sums_into:   out[c] += sum_g partials[g, c]     (the layernorm / bias gradients' column sums)
 //   cast kernels:       fp32 -> bf16 rounds to nearest even; bf16 -> fp32 is exact.
 //
 // Deterministic: the scalar reductions run in two stages with a grid that depends only on n: each block writes the
@@ -78,46 +78,83 @@ inline bool reduce_into(float* acc, const float* x, size_t n, float scale, float
     return vec;
 }
 
-// out[c] += sum over g < G of partials[g*C + c]. Block b covers the 32 W columns [32 W b, 32 W (b + 1)): lane l the
-// W columns from 32 W b + l W (each warp load is 32 W contiguous floats), warp w sums rows g = w, w + 32, w + 64,
-// ... in order (kReduceUnroll loads in flight), then warp 0 adds the 32 warp sums in warp order: a fixed tree, so the
-// result is deterministic. (One thread per column looping over all G rows gave only C / 256 blocks, 3 for C = 768:
-// latency-bound, and there are ~100 such calls per micro-step of GPT-2 124M.)
-constexpr size_t kColumnSumWarps = 32;
-template <int W>
-__global__ void __launch_bounds__(1024) column_sums_into_kernel(float* out, const float* __restrict__ partials,
-                                                                size_t G, size_t C) {
-    __shared__ float warp_sums[kColumnSumWarps][32 * W];
+// out[c] += sum over g < G of partials[g*C + c], in two deterministic stages when G > kColumnSumSegmentRows:
+//   stage 1 (column_segment_sums_kernel): the G rows are cut into S = ceil(G / 32) segments of 32 rows; block
+//     (segment s, 32 W columns) sums its segment's rows and overwrites the segment's first row with the sum (in
+//     place: the partials are scratch, and no other block reads that segment);
+//   stage 2 (column_sums_into_kernel): out[c] += the S segment sums, rows 0, 32, 64, ... of the partials.
+// In both, lane l owns W columns (each warp load is 32 W contiguous floats), warp w sums its rows w, w + warps, ...
+// in order (kReduceUnroll loads in flight), then warp 0 adds the warp sums in warp order: a fixed tree that depends
+// on G and C only. One stage with one block per 32 W columns gave C / (32 W) blocks, 6 for C = 768, each looping
+// over all G rows (1024 for GPT-2 124M's layernorm and bias gradients, ~100 calls per micro-step): latency-bound on
+// 6 of the GPU's SMs. Two stages launch S x 6 = 192 blocks (each warp 4 rows), then 6 blocks of one row per warp.
+constexpr size_t kColumnSumWarps = 32;          // stage 2: warps per block
+constexpr size_t kColumnSegmentWarps = 8;       // stage 1: warps per block
+constexpr size_t kColumnSumSegmentRows = 32;    // stage 1: rows per segment
+
+// Sums, for each lane's W columns from c, `rows` rows spaced `stride` floats apart from p, split over the block's
+// warps (warp w: rows w, w + WARPS, ...), and returns the total in warp 0 (warp order: deterministic).
+template <int W, size_t WARPS>
+__device__ __forceinline__ void block_column_sum(float (&s)[W], float (*warp_sums)[32 * W], const float* p,
+                                                size_t rows, size_t stride, bool active) {
     const size_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const size_t c = ((size_t)blockIdx.x * 32 + lane) * W;
     float acc[W] = {};
-    if (c < C) {
-        const float* p = partials + warp * C + c;
-        const size_t rows = warp < G ? (G - warp + kColumnSumWarps - 1) / kColumnSumWarps : 0;
-        sum_rows(acc, rows, [&](size_t q) { return p + q * (kColumnSumWarps * C); });
+    if (active && warp < rows) {
+        const size_t mine = (rows - warp + WARPS - 1) / WARPS;
+        sum_rows(acc, mine, [&](size_t q) { return p + (warp + q * WARPS) * stride; });
     }
 LLMC_UNROLL
     for (int e = 0; e < W; e++) warp_sums[warp][lane * W + e] = acc[e];
     __syncthreads();
-    if (warp == 0 && c < C) {
-        float s[W] = {};
 LLMC_UNROLL
-        for (int e = 0; e < W; e++)
-            for (size_t w = 0; w < kColumnSumWarps; w++) s[e] += warp_sums[w][lane * W + e];
-        add_floats(out + c, s);
+    for (int e = 0; e < W; e++) {
+        s[e] = 0.0f;
+        if (warp == 0)
+            for (size_t w = 0; w < WARPS; w++) s[e] += warp_sums[w][lane * W + e];
     }
 }
 
-inline bool column_sums_into(float* out, const float* partials, size_t G, size_t C, cudaStream_t stream) {
-    if (C == 0) return true;
-    const size_t block = 32 * kColumnSumWarps;
-    if (vector_ok(C, kPackF32, out, partials)) {
-        LLMC_LAUNCH(column_sums_into_kernel<kPackF32>, grid_size(C, 32 * kPackF32), block, 0, stream, out, partials,
-                    G, C);
-        return true;
+template <int W>
+__global__ void __launch_bounds__(kColumnSegmentWarps * 32) column_segment_sums_kernel(float* partials, size_t G,
+                                                                                      size_t C) {
+    __shared__ float warp_sums[kColumnSegmentWarps][32 * W];
+    const size_t col_chunks = (C + 32 * W - 1) / (32 * W);
+    const size_t seg = blockIdx.x / col_chunks, chunk = blockIdx.x % col_chunks;
+    const size_t c = (chunk * 32 + threadIdx.x % 32) * W, r0 = seg * kColumnSumSegmentRows;
+    const size_t rows = G - r0 < kColumnSumSegmentRows ? G - r0 : kColumnSumSegmentRows;
+    float s[W];
+    block_column_sum<W, kColumnSegmentWarps>(s, warp_sums, partials + r0 * C + c, rows, C, c < C);
+    if (threadIdx.x < 32 && c < C) store_floats(partials + r0 * C + c, s);  // every read of the block is done
+}
+
+// out[c] += the sum of G rows of partials, `row_stride` rows apart (1: all rows; kColumnSumSegmentRows: the
+// segment sums of stage 1).
+template <int W>
+__global__ void __launch_bounds__(1024) column_sums_into_kernel(float* out, const float* __restrict__ partials,
+                                                                size_t G, size_t C, size_t row_stride) {
+    __shared__ float warp_sums[kColumnSumWarps][32 * W];
+    const size_t c = ((size_t)blockIdx.x * 32 + threadIdx.x % 32) * W;
+    float s[W];
+    block_column_sum<W, kColumnSumWarps>(s, warp_sums, partials + c, G, row_stride * C, c < C);
+    if (threadIdx.x < 32 && c < C) add_floats(out + c, s);
+}
+
+// `partials` (G x C floats) is scratch: stage 1 overwrites rows of it.
+inline bool column_sums_into(float* out, float* partials, size_t G, size_t C, cudaStream_t stream) {
+    if (C == 0 || G == 0) return true;
+    const bool vec = vector_ok(C, kPackF32, out, partials);
+    const size_t W = vec ? kPackF32 : 1, col_chunks = ceil_div(C, 32 * W);
+    size_t rows = G, stride = 1;
+    if (G > kColumnSumSegmentRows) {
+        const size_t segments = ceil_div(G, kColumnSumSegmentRows);
+        auto stage1 = vec ? column_segment_sums_kernel<kPackF32> : column_segment_sums_kernel<1>;
+        LLMC_LAUNCH(stage1, grid_size(segments * col_chunks, 1), 32 * kColumnSegmentWarps, 0, stream, partials, G, C);
+        rows = segments, stride = kColumnSumSegmentRows;
     }
-    LLMC_LAUNCH(column_sums_into_kernel<1>, grid_size(C, 32), block, 0, stream, out, partials, G, C);
-    return false;
+    auto stage2 = vec ? column_sums_into_kernel<kPackF32> : column_sums_into_kernel<1>;
+    LLMC_LAUNCH(stage2, grid_size(col_chunks, 1), 32 * kColumnSumWarps, 0, stream, out, (const float*)partials, rows,
+                C, stride);
+    return vec;
 }
 
 // Element-wise dst = src converted (fp32 -> bf16 rounds to nearest even, bf16 -> fp32 is exact), or dst += src

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The trainer's --dry-run (llmc/memory_plan.h): the device memory plan per rank, printed before anything is allocated
 # and without data files (-i / -j name files that do not exist), ending with "device memory per rank: X.XX GiB" and
-# exit status 0. The limits it must meet: GPT-2 124M at B=64, T=1024 within 32 GiB, and 1.5B at B=16, T=1024, -r 2
+# exit status 0. The limits it must meet: GPT-2 124M at B=64, T=1024 within 22 GiB (the classifier holds one chunk
+# of logits, never the whole (B, T, Vp): docs/cuda.md, "Classifier"), and 1.5B at B=16, T=1024, -r 2
 # within 76 GiB (an 80 GB GPU). Then -pn/-z, the CPU build, the errors a real run would stop with, and the
 # unsupported head size refused by a real (simulated CUDA) training run at start-up.
 # (test/sim/test_memory_plan.cpp checks that the plan equals what a training step allocates, to the byte.)
@@ -29,7 +30,7 @@ plan() {
     PLAN_OUT="$out"
 }
 
-plan "dry-run GPT-2 124M B=64 T=1024 (simulated CUDA build)" 32 "$SIM" -e d12 -b 64 -t 1024
+plan "dry-run GPT-2 124M B=64 T=1024 (simulated CUDA build)" 22 "$SIM" -e d12 -b 64 -t 1024
 for what in "parameters" "gradients" "master weights" "AdamW m and v" "qkv" "attention state" "logits" \
             "attention backward D" "cuBLASLt workspace"; do
     if [[ "$PLAN_OUT" == *"$what"* ]]; then pass "dry-run lists '$what'"; else fail "dry-run lists '$what'" "missing"; fi
@@ -39,6 +40,10 @@ if [[ "$PLAN_OUT" == *"L x B x NH x T (log-sum-exp)"* && "$PLAN_OUT" != *"T x T"
 else
     fail "dry-run: the CUDA backend keeps no (T, T) attention buffer" "$(printf '%s\n' "$PLAN_OUT" | grep -i attention)"
 fi
+# One chunk of 4096 rows x Vp = 50304 bf16 logits (393.0 MiB), not N = 65536 rows (6288.0 MiB).
+logits_line=$(printf '%s\n' "$PLAN_OUT" | grep "logits (one chunk)")
+if [[ "$logits_line" == *" 393.0 MiB" ]]; then pass "dry-run: the logits buffer is one classifier chunk (393.0 MiB)"
+else fail "dry-run: the logits buffer is one classifier chunk (393.0 MiB)" "'$logits_line'"; fi
 plan "dry-run GPT-2 1.5B B=16 T=1024 -r 2 (simulated CUDA build)" 76 "$SIM" -e d48 -b 16 -t 1024 -r 2
 one=$(printf '%s\n' "$PLAN_OUT" | tail -n 1)
 plan "dry-run GPT-2 1.5B planned for 8 ranks (-pn 8, ZeRO-1 by default)" 76 "$SIM" -e d48 -b 16 -t 1024 -r 2 -pn 8
@@ -64,6 +69,12 @@ expect_error "dry-run refuses -d not divisible by B*T*ranks" "-d 100 is not divi
 expect_error "dry-run refuses -t beyond the model's maxT" "longer than the model's maximum" \
     "$SIM" --dry-run "${NODATA[@]}" -e d12 -b 4 -t 2048
 expect_error "dry-run refuses -pn 0" "-pn 0" "$SIM" --dry-run "${NODATA[@]}" -e d12 -pn 0
+expect_error "dry-run refuses --classifier-chunk 0" "--classifier-chunk 0: must be >= 1" \
+    "$SIM" --dry-run "${NODATA[@]}" -e d12 --classifier-chunk 0
+# --classifier-chunk sets the logits buffer's rows: 8192 rows of Vp = 50304 bf16 = 786.0 MiB.
+out=$("$SIM" --dry-run "${NODATA[@]}" -e d12 -b 64 -t 1024 --classifier-chunk 8192 2>&1 | grep "logits (one chunk)")
+if [[ "$out" == *" 786.0 MiB" ]]; then pass "dry-run: --classifier-chunk 8192 plans 8192 rows of logits"
+else fail "dry-run: --classifier-chunk 8192 plans 8192 rows of logits" "'$out'"; fi
 # A training run (not a dry run) refuses the unsupported head size when it creates the model, before any step.
 TMP=build/test-tmp/dry_run
 rm -rf "$TMP" && mkdir -p "$TMP"

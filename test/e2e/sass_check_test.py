@@ -51,6 +51,8 @@ KERNELS = [
     ("llmc::sum_partials_kernel<false, 4>", False),
     ("llmc::sum_partials_kernel<true, 4>", False),
     ("llmc::column_sums_into_kernel<4>", True),
+    # Its store is one row per 32 rows read (1/32 of its bytes): the loads are what must be 128-bit.
+    ("llmc::column_segment_sums_kernel<4>", False),
     ("llmc::convert_kernel<4, true, float, float>", True),
     ("llmc::convert_kernel<8, false, __nv_bfloat16, float>", True),
     ("llmc::convert_kernel<8, false, float, __nv_bfloat16>", True),

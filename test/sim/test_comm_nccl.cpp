@@ -6,7 +6,8 @@
 // synchronisation (the next forward does), for ZeRO 0 and 1, which must agree bitwise: they reduce by different
 // collectives, which the simulated NCCL sums in different orders at 3 ranks, but the fixture's gradients are small
 // multiples of 2^-6 whose sums are exact in fp32 in any order, so bit-identity holds by the math. And the host channel
-// (test/fixtures/host_channel_checks.h), staged through NcclComm's own device buffer.
+// (test/fixtures/host_channel_checks.h), staged through NcclComm's own device buffer. With -np 1 the backend's Comm is
+// the single-process one (no collective at world size 1): the same checks, through its device copies.
 #include <cuda_bf16.h>
 
 #include "llmc/bf16.h"
@@ -147,6 +148,10 @@ int main() {
     return dt::run_main([](llmc::Comm& mpi) {
         llmc::CudaBackend be;
         std::unique_ptr<llmc::Comm> nccl = llmc::create_comm(be, mpi.info(), llmc::CommOptions());
+        // One rank: the single-process Comm (no NCCL communicator, no collective kernel); the same checks hold.
+        dt::check("create_comm: " + std::to_string(mpi.world_size()) + " rank(s) get the " +
+                      (mpi.world_size() == 1 ? "single-process" : "NCCL") + " Comm",
+                  std::string(nccl->name()) == (mpi.world_size() == 1 ? "single" : "nccl"));
         test_nccl_comm(be, *nccl);
         // The host channel right after a collective still queued on the comm stream: staged and ordered after it.
         std::vector<float> x(5, 1.0f);

@@ -1,7 +1,8 @@
 // The --dry-run memory plan (llmc/memory_plan.h) is exact: for the CUDA backend under the simulator, the device
 // memory in use after creating the backend, the model, the optimizer and the trainer's loss accumulator and running
 // one training step (which grows every scratch buffer to its steady size) equals the plan's total to the byte, for
-// each recompute level and ZeRO stage. The simulated cudaMemGetInfo counts exactly the bytes cudaMalloc was asked for.
+// each recompute level and ZeRO stage, and with the classifier in chunks. The simulated cudaMemGetInfo counts
+// exactly the bytes cudaMalloc was asked for.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -26,10 +27,11 @@ size_t device_bytes_in_use() {
     return total_b - free_b;
 }
 
-void check_plan(const std::string& descriptor, int batch, int seq_len, int recompute, int zero_stage) {
+void check_plan(const std::string& descriptor, int batch, int seq_len, int recompute, int zero_stage,
+                int classifier_chunk = 4096) {
     llmc::TrainOptions o;
     o.model = descriptor, o.batch_size = batch, o.seq_len = seq_len, o.recompute = recompute;
-    o.zero_stage = zero_stage;
+    o.zero_stage = zero_stage, o.classifier_chunk = classifier_chunk;
     llmc::GPT2Config cfg;
     if (!llmc::parse_model_descriptor(descriptor, &cfg)) llmc::fail("bad descriptor %s", descriptor.c_str());
     llmc::BackendOptions bo;
@@ -57,6 +59,7 @@ void check_plan(const std::string& descriptor, int batch, int seq_len, int recom
     }
     testing::check("memory plan " + descriptor + " B=" + std::to_string(batch) + " T=" + std::to_string(seq_len) +
                        " -r " + std::to_string(recompute) + " -z " + std::to_string(zero_stage) +
+                       " --classifier-chunk " + std::to_string(classifier_chunk) +
                        ": the plan's total is what one training step allocates",
                    used == plan.total(), "allocated %zu bytes, the plan says %zu", used, plan.total());
 }
@@ -68,6 +71,8 @@ int main() {
         check_plan("L=2,NH=2,C=64,T=32,V=100", 2, 24, 0, 0);
         check_plan("L=2,NH=2,C=64,T=32,V=100", 2, 24, 1, 1);
         check_plan("L=3,NH=1,C=32,T=16,V=60", 3, 16, 2, 2);
+        // The classifier in chunks of 29 rows (48 = 29 + 19): one chunk of logits, the plan still exact.
+        check_plan("L=2,NH=2,C=64,T=32,V=100", 2, 24, 0, 0, 29);
     } catch (const llmc::Error& e) {
         testing::fail("memory plan", "%s", e.what());
     }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "llmc/batch_lookahead.h"
 #include "llmc/dataloader.h"
 #include "test/fixtures/testing.h"
 
@@ -41,6 +42,39 @@ static std::vector<int> global_order(const std::string& pattern, size_t B, size_
     return seen;
 }
 
+// BatchLookahead (llmc/batch_lookahead.h) hands out the loader's micro-batches in the loader's order, whether or not
+// each was read ahead, and its position() is the plain loader's after the same number of micro-batches, so a
+// checkpoint taken with a batch read ahead resumes at the right batch; set_position and reset drop the read-ahead.
+static void check_lookahead(const std::string& pattern, size_t B, size_t T, bool shuffle) {
+    const std::string tag = std::string("lookahead") + (shuffle ? " (shuffled)" : "") + ": ";
+    DataLoader plain(pattern, B, T, 0, 1, 6, shuffle, 3), ahead(pattern, B, T, 0, 1, 6, shuffle, 3);
+    BatchLookahead look(ahead, B * T);
+    std::vector<int> in(B * T), tg(B * T);
+    bool same = true, positions = true;
+    for (int k = 0; k < 40; k++) {  // beyond one epoch (6 steps x 3 micro-steps)
+        plain.next_batch(in.data(), tg.data());
+        const BatchLookahead::Batch& b = look.take();
+        same &= b.inputs == in && b.targets == tg;
+        if (k % 3 != 2) look.read_ahead();  // mostly read ahead, sometimes not
+        positions &= look.position() == plain.position();
+    }
+    testing::check(tag + "the same micro-batches in the same order as the loader", same);
+    testing::check(tag + "position() is the loader's after the micro-batches taken", positions);
+    const LoaderPosition p = plain.position();
+    plain.next_batch(in.data(), tg.data());
+    look.read_ahead();
+    DataLoader resumed(pattern, B, T, 0, 1, 6, shuffle, 3);
+    BatchLookahead again(resumed, B * T);
+    again.set_position(look.position());
+    testing::check(tag + "resuming from position() (taken with a batch read ahead) reads the next batch",
+                   look.position() == p && again.take().inputs == in && look.take().inputs == in);
+    look.read_ahead();
+    look.reset();
+    plain.reset();
+    plain.next_batch(in.data(), tg.data());
+    testing::check(tag + "reset drops the batch read ahead", look.take().inputs == in);
+}
+
 int main() {
     std::string dir = "build/test-tmp/dataloader";
     if (std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) != 0) return 1;
@@ -52,6 +86,8 @@ int main() {
     write_shard(dir + "/d_train_000.bin", s0);
     write_shard(dir + "/d_train_001.bin", s1);
     std::string pattern = dir + "/d_train_*.bin";
+    check_lookahead(pattern, 2, T, false);
+    check_lookahead(pattern, 2, T, true);
 
     ShardInfo info = read_shard_info(dir + "/d_train_000.bin");
     testing::check("shard header token count", info.num_tokens == s0.size());
