@@ -66,11 +66,7 @@ public:
         const std::vector<uint64_t> got =
             comm_.all_gather_host({writer ? (uint64_t)file + 1 : 0, mine.bytes, mine.crc32c});
         if (rank == 0) {
-            CheckpointFileInfo model_file;
-            model_file.name = "model.bin";
-            write_model_file(dir + "/model.bin", model_.config(), params.data(), false);
-            model_file.crc32c = crc32c_file(dir + "/model.bin", &model_file.bytes);
-            meta.files = {model_file};
+            meta.files = {write_model(dir, params)};
             for (int r = 0; r < plan.world_size; r++) meta.files.push_back(optim_file_info(plan, r, got));
             meta.world_size = plan.world_size, meta.zero_stage = opt_.zero_stage(), meta.num_params = plan.num_params;
             write_checkpoint_meta(dir, meta);  // last: the checkpoint is complete from here on
@@ -137,6 +133,14 @@ public:
     }
 
 private:
+    // Rank 0: `params` into <dir>/model.bin, and that file's entry for meta.json.
+    CheckpointFileInfo write_model(const std::string& dir, const std::vector<float>& params) {
+        CheckpointFileInfo f;
+        f.name = "model.bin";
+        write_model_file(dir + "/model.bin", model_.config(), params.data(), false);
+        f.crc32c = crc32c_file(dir + "/model.bin", &f.bytes);
+        return f;
+    }
     // --sync-every: every rank writes replica_<rank>.bin (its parameters, m, v, master over [0, num_params)), rank 0
     // also outer.bin (theta_last, momentum) and model.bin (its replica's parameters), then meta.json.
     void save_replicas(const std::string& dir, CheckpointMeta meta, int keep_last, int keep_every) {
@@ -155,11 +159,7 @@ private:
             });
         const std::vector<uint64_t> sizes_crcs = comm_.all_gather_host({mine.bytes, mine.crc32c});
         if (rank == 0) {
-            CheckpointFileInfo model_file;
-            model_file.name = "model.bin";
-            write_model_file(dir + "/model.bin", model_.config(), params.data(), false);
-            model_file.crc32c = crc32c_file(dir + "/model.bin", &model_file.bytes);
-            meta.files = {model_file};
+            meta.files = {write_model(dir, params)};
             for (int r = 0; r < world; r++) {
                 CheckpointFileInfo f;
                 f.name = replica_file_name(r), f.begin = 0, f.end = n;
