@@ -128,7 +128,7 @@ static void test_meta() {
     rejects("metadata: bad digest", [](nlohmann::json& j) { j["train_data"]["digest"] = "xyz"; },
             "field \"train_data.digest\" is \"xyz\"");
     rejects("metadata: version 1 (no checksum)", [](nlohmann::json& j) { j["version"] = 1; },
-            "metadata version 1, this program reads versions 2 and 3");
+            "metadata version 1, this program reads versions 2 to 4");
 
     // meta.json's own checksum: written, read back, and any changed byte is caught.
     const std::string dir = "build/test-tmp/test_checkpoint/meta";
@@ -338,7 +338,8 @@ static void test_sync_meta(const std::string& tmp) {
     rejects("--sync-every metadata: the last outer step after the checkpoint's step",
             [](nlohmann::json& x) { x["sync"]["last_sync_step"] = 43; }, "field \"sync.last_sync_step\" is 43");
     rejects("--sync-every metadata: a replica over part of the parameters",
-            [](nlohmann::json& x) { x["files"][2]["end"] = 100; }, "replica_00001.bin covers [0, 100)");
+            [](nlohmann::json& x) { x["files"][2]["end"] = 100, x["files"][2]["bytes"] = 1024 + 16 * 100; },
+            "the files of replica 1 cover 100 of");
     rejects("--sync-every metadata: optimizer files instead of replica files",
             [](nlohmann::json& x) { x["files"][1]["name"] = "optim_00000.bin"; }, "expected \"replica_00000.bin\"");
     rejects("--sync-every metadata: outer.bin missing", [](nlohmann::json& x) { x["files"].erase(3); },
@@ -396,7 +397,8 @@ static void test_sync_meta(const std::string& tmp) {
     refused("resume with another --outer-momentum", now, "--outer-momentum");
     now = m, now.world_size = 3;
     refused("resume of a --sync-every checkpoint on another world size", now,
-            "written by 2 ranks with --sync-every 8 (one replica per rank), this run has 3 ranks");
+            "written by 2 rank(s) as 2 replica(s) of 1 rank with --sync-every 8, this run has 3 rank(s) as 3 "
+            "replica(s) of 1 rank");
     now = m, now.sync = SyncMeta();
     refused("resume of a --sync-every checkpoint without it", now, "this run has --sync-every 0");
 }
