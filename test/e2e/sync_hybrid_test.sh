@@ -68,6 +68,17 @@ same_run() {
 }
 across() { sed -nE 's/^comm bytes: rank ([0-9]+) .*across groups ([0-9]+)$/\1 \2/p' "$TMP/$1.log" | sort -n; }
 
+# ---- what stays refused: one line, before step 1, nothing written ---------------------------------------------------
+refused() {  # refused NAME WANT ARGS...
+    local name=$1 want=$2; shift 2
+    expect_error "$name" "$want" "${MPI[@]}" -np 4 "$BIN" "${args[@]}" -b 1 -d 128 -o "$TMP/refused" "$@"
+    [ ! -e "$TMP/refused" ] || fail "$name: nothing written" "$(ls "$TMP/refused")"
+}
+refused "--reduce-dtype bf16 with --sync-every and --shard-group" "--reduce-dtype bf16 with --sync-every 4" \
+    --sync-every 4 --shard-group 2 --reduce-dtype bf16
+refused "ZeRO 0 in groups smaller than the world, with --sync-every" "groups of 2 ranks need ZeRO 1 or 2" \
+    --sync-every 4 --shard-group 2 -z 0
+
 # ---- (a) parameter averaging after every step equals the flat run with the same data per replica ------------------
 avg=(--sync-every 1 --outer-lr 1 --outer-momentum 0)
 if train 4 g4_avg -b 1 -d 128 --shard-group 2 "${avg[@]}" && train 2 f2_avg -b 2 -d 128 "${avg[@]}"; then
