@@ -13,7 +13,10 @@
 #       noise of near-zero gradients into steps of up to lr (checked at 1e-4, a thirtieth of one step's movement at
 #       lr 3e-3). The check can fail: plain hybrid sharding (gradients averaged across the groups, one AdamW) is a
 #       different algorithm and lies outside it. Exactly: --shard-group 1 --sync-every 2 is --sync-every 2, byte for
-#       byte (the same collectives on the same data; checkpoints included).
+#       byte (the same collectives on the same data; checkpoints included). DiLoCo's outer step (0.7, 0.9) with
+#       H = 2 is compared the same way: the Nesterov step is elementwise, each rank applying it to its shard, and
+#       multiplies a difference between the runs by at most lr (1 + mu / (1 - mu)) = 7 (docs/distributed.md), which
+#       the tolerance's 30x margin over the observed 3e-6 of plain averaging covers.
 #   (b) bytes across groups (--show-placement's per-rank counters of the replica comm): with H = 4 over 8 steps each
 #       rank hands exactly 1/4 of what plain hybrid sharding hands (8 gradient-shard all-reduces against 2 outer
 #       all-reduces of the same shard), for ZeRO 1 and 2; and in all R x 4 bytes x parameters x outer steps.
@@ -25,7 +28,8 @@
 #       of replicas is refused with one line naming both layouts, and the checkpoint is left as it was.
 #   (sim) the CUDA backend under the simulator (bf16 parameters, NCCL over MPI, groups made with ncclCommSplit), 4
 #       ranks in groups of 2, H=2: after each outer step both replicas hold the same bf16 parameters and fp32 masters
-#       shard by shard (and different ones mid-period), and a resume mid-period is exact.
+#       shard by shard (and different ones mid-period), a resume mid-period is exact, and the run matches 2 flat
+#       replicas with -b 2.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
 TMP=build/test-tmp/sync_hybrid
@@ -94,6 +98,10 @@ fi
 if train 6 g6_avg -b 1 -d 192 --shard-group 3 "${avg[@]}" && train 2 f2b3_avg -b 3 -d 192 "${avg[@]}"; then
     close f2b3_avg g6_avg "6 ranks in groups of 3, H=1, lr 1, mu 0 = 2 flat replicas with -b 3"
 fi
+# DiLoCo's outer step (lr 0.7, Nesterov momentum 0.9) per shard: the same comparison, H = 2.
+if train 4 g4_nesterov -b 1 -d 128 --shard-group 2 --sync-every 2 && train 2 f2_nesterov -b 2 -d 128 --sync-every 2; then
+    close f2_nesterov g4_nesterov "4 ranks in groups of 2, H=2, outer lr 0.7, momentum 0.9 = 2 flat replicas with -b 2"
+fi
 if train 2 f2_h2 -b 1 -d 64 -n 3 --sync-every 2 && train 2 g2x1_h2 -b 1 -d 64 -n 3 --sync-every 2 --shard-group 1; then
     d=$(same_run f2_h2 g2x1_h2) && pass "--shard-group 1 --sync-every 2 is --sync-every 2 byte for byte ($d)" \
         || fail "--shard-group 1 --sync-every 2 is --sync-every 2" "$d"
@@ -160,14 +168,14 @@ fi
 SIM=build/train_gpt2_sim
 if [ -x "$SIM" ]; then
     /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/simdata" --vocab 64 --train-tokens 4000 --val-tokens 1000 >/dev/null
-    simargs=(-i "$TMP/simdata/syn_train_*.bin" -j "$TMP/simdata/syn_val_*.bin" -e "L=1,NH=2,C=32,T=8,V=64" -b 1 -t 8
-             -d 32 -x 4 -v 2 -m 1 -s 0 --threads 1 --sync-every 2 --shard-group 2 -n 1)
-    sim() {  # sim NAME ARGS...
-        local name=$1; shift
-        "${MPI[@]}" -x CUDA_VISIBLE_DEVICES=0 -np 4 "$SIM" "${simargs[@]}" -o "$TMP/$name" "$@" >"$TMP/$name.log" 2>&1 \
+    simargs=(-i "$TMP/simdata/syn_train_*.bin" -j "$TMP/simdata/syn_val_*.bin" -e "L=1,NH=2,C=32,T=8,V=64" -t 8
+             -d 32 -x 4 -v 2 -m 1 -s 0 --threads 1 --sync-every 2)
+    sim() {  # sim NP NAME ARGS...
+        local np=$1 name=$2; shift 2
+        "${MPI[@]}" -x CUDA_VISIBLE_DEVICES=0 -np "$np" "$SIM" "${simargs[@]}" -o "$TMP/$name" "$@" >"$TMP/$name.log" 2>&1 \
             || { fail "simulated $name" "$(grep -m1 error "$TMP/$name.log" || tail -3 "$TMP/$name.log")"; return 1; }
     }
-    if sim sim_full; then
+    if sim 4 sim_full -b 1 --shard-group 2 -n 1; then
         bad=""
         shard_bytes() {  # shard_bytes CKPT REPLICA SHARD ARRAY: that array of the shard file
             local f=$TMP/sim_full/$1/replica_0000$2_shard_0000$3.bin
@@ -187,9 +195,17 @@ if [ -x "$SIM" ]; then
             || fail "simulated CUDA: replicas identical after each outer step" "$bad"
         mkdir -p "$TMP/sim_resumed" && cp -r "$TMP/sim_full/." "$TMP/sim_resumed/" \
             && rm -rf "$TMP/sim_resumed/ckpt_00000004" "$TMP/sim_resumed/model.bin"
-        if sim sim_resumed -y 1; then
+        if sim 4 sim_resumed -b 1 --shard-group 2 -n 1 -y 1; then
             d=$(same_run sim_full sim_resumed) && pass "simulated CUDA, resumed at step 3 (mid-period): model, metrics and step-4 checkpoint byte for byte ($d)" \
                 || fail "simulated CUDA, resume mid-period is exact" "$d"
+        fi
+        # Against 2 flat replicas with -b 2 (the same sequences per replica): the tolerances of
+        # test/e2e/train_sim_world_test.sh (losses 1e-5, norms 1e-4 relative, parameters 2 lr x steps = 2.4e-3), for
+        # its reason: the runs differ only in the order of fp32 sums.
+        if sim 2 sim_flat -b 2; then
+            /usr/bin/python3 test/helpers/compare_runs.py "$TMP/sim_flat" "$TMP/sim_full" 1e-5 2.4e-3 1e-4 >"$TMP/sim.cmp" 2>&1 \
+                && pass "simulated CUDA, 2 replicas of 2 ranks = 2 flat replicas with -b 2 ($(tail -1 "$TMP/sim.cmp"))" \
+                || fail "simulated CUDA, 2 replicas of 2 ranks = 2 flat replicas" "$(tail -2 "$TMP/sim.cmp")"
         fi
     fi
 else
