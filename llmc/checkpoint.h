@@ -145,8 +145,8 @@ private:
         f.crc32c = crc32c_file(dir + "/model.bin", &f.bytes);
         return f;
     }
-    // --sync-every: every rank writes its range of its replica (sync_state_range), replica 0's ranks the outer state
-    // of theirs, rank 0 model.bin (its replica's parameters: the replicas' common ones at the end of a period), then
+    // --sync-every: every rank writes its shard's logical range of its replica (the whole replica when a replica is
+    // one rank), replica 0's ranks the outer state of theirs, rank 0 model.bin (its replica's parameters: the replicas' common ones at the end of a period), then
     // meta.json. Version 3 when a replica is one rank (one file per replica, outer.bin), else 4.
     void save_replicas(const std::string& dir, CheckpointMeta meta, int keep_last, int keep_every) {
         const int rank = comm_.rank(), world = comm_.world_size(), group = mesh_.shard_size;
