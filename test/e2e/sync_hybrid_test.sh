@@ -11,7 +11,8 @@
 #       backwards of one sequence summed by the group's reduction. Tolerance of test/e2e/train_mpi_test.sh, for its
 #       reason: losses and norms ~1e-7 relative (checked at 2e-5), parameters ~1e-6 absolute, AdamW turning rounding
 #       noise of near-zero gradients into steps of up to lr (checked at 1e-4, a thirtieth of one step's movement at
-#       lr 3e-3). The check can fail: plain hybrid sharding (gradients averaged across the groups, one AdamW) is a
+#       lr 3e-3). With --shard-group node on 2 fake nodes with round-robin rank placement the run is the one-node run
+#       bit for bit (parameters and norms). The check can fail: plain hybrid sharding (gradients averaged across the groups, one AdamW) is a
 #       different algorithm and lies outside it. Exactly: --shard-group 1 --sync-every 2 is --sync-every 2, byte for
 #       byte (the same collectives on the same data; checkpoints included). DiLoCo's outer step (0.7, 0.9) with
 #       H = 2 is compared the same way: the Nesterov step is elementwise, each rank applying it to its shard, and
@@ -94,6 +95,21 @@ if train 4 g4_avg -b 1 -d 128 --shard-group 2 "${avg[@]}" && train 2 f2_avg -b 2
             && fail "the comparison can fail: plain hybrid sharding is outside it" "it passed" \
             || pass "the comparison can fail: plain hybrid sharding (no averaging of replicas) is outside it"
     fi
+fi
+# Round-robin placement on 2 nodes (test/helpers/fake_nodes.sh, srun --distribution=cyclic) with --shard-group node:
+# the mesh orders the ranks by node, so each node is a replica reading the blocks of its dp ranks; every sum of
+# parameters or gradients has two terms (fl(a + b) = fl(b + a)), so parameters and norms must equal the one-node
+# run's bit for bit; only the logged loss, a mean over the 4 world ranks in world-rank order, may differ in rounding.
+if [ -f "$TMP/g4_avg/model.bin" ] && FAKE_NODES_CYCLIC=1 "${MPI[@]}" -x FAKE_NODES_CYCLIC -np 4 test/helpers/fake_nodes.sh "2(x2)" \
+    "$BIN" "${args[@]}" -o "$TMP/g4_cyclic" -b 1 -d 128 --shard-group node "${avg[@]}" >"$TMP/g4_cyclic.log" 2>&1; then
+    /usr/bin/python3 test/helpers/hybrid_check.py placement "$TMP/g4_cyclic.log" 2 >"$TMP/g4_cyclic.place" 2>&1 \
+        && pass "round-robin on 2 nodes, --shard-group node: $(tail -1 "$TMP/g4_cyclic.place")" \
+        || fail "round-robin on 2 nodes: placement" "$(tail -1 "$TMP/g4_cyclic.place")"
+    /usr/bin/python3 test/helpers/compare_runs.py "$TMP/g4_avg" "$TMP/g4_cyclic" 2e-5 0 0 >"$TMP/g4_cyclic.cmp" 2>&1 \
+        && pass "round-robin on 2 nodes, a replica per node: parameters and norms bit-identical to one node ($(tail -1 "$TMP/g4_cyclic.cmp"))" \
+        || fail "round-robin on 2 nodes = one node" "$(tail -2 "$TMP/g4_cyclic.cmp")"
+elif [ -f "$TMP/g4_avg/model.bin" ]; then
+    fail "round-robin on 2 nodes, --shard-group node" "$(grep -m1 error "$TMP/g4_cyclic.log" || tail -3 "$TMP/g4_cyclic.log")"
 fi
 if train 6 g6_avg -b 1 -d 192 --shard-group 3 "${avg[@]}" && train 2 f2b3_avg -b 3 -d 192 "${avg[@]}"; then
     close f2b3_avg g6_avg "6 ranks in groups of 3, H=1, lr 1, mu 0 = 2 flat replicas with -b 3"
