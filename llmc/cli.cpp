@@ -163,7 +163,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("outer-lr", "--sync-every's outer learning rate", v(o.outer_lr))
         ("outer-momentum", "--sync-every's outer Nesterov momentum, in [0, 1)", v(o.outer_momentum))
         ("shard-group", "hybrid sharding: ZeRO within groups of N ranks (or node: the ranks of one node), gradient "
-                        "shards all-reduced across the groups (default: one group of every rank)", s(o.shard_group))
+                        "shards all-reduced across the groups (with --sync-every: each group is a replica) "
+                        "(default: one group of every rank)", s(o.shard_group))
         ("num-processes", "-pn: world size override", v(o.num_processes))
         ("process-rank", "-pr: rank override", v(o.process_rank))
         ("gpus-per-node", "-pg: GPUs per node override", v(o.gpus_per_node))
