@@ -6,23 +6,23 @@
 #
 #   (a) H=1, outer lr 1, momentum 0 (parameter averaging after every step) on 4 ranks in groups of 2 (and 6 ranks in
 #       groups of 3) against the flat --sync-every run on 2 ranks with -b 2 (-b 3): replica r reads the same sequences
-#       in both (dp ranks rN .. rN+N-1 read the blocks of B = 1 that make up rank r's block of B = N), so the
-#       runs are the same mathematics and differ only in fp32 summation order: one backward over N sequences against N
+#       in both (dp ranks rN .. rN+N-1 read the blocks of B = 1 that make up rank r's block of B = N), so the runs
+#       are the same mathematics and differ only in fp32 summation order: one backward over N sequences against N
 #       backwards of one sequence summed by the group's reduction. Tolerance of test/e2e/train_mpi_test.sh, for its
 #       reason: losses and norms ~1e-7 relative (checked at 2e-5), parameters ~1e-6 absolute, AdamW turning rounding
 #       noise of near-zero gradients into steps of up to lr (checked at 1e-4, a thirtieth of one step's movement at
-#       lr 3e-3). With --shard-group node on 2 fake nodes with round-robin rank placement the run is the one-node run
-#       bit for bit (parameters and norms). The check can fail: plain hybrid sharding (gradients averaged across the groups, one AdamW) is a
-#       different algorithm and lies outside it. Exactly: --shard-group 1 --sync-every 2 is --sync-every 2, byte for
-#       byte (the same collectives on the same data; checkpoints included). DiLoCo's outer step (0.7, 0.9) with
-#       H = 2 is compared the same way: the Nesterov step is elementwise, each rank applying it to its shard, and
-#       multiplies a difference between the runs by at most lr (1 + mu / (1 - mu)) = 7 (docs/distributed.md), which
-#       the tolerance's 30x margin over the observed 3e-6 of plain averaging covers.
+#       lr 3e-3). The check can fail: plain hybrid sharding (gradients averaged across the groups, one AdamW) is a
+#       different algorithm and lies outside it. DiLoCo's outer step (0.7, 0.9) with H = 2 is compared the same way:
+#       the Nesterov step is elementwise, each rank applying it to its shard, and multiplies a difference between the
+#       runs by at most lr (1 + mu / (1 - mu)) = 7 (docs/distributed.md), which the tolerance's 30x margin over the
+#       observed 3e-6 of plain averaging covers. Exactly: --shard-group node on 2 fake nodes with round-robin rank
+#       placement is the one-node run bit for bit (parameters and norms), and --shard-group 1 --sync-every 2 is
+#       --sync-every 2 byte for byte (the same collectives on the same data; checkpoints included).
 #   (b) bytes across groups (--show-placement's per-rank counters of the replica comm): with H = 4 over 8 steps each
 #       rank hands exactly 1/4 of what plain hybrid sharding hands (8 gradient-shard all-reduces against 2 outer
 #       all-reduces of the same shard), for ZeRO 1 and 2; and in all R x 4 bytes x parameters x outer steps.
-#   (c) a run killed inside its step-8 checkpoint (every rank SIGKILLs itself, LLMC_TEST_CRASH_IN_CHECKPOINT) resumes
-#       from step 6, mid-period, and ends with the uninterrupted run's metrics.jsonl (timings aside), model.bin and
+#   (c) a run killed inside its step-8 checkpoint (the writers SIGKILL themselves, LLMC_TEST_CRASH_IN_CHECKPOINT)
+#       resumes from step 6, mid-period, and ends with the uninterrupted run's metrics.jsonl (timings aside), model.bin and
 #       step-8 checkpoint files, byte for byte; the checkpoint is meta.json version 4 with its files per shard.
 #   (d) another layout: the same number of replicas with another group size resumes (4 ranks in groups of 2 from 2
 #       flat ranks and back, -b scaled so each replica reads the same sequences: the tolerances of (a)); another number
