@@ -134,7 +134,7 @@ void check_launch_choice() {
                        L.prefetch, L.block, L.grid, L.smem, vector, prefetch, block, grid, smem);
     };
     const size_t cap132 = llmc::loop_blocks_cap(132), cap108 = llmc::loop_blocks_cap(108);
-    // GPT-2: 6288 packs, 100,608 bytes: fits H100, A100 and the 99 KiB of sm_86 / sm_89 (101,632 of 102,400 per SM).
+    // GPT-2: 6288 packs, 100,608 bytes: fits H100, A100 and the 99 KiB of sm_86 / sm_89 (102,144 of 102,400 bytes per SM).
     expect("Vp=50304 N=4096 H100", llmc::classifier_launch(4096, 50304, aligned, h100, 132), true, true, 1024, cap132,
            100608);
     expect("Vp=50304 N=4096 A100", llmc::classifier_launch(4096, 50304, aligned, a100, 108), true, true, 1024, cap108,
