@@ -204,6 +204,7 @@ int main() {
         const bool big_fits = big <= d.smem_per_block && big + llmc::kReservedSharedPerBlock <= d.smem_per_sm;
         if (big_fits) check_prefetch_equals_rows(gpu, 3, 60000, 60008, 2);
         check_backend(gpu, 2, 60000, 60008, big_fits);
+        check_backend(gpu, 3, 50257, 50304, true);  // GPT-2's row: a 100,608-byte buffer, on every profile
         check_backend(gpu, 5, 77, 80, true);     // rows fewer than the SMs: one row per block
         check_backend(gpu, 5, 77, 77, false);    // the scalar path: one block per row
         check_backend(gpu, 300, 67, 72, true);   // more rows than the SMs (or than CUDASIM_GRID_CAP's blocks)
