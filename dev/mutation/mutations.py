@@ -108,10 +108,21 @@ MUTATIONS = [
         "the classifier combines all 32 per-warp slots, also unwritten ones"),
     Mutation(
         "classifier-target-read-after-overwrite", "shared", "llmc/cuda/classifier.cuh",
-        "    const float x_target = threadIdx.x == 0 && valid ? to_float(x[target]) : 0.0f;\n",
-        "#define x_target (valid ? to_float(x[target]) : 0.0f)\n",
+        "    if (threadIdx.x == 0) *loss = valid ? logf(s) + m - x_target : NAN;\n",
+        "    if (threadIdx.x == 0) *loss = valid ? logf(s) + m - to_float(x[target]) : NAN;\n",
         "thread 0 reads the target logit when it writes the loss, after the block's last barrier, when other "
         "threads may already have overwritten the row with the gradient"),
+    Mutation(
+        "classifier-prefetch-no-wait", "shared", "llmc/cuda/classifier.cuh",
+        "        cp_async_wait<0>();  // this thread's copies of row `row` have landed",
+        "        // (no wait)  this thread's copies of row `row` have landed",
+        "the prefetch kernel reads its shared-memory slots before its cp.async copies of the row have landed"),
+    Mutation(
+        "classifier-prefetch-partials-one-slot", "shared", "llmc/cuda/classifier.cuh",
+        "smax[parity], ssum[parity]);",
+        "smax[0], ssum[0]);",
+        "the prefetch kernel's consecutive rows share one pair of per-warp partial slots: a fast warp overwrites "
+        "them with the next row's while a slower warp still reads this row's"),
     Mutation(
         "reduce-column-sums-no-barrier", "shared", "llmc/cuda/reduce.cuh",
         "    for (int e = 0; e < W; e++) warp_sums[warp][lane * W + e] = acc[e];\n    __syncthreads();\n",
