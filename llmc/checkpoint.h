@@ -154,7 +154,7 @@ private:
         const std::vector<float> params = model_.get_params();
         const ShardPlan& plan = opt_.plan();  // over the replica's ranks: its shards are mesh_'s
         const uint64_t begin = plan.logical_begin(plan.rank), end = plan.logical_end(plan.rank);
-        const size_t base = begin - opt_.state_offset();  // where `begin` sits in this rank's state arrays
+        const size_t base = state_index(begin, end);
         float* arrays[3] = {opt_.m(), opt_.v(), opt_.master()};
         const CheckpointFileInfo mine = write_optim_state(
             dir, replica_file_name(mesh_.replica_rank, mesh_.shard_rank, group), meta.step, n, begin, end,
@@ -227,12 +227,15 @@ private:
         std::snprintf(name, sizeof name, "optim_%05d.bin", file);
         return name;
     }
+    // Where `begin` of this rank's logical range [begin, end) sits in its state arrays; 0 for an empty range (a shard
+    // made only of padding: [num_params, num_params) lies before the shard's start, and nothing is copied).
+    size_t state_index(uint64_t begin, uint64_t end) const { return end > begin ? begin - opt_.state_offset() : 0; }
     // This rank's logical range of m, v and the master weights (its shard's), into optim_<file>.bin.
     CheckpointFileInfo write_own_state(const std::string& dir, int file, int step) {
         const ShardPlan& plan = opt_.plan();
         const uint64_t begin = plan.logical_begin(plan.rank), end = plan.logical_end(plan.rank);
         float* arrays[3] = {opt_.m(), opt_.v(), opt_.master()};
-        const size_t base = begin - opt_.state_offset();  // where `begin` sits in this rank's state arrays
+        const size_t base = state_index(begin, end);
         return write_optim_state(dir, optim_file_name(file), step, plan.num_params, begin, end,
                                  [&](int which, uint64_t off, size_t count, float* dst) {
                                      be_.copy_to_host(dst, arrays[which] + base + off, count * sizeof(float));

@@ -214,9 +214,12 @@ CheckpointFileInfo file_from_json(const nlohmann::json& jf, size_t i, const Chec
         f.begin = (uint64_t)int_field(jf, "begin", at + ".begin", 0, LIMIT, path);
         f.end = (uint64_t)int_field(jf, "end", at + ".end", 0, LIMIT, path);
         // Each tile's files follow each other in order (so no range below wraps around); tiles_cover() checks that
-        // the last one ends at num_params.
-        const uint64_t next = (i - 1) % tile_size(m) == 0 ? 0 : m.files.back().end;
-        if (f.begin != next || f.end < f.begin || f.end > m.num_params)
+        // the last one ends at num_params. A shard made only of padding has the empty range [num_params,
+        // num_params) (ShardPlan::logical_begin); earlier writers recorded it as empty at the shard's start, past
+        // num_params, once the previous files had reached num_params: read as that same empty range.
+        const uint64_t next = (i - 1) % tile_size(m) == 0 ? 0 : std::min(m.files.back().end, m.num_params);
+        const bool padding_only = f.begin == f.end && f.begin > m.num_params && next == m.num_params;
+        if (!padding_only && (f.begin != next || f.end < f.begin || f.end > m.num_params))
             fail("%s: %s covers [%llu, %llu), expected a range starting at %llu within %llu parameters",
                  path.c_str(), f.name.c_str(), (unsigned long long)f.begin, (unsigned long long)f.end,
                  (unsigned long long)next, (unsigned long long)m.num_params);
@@ -232,7 +235,7 @@ CheckpointFileInfo file_from_json(const nlohmann::json& jf, size_t i, const Chec
 void check_tiles_cover(const CheckpointMeta& m, const std::string& path) {
     const size_t tile = tile_size(m);
     for (size_t last = tile; last < m.files.size(); last += tile) {
-        if (m.files[last].end == m.num_params) continue;
+        if (std::min(m.files[last].end, m.num_params) == m.num_params) continue;  // past it: padding only (above)
         const size_t t = (last - 1) / tile;
         const std::string which = m.sync.every == 0 ? "optimizer files"
                                   : last > (size_t)m.world_size ? "outer files"

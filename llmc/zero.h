@@ -39,13 +39,11 @@ struct ShardPlan {
     size_t begin() const { return shard_begin(rank); }  // this rank's [begin, end)
     size_t end() const { return shard_end(rank); }
     // The part of rank r's shard that holds real parameters, [logical_begin, logical_end): what a checkpoint
-    // stores for that rank, so a run on N ranks can resume on M. It always starts at the shard's start; it is
-    // empty (logical_end == logical_begin) for a shard that lies entirely in the padding.
-    size_t logical_begin(int r) const { return shard_begin(r); }
-    size_t logical_end(int r) const {
-        size_t e = shard_end(r) < num_params ? shard_end(r) : num_params;
-        return e > shard_begin(r) ? e : shard_begin(r);
-    }
+    // stores for that rank, so a run on N ranks can resume on M. Both ends are clamped to num_params, so the ranges
+    // of ranks 0 .. W-1 tile [0, num_params) in order: a shard that lies entirely in the padding (a small model on
+    // many ranks) has the empty range [num_params, num_params), which a checkpoint reader accepts as the next tile.
+    size_t logical_begin(int r) const { return shard_begin(r) < num_params ? shard_begin(r) : num_params; }
+    size_t logical_end(int r) const { return shard_end(r) < num_params ? shard_end(r) : num_params; }
 };
 
 // The multiple the flat buffers are padded to (ModelOptions::pad_to): world_size * align.

@@ -40,8 +40,8 @@ void test_plan_shapes() {
     check("plan: rank 2 owns [768, 1152)", p.begin() == 768 && p.end() == 1152);
     check("plan: rank 2's logical range is [768, 1000)", p.logical_begin(2) == 768 && p.logical_end(2) == 1000);
     ShardPlan q = make_shard_plan(100, 3, 0, 128);
-    check("plan: a shard entirely in the padding has an empty logical range at its start",
-          q.logical_begin(1) == 128 && q.logical_end(1) == 128 && q.logical_begin(2) == 256 && q.logical_end(2) == 256,
+    check("plan: a shard entirely in the padding has the empty logical range [num_params, num_params)",
+          q.logical_begin(1) == 100 && q.logical_end(1) == 100 && q.logical_begin(2) == 100 && q.logical_end(2) == 100,
           "rank 1 [%zu,%zu) rank 2 [%zu,%zu)", q.logical_begin(1), q.logical_end(1), q.logical_begin(2),
           q.logical_end(2));
     ShardPlan e = make_shard_plan(768, 3, 1, 128);
