@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
             const llmc::DistInfo launched = llmc::compute_dist_info(llmc::current_environment());
             if (opt.num_processes == 0) llmc::fail("-pn 0: the number of processes must be at least 1");
             const int world = opt.num_processes > 0 ? opt.num_processes : launched.world_size;
-            if (launched.rank == 0) llmc::print_memory_plan<Backend>(opt, world, bo);
+            if (launched.rank == 0) llmc::print_memory_plan<Backend>(opt, world, launched, bo);
             return 0;
         }
         llmc::DistOverrides ov;

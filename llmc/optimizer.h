@@ -62,7 +62,7 @@ public:
           reducer_(be, model, comm, zero_stage, align, cfg.reduce_dtype, replica), plan_(reducer_.plan()),
           stage_(zero_stage) {
         state_offset_ = stage_ == 0 ? 0 : plan_.begin();
-        state_count_ = stage_ == 0 ? plan_.padded : plan_.shard_size;
+        state_count_ = zero_state_elements(plan_, stage_);
         segments_ = range_segments(model.layout(), state_offset_, state_offset_ + state_count_);
         m_ = alloc_floats(state_count_);
         v_ = alloc_floats(state_count_);

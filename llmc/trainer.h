@@ -145,12 +145,16 @@ private:
     //   and --shard-group a replica is a sharding group: AdamW sharded over the group, its gradients reduced within
     //                     it and never across groups; the outer optimizer averages each rank's shard over the
     //                     replica comm (the ranks holding that shard in every group; a one-rank comm with one group)
+    // The dry run plans this choice with optimizer_shard_ranks() (llmc/memory_plan.h); the check keeps them one.
     void make_optimizers() {
-        const bool sync = o_.sync_every > 0, grouped = sync && !o_.shard_group.empty();
+        const bool sync = o_.sync_every > 0, grouped = sync && !optimizer_is_rank_local(o_);
         if (sync && (!grouped || !groups_.replica)) single_comm_ = create_replica_comm(be_);
-        Comm& inner = sync && !grouped ? *single_comm_ : *groups_.shard;
+        Comm& inner = optimizer_is_rank_local(o_) ? *single_comm_ : *groups_.shard;
         opt_ = std::make_unique<Optimizer<Backend>>(be_, *model_, inner, optim_config_for(o_), shape_.zero_stage,
                                                     o_.seed, 128, sync ? nullptr : groups_.replica);
+        if (opt_->plan().world_size != optimizer_shard_ranks(o_, groups_.mesh))
+            fail("the optimizer shards over %d rank(s), but the memory plan (--dry-run) assumes %d",
+                 opt_->plan().world_size, optimizer_shard_ranks(o_, groups_.mesh));
         if (!sync) return;
         OuterSyncConfig oc;
         oc.every = o_.sync_every, oc.lr = o_.outer_lr, oc.momentum = o_.outer_momentum;

@@ -103,17 +103,19 @@ inline RunShape plan_run(const TrainOptions& o, int world) {
     return s;
 }
 
-// --dry-run: prints one rank's device memory plan (llmc/memory_plan.h) for these options on `world` ranks, before any
-// device memory exists (no backend is created) and without the data. Fails like the run would on a bad shape or -d.
+// --dry-run: prints one rank's device memory plan (llmc/memory_plan.h) for these options on `world` ranks (`launched`:
+// the layout the dry run itself was started with, for --shard-group node), before any device memory exists (no
+// backend is created) and without the data. Fails like the run would on a bad shape, -d or --shard-group.
 template <class Backend>
-void print_memory_plan(const TrainOptions& o, int world, const BackendOptions& bo) {
+void print_memory_plan(const TrainOptions& o, int world, const DistInfo& launched, const BackendOptions& bo) {
     bool from_file = false;
     const GPT2Config cfg = resolve_model_config(o.model, &from_file);
     const size_t tokens_per_micro = (size_t)o.batch_size * (size_t)o.seq_len * (size_t)world;
     if (o.total_batch > 0 && (size_t)o.total_batch % tokens_per_micro != 0)
         fail("-d %lld is not divisible by B*T*ranks = %d*%d*%d = %zu", o.total_batch, o.batch_size, o.seq_len, world,
              tokens_per_micro);
-    std::fputs(render_memory_plan(plan_training_memory<Backend>(o, cfg, world, bo)).c_str(), stdout);
+    const DpMesh mesh = dry_run_mesh(o, world, dry_run_ranks_per_node(o, world, launched));
+    std::fputs(render_memory_plan(plan_training_memory<Backend>(o, cfg, mesh, bo)).c_str(), stdout);
 }
 
 // A loader over `pattern` for the rank at data-parallel rank `dp_rank` (llmc/dp_mesh.h); its errors name the flag
@@ -287,7 +289,7 @@ void print_startup(const TrainOptions& o, const RunShape& s, const DpMesh& mesh,
     }
     if (s.world > 1)  // ZeRO's shards and traffic; one process has neither (its memory is the line above)
         std::printf("%s\n", zero_summary(opt.plan(), model.layout(), s.zero_stage, sizeof(typename Backend::act_t),
-                                         (int)s.grad_accum).c_str());
+                                         (int)s.grad_accum, model.padded_params()).c_str());
     std::fflush(stdout);
 }
 

@@ -94,18 +94,23 @@ size_t packed_offset(const std::vector<FlatRange>& ranges, size_t flat) {
 }
 
 namespace {
-// zero_memory for a given plan (its padding and shard size).
-ZeroMemory memory_of(const ShardPlan& plan, const ParamLayout& layout, int stage, size_t act_bytes) {
+// zero_memory for a given plan (its padding and shard size) in a model of `model_padded` elements (0: plan.padded).
+ZeroMemory memory_of(const ShardPlan& plan, const ParamLayout& layout, int stage, size_t act_bytes,
+                     size_t model_padded = 0) {
     validate_zero_stage(stage);
-    const size_t state = stage == 0 ? plan.padded : plan.shard_size;  // elements of master, m and v
+    if (model_padded == 0) model_padded = plan.padded;
+    if (model_padded < plan.padded)
+        fail("ZeRO memory: the model's flat buffers have %zu elements, fewer than the plan over %d ranks pads to (%zu)",
+             model_padded, plan.world_size, plan.padded);
+    const size_t state = zero_state_elements(plan, stage);  // elements of master, m and v
     ZeroMemory m;
-    m.params = plan.padded * act_bytes;
+    m.params = model_padded * act_bytes;
     if (stage == 2) {
         const size_t L = layout.cfg.num_layers;
         m.accumulator = plan.shard_size * 4;
         m.bucket_pool = 4 * (bucket_elements(layout, L) + std::min(L, ZERO2_LAYER_BUFFERS) * bucket_elements(layout, 0));
     } else {
-        m.grads = plan.padded * 4;
+        m.grads = model_padded * 4;
     }
     m.master = m.adam_m = m.adam_v = state * 4;
     return m;
@@ -120,6 +125,16 @@ ZeroMemory zero_memory(const ParamLayout& layout, int world_size, int stage, siz
     return m;
 }
 
+ZeroMemory zero_memory(const ParamLayout& layout, size_t model_padded, const ShardPlan& plan, int stage,
+                       size_t act_bytes, size_t reduce_bytes) {
+    if (reduce_bytes != 4 && reduce_bytes != 2) fail("zero_memory: reduce_bytes %zu, expected 4 or 2", reduce_bytes);
+    if (layout.total != plan.num_params)
+        fail("zero_memory: the layout has %zu parameters but the plan %zu", layout.total, plan.num_params);
+    ZeroMemory m = memory_of(plan, layout, stage, act_bytes, model_padded);
+    if (reduce_bytes == 2) m.wire = 2 * max_bucket_elements(layout);
+    return m;
+}
+
 size_t max_bucket_elements(const ParamLayout& layout) {
     size_t most = 0;
     for (size_t b = 0; b < num_grad_buckets(layout); b++) most = std::max(most, bucket_elements(layout, b));
@@ -127,7 +142,7 @@ size_t max_bucket_elements(const ParamLayout& layout) {
 }
 
 ZeroFootprint zero_footprint(const ShardPlan& plan, const ParamLayout& layout, int stage, size_t act_bytes,
-                             int accum_steps) {
+                             int accum_steps, size_t model_padded) {
     validate_zero_stage(stage);
     if (accum_steps < 1) fail("ZeRO footprint: %d micro-steps, expected at least 1", accum_steps);
     if (layout.total != plan.num_params)
@@ -135,7 +150,7 @@ ZeroFootprint zero_footprint(const ShardPlan& plan, const ParamLayout& layout, i
     const double N = (double)plan.num_params, P = (double)plan.padded, W = (double)plan.world_size;
     const double frac = (W - 1) / W;
     ZeroFootprint f;
-    f.memory = memory_of(plan, layout, stage, act_bytes);
+    f.memory = memory_of(plan, layout, stage, act_bytes, model_padded);
     f.buckets = num_grad_buckets(layout);
     const double norm = 2 * frac * 4;  // the squared norm's one-float all_reduce
     size_t calls = 0;
@@ -164,8 +179,8 @@ std::string mib(double bytes) {
 }  // namespace
 
 std::string zero_summary(const ShardPlan& plan, const ParamLayout& layout, int stage, size_t act_bytes,
-                         int accum_steps) {
-    const ZeroFootprint f = zero_footprint(plan, layout, stage, act_bytes, accum_steps);
+                         int accum_steps, size_t model_padded) {
+    const ZeroFootprint f = zero_footprint(plan, layout, stage, act_bytes, accum_steps, model_padded);
     const ZeroMemory& m = f.memory;
     char grads[256];
     if (stage == 2)
@@ -177,7 +192,7 @@ std::string zero_summary(const ShardPlan& plan, const ParamLayout& layout, int s
     std::string by_stage;
     for (int s = 0; s <= 2; s++)
         by_stage += (s ? ", " : "") + std::string("ZeRO-") + std::to_string(s) + " " +
-                    mib((double)memory_of(plan, layout, s, act_bytes).total());
+                    mib((double)memory_of(plan, layout, s, act_bytes, model_padded).total());
     char buf[1536];
     std::snprintf(buf, sizeof buf,
                   "ZeRO stage %d over %d rank%s: %zu parameters padded to %zu (multiple of %d x %zu), shard %zu "

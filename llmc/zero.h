@@ -137,6 +137,15 @@ struct ZeroMemory {
 };
 ZeroMemory zero_memory(const ParamLayout& layout, int world_size, int stage, size_t act_bytes, size_t align = 128,
                        size_t reduce_bytes = 4);
+// The same for an optimizer that shards over `plan` (its comm: a sharding group of --shard-group, or one rank with
+// --sync-every alone) in a model whose flat buffers have `model_padded` elements (ModelOptions::pad_to, a multiple
+// of the world size x align, >= plan.padded): params and grads follow the model, the rest the plan. The dry run's
+// memory plan (llmc/memory_plan.h) takes this form.
+ZeroMemory zero_memory(const ParamLayout& layout, size_t model_padded, const ShardPlan& plan, int stage,
+                       size_t act_bytes, size_t reduce_bytes = 4);
+// Elements of m, v and the master weights (Optimizer::state_count()): the whole padded buffer at stage 0, the shard
+// at 1 and 2.
+inline size_t zero_state_elements(const ShardPlan& plan, int stage) { return stage == 0 ? plan.padded : plan.shard_size; }
 // Elements of the largest gradient bucket (the bf16 staging buffer's size).
 size_t max_bucket_elements(const ParamLayout& layout);
 
@@ -152,13 +161,14 @@ struct ZeroFootprint {
     // rank sends every gradient byte it does not own). Padding is never reduced (it is zero everywhere).
     double wire_bytes = 0;
 };
+// model_padded: the model's flat buffer length (0: plan.padded, the flat layout).
 ZeroFootprint zero_footprint(const ShardPlan& plan, const ParamLayout& layout, int stage, size_t act_bytes,
-                             int accum_steps);
+                             int accum_steps, size_t model_padded = 0);
 
 // Multi-line summary printed at start-up: stage, padding, shard, per-rank memory (with the other stages' totals, to
 // compare) and traffic per step.
 std::string zero_summary(const ShardPlan& plan, const ParamLayout& layout, int stage, size_t act_bytes,
-                         int accum_steps);
+                         int accum_steps, size_t model_padded = 0);
 
 // Fails unless 0 <= stage <= 2.
 void validate_zero_stage(int stage);

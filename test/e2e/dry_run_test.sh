@@ -3,7 +3,7 @@
 # and without data files (-i / -j name files that do not exist), ending with "device memory per rank: X.XX GiB" and
 # exit status 0. The limits it must meet: GPT-2 124M at B=64, T=1024 within 22 GiB (the classifier holds one chunk
 # of logits, never the whole (B, T, Vp): docs/cuda.md, "Classifier"), and 1.5B at B=16, T=1024, -r 2
-# within 76 GiB (an 80 GB GPU). Then -pn/-z, the CPU build, the errors a real run would stop with, and the
+# within 76 GiB (an 80 GB GPU). Then -pn/-z, --shard-group and --sync-every (sizes derived here), the CPU build, the errors a real run would stop with, and the
 # unsupported head size refused by a real (simulated CUDA) training run at start-up.
 # (test/sim/test_memory_plan.cpp checks that the plan equals what a training step allocates, to the byte.)
 cd "$(dirname "$0")/../.."
@@ -51,7 +51,7 @@ eight=$(printf '%s\n' "$PLAN_OUT" | tail -n 1)
 if [[ "$PLAN_OUT" == *"8 ranks, ZeRO-1"* && "$one" != "$eight" ]]; then pass "-pn 8 shards the optimizer state"
 else fail "-pn 8 shards the optimizer state" "1 rank: $one, 8 ranks: $eight"; fi
 plan "dry-run -pn 8 -z 2" 76 "$SIM" -e d24 -b 8 -t 1024 -pn 8 -z 2
-if [[ "$PLAN_OUT" == *"fp32, shard (ZeRO-2)"* ]]; then pass "-z 2 plans the sharded gradient accumulator"
+if [[ "$PLAN_OUT" == *"fp32, shard of 8 ranks (ZeRO-2)"* ]]; then pass "-z 2 plans the sharded gradient accumulator"
 else fail "-z 2 plans the sharded gradient accumulator" "no ZeRO-2 line"; fi
 plan "dry-run GPT-2 1.5B -pn 8 -z 2" 76 "$SIM" -e d48 -b 16 -t 1024 -r 2 -pn 8 -z 2
 z2=$(printf '%s\n' "$PLAN_OUT" | tail -n 1 | awk '{print $5}')
@@ -61,6 +61,58 @@ else fail "-z 2 needs less than ZeRO-1 on 8 ranks" "ZeRO-2 $z2 GiB, ZeRO-1: $eig
 plan "dry-run in the CPU build" 8 ./train_gpt2_cpu -e d12 -b 4 -t 256 --threads 2
 if [[ "$PLAN_OUT" == *"B x NH x T x T (probabilities)"* ]]; then pass "CPU plan keeps the (T, T) probabilities"
 else fail "CPU plan keeps the (T, T) probabilities" "not listed"; fi
+
+# --shard-group and --sync-every: the optimizer state is the shard of the sharding group, not of the world. The
+# expected sizes are derived here from GPT-2 124M's N = 124,475,904 parameters (docs/distributed.md): a group of G
+# ranks pads N to a multiple of G x 128 and each rank holds 1/G of it; the model's buffers are padded for the world.
+# (test/unit/test_optimizer.cpp checks these plans against what the model and the optimizer allocate, byte for byte.)
+N124=124475904
+padded() { echo $(( (N124 + $1 * 128 - 1) / ($1 * 128) * $1 * 128 )); }          # padded G: N padded for G ranks
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
+# line NAME: the size column of the plan line NAME in $PLAN_OUT
+line() { printf '%s\n' "$PLAN_OUT" | grep -E "^    $1 " | awk '{print $(NF-1), $NF}'; }
+# expect_sizes TEST NAME=BYTES...: each plan line NAME shows BYTES in MiB
+expect_sizes() {
+    local name="$1" bad="" kv; shift
+    for kv in "$@"; do
+        local item="${kv%=*}" want; want=$(mib "${kv##*=}")
+        [ "$(line "$item")" == "$want" ] || bad+="$item: '$(line "$item")', expected '$want'; "
+    done
+    if [ -z "$bad" ]; then pass "$name"; else fail "$name" "$bad"; fi
+}
+S16=$(( $(padded 16) / 16 )); S8=$(( $(padded 8) / 8 ))
+plan "dry-run -pn 16 --shard-group 8 (CPU build)" 8 ./train_gpt2_cpu -e d12 -b 4 -t 256 -pn 16 --shard-group 8
+expect_sizes "-pn 16 --shard-group 8: m, v and master are 1/8 of N padded for 8, parameters padded for 16" \
+    "master weights=$((4 * S8))" "AdamW m and v=$((8 * S8))" "parameters=$((4 * $(padded 16)))" \
+    "gradients=$((4 * $(padded 16)))"
+[ "$(line "master weights")" != "$(mib $((4 * S16)))" ] && pass "-pn 16 --shard-group 8 is not planned as 16-way" \
+    || fail "-pn 16 --shard-group 8 is not planned as 16-way" "$(line "master weights")"
+[[ "$PLAN_OUT" == *"ZeRO-1 within 2 group(s) of 8 rank(s)"* ]] && pass "the heading names the groups" \
+    || fail "the heading names the groups" "$(printf '%s' "$PLAN_OUT" | head -1)"
+grouped8="$PLAN_OUT"
+plan "dry-run -pn 16 --shard-group 8 -z 2" 8 ./train_gpt2_cpu -e d12 -b 4 -t 256 -pn 16 --shard-group 8 -z 2
+expect_sizes "-z 2 --shard-group 8: the gradient accumulator is the group's shard" \
+    "gradient accumulator=$((4 * S8))" "master weights=$((4 * S8))" "gradients=0"
+plan "dry-run -pn 16 -pg 8 --shard-group node" 8 ./train_gpt2_cpu -e d12 -b 4 -t 256 -pn 16 -pg 8 --shard-group node
+[ "$(printf '%s' "$PLAN_OUT" | tail -n +2)" == "$(printf '%s' "$grouped8" | tail -n +2)" ] \
+    && pass "--shard-group node with -pg 8 plans what --shard-group 8 does" \
+    || fail "--shard-group node with -pg 8 plans what --shard-group 8 does" "the plans differ"
+expect_error "dry-run refuses --shard-group node without the ranks per node" "give -pg N (ranks per node)" \
+    ./train_gpt2_cpu --dry-run "${NODATA[@]}" -e d12 -pn 16 --shard-group node
+expect_error "dry-run refuses a group size that does not divide -pn" "--shard-group 3: the group size must divide" \
+    ./train_gpt2_cpu --dry-run "${NODATA[@]}" -e d12 -pn 16 --shard-group 3
+plan "dry-run -pn 16 --sync-every 4" 8 ./train_gpt2_cpu -e d12 -b 4 -t 256 -pn 16 --sync-every 4
+expect_sizes "--sync-every alone: every rank holds its replica's whole state, the outer state on the host" \
+    "master weights=$((4 * $(padded 1)))" "AdamW m and v=$((8 * $(padded 1)))" \
+    "outer state \(--sync-every\)=$((12 * $(padded 1)))"
+plan "dry-run -pn 16 --sync-every 4 --shard-group 8" 8 ./train_gpt2_cpu -e d12 -b 4 -t 256 -pn 16 --sync-every 4 \
+    --shard-group 8
+expect_sizes "--sync-every with --shard-group 8: replicas of 8 ranks, the state and the outer state per shard" \
+    "master weights=$((4 * S8))" "AdamW m and v=$((8 * S8))" "outer state \(--sync-every\)=$((12 * S8))"
+plan "dry-run -pn 16 --sync-every 4 --shard-group 8 (simulated CUDA build)" 8 "$SIM" -e d12 -b 4 -t 256 -pn 16 \
+    --sync-every 4 --shard-group 8
+expect_sizes "the simulated CUDA build plans the same shards (bf16 parameters)" \
+    "master weights=$((4 * S8))" "parameters=$((2 * $(padded 16)))" "outer state \(--sync-every\)=$((12 * S8))"
 
 expect_error "dry-run refuses head size 48 before any allocation" "head size C/NH = 144/3 = 48" \
     "$SIM" --dry-run "${NODATA[@]}" -e "L=2,NH=3,C=144" -b 1 -t 8

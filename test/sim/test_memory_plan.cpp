@@ -35,7 +35,7 @@ void check_plan(const std::string& descriptor, int batch, int seq_len, int recom
     llmc::GPT2Config cfg;
     if (!llmc::parse_model_descriptor(descriptor, &cfg)) llmc::fail("bad descriptor %s", descriptor.c_str());
     llmc::BackendOptions bo;
-    const llmc::MemoryPlan plan = llmc::plan_training_memory<CudaBackend>(o, cfg, 1, bo);
+    const llmc::MemoryPlan plan = llmc::plan_training_memory<CudaBackend>(o, cfg, llmc::dry_run_mesh(o, 1, 0), bo);
 
     const size_t before = device_bytes_in_use();
     size_t used = 0;

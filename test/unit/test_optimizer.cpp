@@ -12,8 +12,10 @@
 
 #include "llmc/comm.h"
 #include "llmc/cpu/cpu_backend.h"
+#include "llmc/memory_plan.h"
 #include "llmc/model.h"
 #include "llmc/optimizer.h"
+#include "llmc/outer_sync.h"
 #include "test/fixtures/optimizer_fixture.h"
 #include "test/fixtures/testing.h"
 
@@ -450,6 +452,84 @@ void test_memory_matches_allocations() {
           "%s", why.c_str());
 }
 
+// The --dry-run plan (llmc/memory_plan.h) under hybrid sharding and --sync-every equals what the model, the
+// optimizer and the outer optimizer allocate when built as the trainer builds them (llmc/trainer.h,
+// make_optimizers): the model padded for the whole world, the optimizer over a comm of the sharding group's size (one
+// rank with --sync-every alone), written down per case here rather than taken from the code under test. The shard
+// sizes are also derived here, by hand: m = v = master = 4 x ceil(N / (G x 128)) x 128 bytes for a group of G ranks
+// (the whole padded buffer at ZeRO 0), which for these cases differs from the world-wide shard the plan used to print.
+void test_dry_run_plan_matches_hybrid_allocations() {
+    struct Case {
+        int world;
+        const char* shard_group;
+        int per_node, sync_every, stage;
+        int group;  // the ranks the trainer's optimizer comm has for this case
+    };
+    const Case cases[] = {
+        {16, "8", 0, 0, 1, 8}, {16, "8", 0, 0, 2, 8}, {16, "node", 4, 0, 1, 4}, {6, "3", 0, 0, 2, 3},
+        {4, "", 0, 0, 2, 4},   {4, "", 0, 3, 1, 1},   {4, "", 0, 3, 0, 1},      {8, "2", 0, 3, 2, 2},
+        {8, "8", 0, 3, 1, 8},
+    };
+    GPT2Config cfg;
+    parse_model_descriptor("L=2,NH=2,C=16,T=8,V=64", &cfg);  // N = 8768 parameters
+    const size_t N = ParamLayout(cfg).total;
+    for (const Case& c : cases) {
+        TrainOptions o;
+        o.batch_size = 1, o.seq_len = 4, o.zero_stage = c.stage, o.shard_group = c.shard_group;
+        o.sync_every = c.sync_every;
+        char tag[160];
+        std::snprintf(tag, sizeof tag, "dry run of %d ranks, --shard-group '%s' (-pg %d), --sync-every %d, ZeRO %d",
+                      c.world, c.shard_group, c.per_node, c.sync_every, c.stage);
+        const MemoryPlan plan = plan_training_memory<CountingBackend>(o, cfg, dry_run_mesh(o, c.world, c.per_node),
+                                                                       BackendOptions());
+        std::map<std::string, size_t> item;
+        for (const BufferSize& b : plan.groups.at(0).items) item[b.name] = b.bytes();
+        const size_t G = (size_t)c.group, shard = (N + G * 128 - 1) / (G * 128) * 128;
+        const size_t state = 4 * (c.stage == 0 ? shard * G : shard), world_shard = (N + c.world * 128 - 1) /
+                                                                                     (c.world * 128) * 128;
+        check(std::string(tag) + ": m, v and master are the group's shard, derived by hand",
+              item["master weights"] == state && item["AdamW m and v"] == 2 * state &&
+                  (c.stage == 0 || G == (size_t)c.world || 4 * world_shard != state),
+              "master %zu, m+v %zu, expected %zu each (the world-wide shard: %zu)", item["master weights"],
+              item["AdamW m and v"], state, 4 * world_shard);
+
+        CountingBackend be;
+        GPT2<CountingBackend> model(be, cfg, 1, 4, model_options_for(o, c.world));
+        PlacedComm group(c.group, c.group - 1), across(c.world / c.group, 0);
+        const bool hybrid_reduce = c.sync_every == 0 && c.group < c.world;
+        const size_t before = be.live;
+        Optimizer<CountingBackend> opt(be, model, group, OptimConfig(), c.stage, 1, 128,
+                                       hybrid_reduce ? &across : nullptr);
+        const size_t opt_bytes = be.live - before;
+        const size_t grads = model.grads() ? be.sizes.at(model.grads()) : 0;
+        const size_t planned_opt = item["gradient accumulator"] + item["gradient bucket buffers"] +
+                                   item["master weights"] + item["AdamW m and v"] + sizeof(float);  // + the norm
+        check(std::string(tag) + ": the plan's training state is what the model and the optimizer allocate",
+              be.sizes.at(model.params()) == item["parameters"] && grads == item["gradients"] &&
+                  opt_bytes == planned_opt && be.sizes.at(opt.master()) == item["master weights"],
+              "params %zu/%zu grads %zu/%zu optimizer %zu/%zu master %zu/%zu", be.sizes.at(model.params()),
+              item["parameters"], grads, item["gradients"], opt_bytes, planned_opt, be.sizes.at(opt.master()),
+              item["master weights"]);
+        if (c.sync_every == 0) {
+            check(std::string(tag) + ": no host line without --sync-every", plan.host.empty());
+            continue;
+        }
+        OuterSyncConfig oc;
+        oc.every = c.sync_every;
+        OuterSync<CountingBackend> outer(be, opt, across, oc);
+        check(std::string(tag) + ": the outer state is listed in host memory, 3 arrays of the state range, and "
+              "nothing of it on the device",
+              plan.host.size() == 1 && plan.host[0].bytes() == 3 * 4 * outer.count() &&
+                  be.live - before == opt_bytes,
+              "host %zu bytes, outer state %zu floats", plan.host.empty() ? 0 : plan.host[0].bytes(), outer.count());
+    }
+    expect_error("a dry run refuses --shard-group node without the ranks per node", [] {
+        TrainOptions o;
+        o.shard_group = "node";
+        dry_run_mesh(o, 16, 0);
+    }, "give -pg N");
+}
+
 void test_misuse_and_state() {
     CpuBackend be;
     Model model(be, tiny_config(), 1, 1, padded_for(1));
@@ -507,6 +587,7 @@ int main() {
         test_backward_announces_complete_buckets();
         test_backward_into_bucket_buffers();
         test_memory_matches_allocations();
+        test_dry_run_plan_matches_hybrid_allocations();
         test_misuse_and_state();
     } catch (const Error& e) {
         testing::fail("unexpected error", "%s", e.what());
