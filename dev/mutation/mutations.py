@@ -215,8 +215,8 @@ MUTATIONS = [
         "the last block of the layernorm backward runs past the last row"),
     Mutation(
         "reduce-column-sums-tail-write", "tail", "llmc/cuda/reduce.cuh",
-        "    if (warp == 0 && c < C) {\n",
-        "    if (warp == 0) {\n",
+        "    if (threadIdx.x < 32 && c < C) add_floats(out + c, s);\n",
+        "    if (threadIdx.x < 32) add_floats(out + c, s);\n",
         "column sums write the columns past C of the last column block"),
     Mutation(
         "encoder-wte-col-chunks-floor", "tail", "llmc/cuda/encoder.cuh",
@@ -272,8 +272,8 @@ MUTATIONS = [
         "the bias gradient's row-block partial sums accumulate in bf16"),
     Mutation(
         "reduce-column-sums-bf16-accumulation", "numerics", "llmc/cuda/reduce.cuh",
-        "            for (size_t w = 0; w < kColumnSumWarps; w++) s[e] += warp_sums[w][lane * W + e];\n",
-        "            for (size_t w = 0; w < kColumnSumWarps; w++) s[e] = to_float(to_bf16(s[e] + warp_sums[w][lane * W + e]));\n",
+        "            for (size_t w = 0; w < WARPS; w++) s[e] += warp_sums[w][lane * W + e];\n",
+        "            for (size_t w = 0; w < WARPS; w++) s[e] = to_float(to_bf16(s[e] + warp_sums[w][lane * W + e]));\n",
         "column sums add the warps' partials in bf16"),
     Mutation(
         "adamw-ignores-seed-offset", "numerics", "llmc/cuda/adamw.cuh",
