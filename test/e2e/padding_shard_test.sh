@@ -4,7 +4,8 @@
 # range [796, 796) (ShardPlan::logical_begin), and every checkpoint the run writes resumes with -y 1: on the same
 # ranks bit for bit (ZeRO 0, 1, 2), on other world sizes within the reduction-order rounding of
 # test/e2e/checkpoint_test.sh; a checkpoint of an earlier writer, which recorded that range as [896, 896), resumes
-# too; a checkpoint whose files leave a gap is still refused. CPU trainer under mpirun.
+# too; a checkpoint whose files leave a gap is still refused. CPU trainer under mpirun, then the simulated CUDA trainer
+# on 16 ranks.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
 TMP=build/test-tmp/padding_shard
@@ -30,11 +31,13 @@ train() {
     local np="$1" out="$2"; shift 2
     "${MPI[@]}" -np "$np" "$BIN" "${run[@]}" -o "$out" "$@" >"$out.log" 2>&1 || { fail "$name" "$(tail -2 "$out.log")"; return 1; }
 }
-# at_step4 DIR: the reference run's step-4 checkpoint, and its metrics.jsonl as it was then (metrics_bytes), in DIR.
-at_step4() {
-    mkdir -p "$1" && cp -r "$TMP/full/ckpt_00000004" "$1/" && /usr/bin/python3 -c 'import json,sys; d=sys.argv[1]
-n=json.load(open(d+"/ckpt_00000004/meta.json"))["metrics_bytes"]
-open(d+"/metrics.jsonl","wb").write(open(sys.argv[2],"rb").read()[:n])' "$1" "$TMP/full/metrics.jsonl"
+# at_step DIR [RUN STEP]: RUN's (default: the reference's) checkpoint of STEP (default 4), and its metrics.jsonl as it
+# was then (metrics_bytes), in DIR.
+at_step() {
+    local run="${2:-$TMP/full}" ckpt; ckpt=$(printf 'ckpt_%08d' "${3:-4}")
+    mkdir -p "$1" && cp -r "$run/$ckpt" "$1/" && /usr/bin/python3 -c 'import json,sys; d=sys.argv[1]
+n=json.load(open(d+"/"+sys.argv[3]+"/meta.json"))["metrics_bytes"]
+open(d+"/metrics.jsonl","wb").write(open(sys.argv[2],"rb").read()[:n])' "$1" "$run/metrics.jsonl" "$ckpt"
 }
 # forge CKPT BEGIN FILE: FILE's range set to [BEGIN, BEGIN) in its header (uint64 begin and end at header words
 # 6..9; the file cut to its 1024-byte header) and in meta.json, with the file's size and CRC and meta.json's checksum
@@ -63,7 +66,7 @@ done
 
 # Other world sizes: 8 -> 3 (ZeRO 2) and 2 -> 8, where the resumed rank 7 reads nothing. Tolerances: those of
 # test/e2e/checkpoint_test.sh (the fp32 gradient sums run in another order).
-name="8 -> 3 ranks"; at_step4 "$TMP/re3"
+name="8 -> 3 ranks"; at_step "$TMP/re3"
 if train 3 "$TMP/re3" -x 6 -z 2 -y 1; then
     /usr/bin/python3 test/helpers/compare_runs.py "$TMP/full" "$TMP/re3" 2e-5 1e-4 >"$TMP/re3.cmp" 2>&1 \
         && pass "8 ranks -> 3 ranks (ZeRO 2): $(tail -1 "$TMP/re3.cmp")" || fail "8 -> 3 ranks" "$(tail -2 "$TMP/re3.cmp")"
@@ -76,7 +79,7 @@ if train 8 "$TMP/re8" -x 6 -y 1; then
 fi
 
 # An earlier writer's checkpoint: the empty range recorded at the shard's start, [896, 896), with valid checksums.
-at_step4 "$TMP/legacy" && forge "$TMP/legacy/ckpt_00000004" 896 optim_00007.bin
+at_step "$TMP/legacy" && forge "$TMP/legacy/ckpt_00000004" 896 optim_00007.bin
 if [[ "$(ranges "$TMP/legacy/ckpt_00000004/meta.json")" == *"optim_00007.bin:896-896" ]]; then
     name="an earlier writer's checkpoint ([896, 896)) resumes"
     if train 8 "$TMP/legacy" -x 6 -y 1; then
@@ -86,8 +89,32 @@ if [[ "$(ranges "$TMP/legacy/ckpt_00000004/meta.json")" == *"optim_00007.bin:896
 else fail "forge the earlier writer's range" "$(ranges "$TMP/legacy/ckpt_00000004/meta.json")"; fi
 
 # Still refused: rank 6's range cut to [768, 768), so the files leave [768, 796) uncovered.
-at_step4 "$TMP/gap" && forge "$TMP/gap/ckpt_00000004" 768 optim_00006.bin
+at_step "$TMP/gap" && forge "$TMP/gap/ckpt_00000004" 768 optim_00006.bin
 expect_error "a checkpoint whose files leave a gap is refused" \
     "optim_00007.bin covers [796, 796), expected a range starting at 768" \
     "${MPI[@]}" -np 8 "$BIN" "${run[@]}" -o "$TMP/gap" -x 6 -y 1
+
+# The simulated CUDA trainer (the same checkpoint code over the CUDA backend): L=1, NH=1, C=16 (head size 16, the
+# smallest the attention kernels take), V=64: 5488 parameters, on 16 ranks padded to 6144, so rank 15's shard
+# [5760, 6144) lies in the padding. Written at step 2, resumed to step 3: bit-identical to the run that went on.
+SIM=build/train_gpt2_sim
+if [ -x "$SIM" ]; then
+    sim=(-i "$TMP/data/syn_train_*.bin" -j "$TMP/data/syn_val_*.bin" -e "L=1,NH=1,C=16,T=8,V=64" -t 8 -b 1 -d 128 -v 0
+         -s 0 -k constant -n 2 -x 3)
+    SMPI=("${MPI[@]}" -x OMP_NUM_THREADS=1 -x CUDA_VISIBLE_DEVICES=0 -np 16 "$SIM" "${sim[@]}")
+    if "${SMPI[@]}" -o "$TMP/sim" >"$TMP/sim.log" 2>&1; then
+        got=$(ranges "$TMP/sim/ckpt_00000002/meta.json")
+        [[ "$got" == "5488 "*"optim_00014.bin:5376-5488 optim_00015.bin:5488-5488" ]] \
+            && pass "simulated CUDA, 16 ranks: rank 15's file has the empty range [5488, 5488)" \
+            || fail "simulated CUDA, 16 ranks: rank 15's file has the empty range [5488, 5488)" "$got"
+        at_step "$TMP/sim_re" "$TMP/sim" 2
+        if "${SMPI[@]}" -o "$TMP/sim_re" -y 1 >"$TMP/sim_re.log" 2>&1; then
+            same_run "$TMP/sim" "$TMP/sim_re" >/dev/null \
+                && pass "simulated CUDA: the checkpoint of step 2 resumes on 16 ranks, bit-identical" \
+                || fail "simulated CUDA: resumed bit-identical" "$(same_run "$TMP/sim" "$TMP/sim_re" 2>&1 | tail -1)"
+        else fail "simulated CUDA: the checkpoint of step 2 resumes on 16 ranks" "$(tail -2 "$TMP/sim_re.log")"; fi
+    else fail "simulated CUDA, 16 ranks, 3 steps" "$(tail -2 "$TMP/sim.log")"; fi
+else
+    fail "$SIM" "not built"
+fi
 finish
