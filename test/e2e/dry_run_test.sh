@@ -99,6 +99,18 @@ plan "dry-run -pn 16 -pg 8 --shard-group node" 8 ./train_gpt2_cpu -e d12 -b 4 -t
     || fail "--shard-group node with -pg 8 plans what --shard-group 8 does" "the plans differ"
 expect_error "dry-run refuses --shard-group node without the ranks per node" "give -pg N (ranks per node)" \
     ./train_gpt2_cpu --dry-run "${NODATA[@]}" -e d12 -pn 16 --shard-group node
+# Started by a launcher (OpenMPI's variables: 16 ranks, 8 per node), node means the launcher's 8 ranks per node.
+launched_cpu() {
+    OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=16 OMPI_COMM_WORLD_LOCAL_RANK=0 OMPI_COMM_WORLD_LOCAL_SIZE=8 \
+        ./train_gpt2_cpu "$@"
+}
+plan "dry-run under a launcher of 16 ranks, 8 per node, --shard-group node" 8 launched_cpu -e d12 -b 4 -t 256 \
+    --shard-group node
+[ "$(printf '%s' "$PLAN_OUT" | tail -n +2)" == "$(printf '%s' "$grouped8" | tail -n +2)" ] \
+    && pass "--shard-group node under the launcher plans what --shard-group 8 does" \
+    || fail "--shard-group node under the launcher plans what --shard-group 8 does" "the plans differ"
+expect_error "... but not for another world size (-pn 32): the launcher's nodes are not that run's" "give -pg N" \
+    launched_cpu --dry-run "${NODATA[@]}" -e d12 -pn 32 --shard-group node
 expect_error "dry-run refuses a group size that does not divide -pn" "--shard-group 3: the group size must divide" \
     ./train_gpt2_cpu --dry-run "${NODATA[@]}" -e d12 -pn 16 --shard-group 3
 plan "dry-run -pn 16 --sync-every 4" 8 ./train_gpt2_cpu -e d12 -b 4 -t 256 -pn 16 --sync-every 4
