@@ -4,8 +4,8 @@
 # range [796, 796) (ShardPlan::logical_begin), and every checkpoint the run writes resumes with -y 1: on the same
 # ranks bit for bit (ZeRO 0, 1, 2), on other world sizes within the reduction-order rounding of
 # test/e2e/checkpoint_test.sh; a checkpoint of an earlier writer, which recorded that range as [896, 896), resumes
-# too; a checkpoint whose files leave a gap is still refused. CPU trainer under mpirun, then the simulated CUDA trainer
-# on 16 ranks.
+# too; a checkpoint whose files leave a gap is still refused; --sync-every replicas of sharding groups too. CPU
+# trainer under mpirun, then the simulated CUDA trainer on 16 ranks.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
 TMP=build/test-tmp/padding_shard
@@ -93,6 +93,23 @@ at_step "$TMP/gap" && forge "$TMP/gap/ckpt_00000004" 768 optim_00006.bin
 expect_error "a checkpoint whose files leave a gap is refused" \
     "optim_00007.bin covers [796, 796), expected a range starting at 768" \
     "${MPI[@]}" -np 8 "$BIN" "${run[@]}" -o "$TMP/gap" -x 6 -y 1
+
+# --sync-every with --shard-group 8 on 16 ranks: two replicas of 8 ranks, each group's plan padded to 1024, so shard 7
+# of each replica (and of the outer state) is padding only; its replica and outer files have the empty range too.
+name="--sync-every 2 --shard-group 8 on 16 ranks, 3 steps"
+hyb=(-d 128 -x 3 --sync-every 2 --shard-group 8)
+if train 16 "$TMP/sync" "${hyb[@]}"; then
+    got=$(ranges "$TMP/sync/ckpt_00000002/meta.json")
+    [[ "$got" == *"replica_00000_shard_00007.bin:796-796 "*"replica_00001_shard_00007.bin:796-796 "*"outer_shard_00007.bin:796-796" ]] \
+        && pass "--sync-every --shard-group 8: shard 7's replica and outer files have the empty range [796, 796)" \
+        || fail "--sync-every --shard-group 8: shard 7's files have the empty range" "$got"
+    at_step "$TMP/sync_re" "$TMP/sync" 2
+    name="--sync-every --shard-group 8: the checkpoint of step 2 resumed on 16 ranks"
+    if train 16 "$TMP/sync_re" "${hyb[@]}" -y 1; then
+        same_run "$TMP/sync" "$TMP/sync_re" >/dev/null && pass "$name, bit-identical" \
+            || fail "$name, bit-identical" "$(same_run "$TMP/sync" "$TMP/sync_re" 2>&1 | tail -1)"
+    fi
+fi
 
 # The simulated CUDA trainer (the same checkpoint code over the CUDA backend): L=1, NH=1, C=16 (head size 16, the
 # smallest the attention kernels take), V=64: 5488 parameters, on 16 ranks padded to 6144, so rank 15's shard
