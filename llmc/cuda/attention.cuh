@@ -17,11 +17,14 @@
 // Grids are head-major (the tiles of one (b, h) are consecutive blocks: K / V, or Q / dO, are read from L2 after the
 // first); key tile sizes and the forward's depth are chosen per device from its shared memory (attention_kernels_for).
 // backward (dqkv written, =), D_i = sum_d dO_id O_id (= sum_j p_ij dP_ij), dS = P o (dP - D):
-//   kernel 1 (dQ), per block of 64 query rows: D for its rows (stored for kernel 2), then over key tiles j <= diagonal:
+//   kernel 1 (dQ), per block of 128 query rows (64 at hs = 128): D for its rows (stored for kernel 2), then over key
+//   tiles j <= diagonal:
 //     S = Q K_j^T, P = 2^(S c - L), dP = dO V_j^T, dS = P o (dP - D), dQ += dS K_j;   dq = scale dQ
-//   kernel 2 (dK, dV), per block of 64 keys, over query tiles i from the diagonal on:
-//     S^T = K Q_i^T, P^T = 2^(S^T c - L_i), dP^T = V dO_i^T, dS^T = P^T o (dP^T - D_i),
-//     dV += P^T dO_i, dK += dS^T Q_i;   dk = scale dK, dv = dV
+//   kernel 2 (dK, dV), per block of 128 keys (64 at hs = 128), over query tiles i from the diagonal on:
+//     S^T = K Q_i^T, P^T = 2^(S^T c - L_i), dV += P^T dO_i, dP^T = V dO_i^T, dS^T = P^T o (dP^T - D_i),
+//     dK += dS^T Q_i;   dk = scale dK, dv = dV
+//   Each warp owns 32 rows (16 at hs = 128), so every B fragment loaded by ldmatrix serves two MMAs; the order of
+//   every fp32 sum is that of 16 rows per warp, so the bits are too (docs/cuda.md).
 //   Each output row is written by exactly one warp, once: no atomics, so the result is the same bits on every run.
 //   The price is recomputing S and P in both kernels: 7 (T x T x hs) products instead of the 5 of a backward that
 //   accumulates dQ with atomics (docs/cuda.md has the count).
