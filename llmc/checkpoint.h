@@ -11,8 +11,11 @@
 // overlap its own range, so N writers and M readers need not agree.
 // Hybrid sharding (llmc/dp_mesh.h): every sharding group holds the same optimizer state, so only group 0 writes it:
 // N files, file i by the rank at dp_rank i (its shard i); meta.json's world_size is then N, the writing ranks.
-// With --sync-every (an OuterSync) every rank is a replica: it writes and reads its whole replica
-// (replica_<rank>.bin), and rank 0 the outer state (outer.bin).
+// With --sync-every (an OuterSync) the mesh says which replica a rank belongs to (replica_rank, one of `replicas`)
+// and which shard of it it holds (shard_rank of shard_size): every rank writes its shard's logical range of its
+// replica's parameters, m, v, master (replica_<r>.bin when a replica is one rank, replica_<r>_shard_<s>.bin), and
+// replica 0's ranks the outer state of their ranges (outer.bin, outer_shard_<s>.bin). A resume reads what overlaps
+// its ranges from the files of its replica, so the ranks per replica may change; the number of replicas may not.
 #pragma once
 
 #include <algorithm>
@@ -40,7 +43,8 @@ template <class Backend>
 class Checkpointer {
 public:
     // comm: every rank of the run; mesh: where this rank sits among the sharding groups (one group by default);
-    // outer: the run's OuterSync with --sync-every, else nullptr.
+    // outer: the run's OuterSync with --sync-every, else nullptr; then mesh's groups are the replicas (groups of one
+    // rank, in rank order, when every rank is a replica).
     Checkpointer(const std::string& out_dir, Backend& be, Comm& comm, GPT2<Backend>& model, Optimizer<Backend>& opt,
                  const DpMesh& mesh = DpMesh(), OuterSync<Backend>* outer = nullptr)
         : out_(out_dir), be_(be), comm_(comm), model_(model), opt_(opt), mesh_(mesh), outer_(outer) {}
@@ -141,58 +145,80 @@ private:
         f.crc32c = crc32c_file(dir + "/model.bin", &f.bytes);
         return f;
     }
-    // --sync-every: every rank writes replica_<rank>.bin (its parameters, m, v, master over [0, num_params)), rank 0
-    // also outer.bin (theta_last, momentum) and model.bin (its replica's parameters), then meta.json.
+    // --sync-every: every rank writes its shard's logical range of its replica (the whole replica when a replica is
+    // one rank), replica 0's ranks the outer state of theirs, rank 0 model.bin (its replica's parameters: the replicas' common ones at the end of a period), then
+    // meta.json. Version 3 when a replica is one rank (one file per replica, outer.bin), else 4.
     void save_replicas(const std::string& dir, CheckpointMeta meta, int keep_last, int keep_every) {
-        const int rank = comm_.rank(), world = comm_.world_size();
+        const int rank = comm_.rank(), world = comm_.world_size(), group = mesh_.shard_size;
         const uint64_t n = opt_.plan().num_params;
-        if (opt_.state_offset() != 0 || opt_.state_count() < n)  // a replica sharded over several ranks
-            fail("checkpoint: --sync-every with replicas of several ranks is not supported (this rank holds [%zu, "
-                 "%zu) of %llu parameters)", opt_.state_offset(), opt_.state_offset() + opt_.state_count(),
-                 (unsigned long long)n);
         const std::vector<float> params = model_.get_params();
+        const ShardPlan& plan = opt_.plan();  // over the replica's ranks: its shards are mesh_'s
+        const uint64_t begin = plan.logical_begin(plan.rank), end = plan.logical_end(plan.rank);
+        const size_t base = begin - opt_.state_offset();  // where `begin` sits in this rank's state arrays
         float* arrays[3] = {opt_.m(), opt_.v(), opt_.master()};
         const CheckpointFileInfo mine = write_optim_state(
-            dir, replica_file_name(rank), meta.step, n, 0, n, [&](int which, uint64_t off, size_t count, float* dst) {
-                if (which == 0) std::copy(params.begin() + off, params.begin() + off + count, dst);
-                else be_.copy_to_host(dst, arrays[which - 1] + off, count * sizeof(float));
+            dir, replica_file_name(mesh_.replica_rank, mesh_.shard_rank, group), meta.step, n, begin, end,
+            [&](int which, uint64_t off, size_t count, float* dst) {
+                if (which == 0) std::copy(params.begin() + begin + off, params.begin() + begin + off + count, dst);
+                else be_.copy_to_host(dst, arrays[which - 1] + base + off, count * sizeof(float));
             });
-        const std::vector<uint64_t> sizes_crcs = comm_.all_gather_host({mine.bytes, mine.crc32c});
+        CheckpointFileInfo outer;
+        if (mesh_.replica_rank == 0) {
+            const float* state[2] = {outer_->theta_last(), outer_->momentum()};
+            outer = write_optim_state(dir, outer_file_name(mesh_.shard_rank, group), meta.step, n, begin, end,
+                                      [&](int which, uint64_t off, size_t count, float* dst) {
+                                          std::copy(state[which] + base + off, state[which] + base + off + count, dst);
+                                      });
+        }
+        // Every rank's (replica, shard, size, CRC, outer size, outer CRC) for meta.json.
+        const std::vector<uint64_t> got = comm_.all_gather_host({(uint64_t)mesh_.replica_rank,
+                                                                 (uint64_t)mesh_.shard_rank, mine.bytes, mine.crc32c,
+                                                                 outer.bytes, outer.crc32c});
         if (rank == 0) {
-            meta.files = {write_model(dir, params)};
-            for (int r = 0; r < world; r++) {
-                CheckpointFileInfo f;
-                f.name = replica_file_name(r), f.begin = 0, f.end = n;
-                f.bytes = sizes_crcs[2 * (size_t)r], f.crc32c = (uint32_t)sizes_crcs[2 * (size_t)r + 1];
-                meta.files.push_back(f);
-            }
-            const float* outer[2] = {outer_->theta_last(), outer_->momentum()};
-            meta.files.push_back(write_optim_state(dir, OUTER_FILE_NAME, meta.step, n, 0, n,
-                                                   [&](int which, uint64_t off, size_t count, float* dst) {
-                                                       std::copy(outer[which] + off, outer[which] + off + count, dst);
-                                                   }));
             meta.world_size = world, meta.zero_stage = opt_.zero_stage(), meta.num_params = n;
             meta.sync.last_sync_step = outer_->last_sync_step();
+            meta.sync.shard_group = group;
+            meta.files.assign(1 + (size_t)world + (size_t)group, CheckpointFileInfo());
+            meta.files[0] = write_model(dir, params);
+            for (size_t k = 0; k < (size_t)world; k++) {
+                const uint64_t* w = &got[6 * k];
+                const int r = (int)w[0], s = (int)w[1];
+                CheckpointFileInfo& f = meta.files[sync_replica_file_index(meta, r, s)];
+                f.name = replica_file_name(r, s, group), f.bytes = w[2], f.crc32c = (uint32_t)w[3];
+                f.begin = plan.logical_begin(s), f.end = plan.logical_end(s);
+                if (r != 0) continue;
+                CheckpointFileInfo& o = meta.files[sync_outer_file_index(meta, s)];
+                o.name = outer_file_name(s, group), o.bytes = w[4], o.crc32c = (uint32_t)w[5];
+                o.begin = f.begin, o.end = f.end;
+            }
             write_checkpoint_meta(dir, meta);  // last: the checkpoint is complete from here on
             apply_retention(out_, keep_last, keep_every, meta.step);
         }
         comm_.barrier();
     }
 
-    // --sync-every: this rank's replica (same world size: check_resume_compatible) and the outer state.
+    // --sync-every: this rank's replica (the same number of replicas: check_resume_compatible) and the outer state.
+    // The parameters are the replica's whole vector (its files tile it); m, v, master and the outer state are read
+    // for this rank's state range from whatever files of the checkpoint's layout overlap it.
     void load_replica(const std::string& dir, const CheckpointMeta& meta) {
         const uint64_t n = meta.num_params;
-        const size_t replica = 1 + (size_t)comm_.rank(), outer_file = meta.files.size() - 1;
+        const int replica = mesh_.replica_rank, group = meta.sync.shard_group;
         std::vector<float> host(n);
-        read_state_file(dir, meta, replica, 0, 0, n, host.data());
+        for (int s = 0; s < group; s++) read_state_file(dir, meta, sync_replica_file_index(meta, replica, s), 0, 0, n,
+                                                        host.data());
         model_.set_params(host);
+        const uint64_t lo = std::min<uint64_t>(opt_.state_offset(), n);
+        const uint64_t hi = std::min<uint64_t>(opt_.state_offset() + opt_.state_count(), n);
         float* arrays[3] = {opt_.m(), opt_.v(), opt_.master()};
         for (int which = 1; which < 4; which++) {
-            read_state_file(dir, meta, replica, which, 0, n, host.data());
-            be_.copy_to_device(arrays[which - 1], host.data(), n * sizeof(float));
+            for (int s = 0; s < group; s++)
+                read_state_file(dir, meta, sync_replica_file_index(meta, replica, s), which, lo, hi, host.data());
+            if (hi > lo) be_.copy_to_device(arrays[which - 1], host.data(), (hi - lo) * sizeof(float));
         }
-        read_state_file(dir, meta, outer_file, 0, 0, n, outer_->theta_last());
-        read_state_file(dir, meta, outer_file, 1, 0, n, outer_->momentum());
+        for (int s = 0; s < group; s++) {
+            read_state_file(dir, meta, sync_outer_file_index(meta, s), 0, lo, hi, outer_->theta_last());
+            read_state_file(dir, meta, sync_outer_file_index(meta, s), 1, lo, hi, outer_->momentum());
+        }
         outer_->set_last_sync_step(meta.sync.last_sync_step);
     }
 

@@ -101,7 +101,9 @@ nlohmann::json meta_to_json(const CheckpointMeta& m) {
     const GPT2Config& c = m.config;
     nlohmann::json j = {
         {"format", "llmc checkpoint"},
-        {"version", m.sync.every > 0 ? CHECKPOINT_META_VERSION_SYNC : CHECKPOINT_META_VERSION},
+        {"version", m.sync.every == 0          ? CHECKPOINT_META_VERSION
+                    : m.sync.shard_group == 1 ? CHECKPOINT_META_VERSION_SYNC
+                                              : CHECKPOINT_META_VERSION_SYNC_SHARDED},
         {CRC_KEY, CRC_PLACEHOLDER},
         {"step", m.step},
         {"model", {{"max_seq_len", c.max_seq_len}, {"vocab_size", c.vocab_size},
@@ -124,6 +126,7 @@ nlohmann::json meta_to_json(const CheckpointMeta& m) {
     if (m.sync.every > 0)
         j["sync"] = {{"every", m.sync.every}, {"outer_lr", m.sync.outer_lr}, {"outer_momentum", m.sync.outer_momentum},
                      {"last_sync_step", m.sync.last_sync_step}};
+    if (m.sync.every > 0 && m.sync.shard_group > 1) j["sync"]["shard_group"] = m.sync.shard_group;
     return j;
 }
 
@@ -174,18 +177,28 @@ LoaderPosition position_from_json(const nlohmann::json& j, const std::string& pa
     return p;
 }
 
-// The name entry i of "files" must have: model.bin (i = 0), then optim_<i - 1>.bin; with --sync-every
-// replica_<i - 1>.bin for each rank, then outer.bin.
+// The name entry i of "files" must have: model.bin (i = 0), then optim_<i - 1>.bin; with --sync-every the
+// replica files, replica by replica and shard by shard, then the outer files (sync_file_index()).
 std::string expected_file_name(size_t i, const CheckpointMeta& m) {
     char want[32];
     if (i == 0) return "model.bin";
-    if (m.sync.every > 0 && i == (size_t)m.world_size + 1) return OUTER_FILE_NAME;
-    std::snprintf(want, sizeof want, m.sync.every > 0 ? "replica_%05zu.bin" : "optim_%05zu.bin", i - 1);
-    return want;
+    if (m.sync.every == 0) {
+        std::snprintf(want, sizeof want, "optim_%05zu.bin", i - 1);
+        return want;
+    }
+    const int n = m.sync.shard_group;
+    if (i > (size_t)m.world_size) return outer_file_name((int)(i - 1 - (size_t)m.world_size), n);
+    return replica_file_name((int)((i - 1) / (size_t)n), (int)((i - 1) % (size_t)n), n);
 }
 
-// Entry i of "files": model.bin (i = 0), an optimizer file whose range starts where the previous one ended, or
-// (--sync-every) a replica file or outer.bin, each over the whole [0, num_params).
+// The files that tile [0, num_params) together, in order: every optimizer file; with --sync-every, the N files of
+// each replica, and the N outer files (N = ranks per replica).
+size_t tile_size(const CheckpointMeta& m) {
+    return m.sync.every > 0 ? (size_t)m.sync.shard_group : (size_t)m.world_size;
+}
+
+// Entry i of "files": model.bin (i = 0), else a state file whose range starts where the previous file of its tile
+// ended (tile_size(): the optimizer files, a replica's files, the outer files).
 CheckpointFileInfo file_from_json(const nlohmann::json& jf, size_t i, const CheckpointMeta& m,
                                   const std::string& path) {
     const std::string at = "files[" + std::to_string(i) + "]";
@@ -200,14 +213,13 @@ CheckpointFileInfo file_from_json(const nlohmann::json& jf, size_t i, const Chec
     if (i > 0) {
         f.begin = (uint64_t)int_field(jf, "begin", at + ".begin", 0, LIMIT, path);
         f.end = (uint64_t)int_field(jf, "end", at + ".end", 0, LIMIT, path);
-        // The optimizer files tile [0, num_params) in order (so no range below wraps around).
-        const uint64_t next = i == 1 || m.sync.every > 0 ? 0 : m.files.back().end;
-        const uint64_t end = m.sync.every > 0 ? m.num_params : f.end;
-        if (f.begin != next || f.end < f.begin || f.end > m.num_params || f.end != end)
-            fail("%s: %s covers [%llu, %llu), expected a range starting at %llu within %llu parameters%s",
+        // Each tile's files follow each other in order (so no range below wraps around); tiles_cover() checks that
+        // the last one ends at num_params.
+        const uint64_t next = (i - 1) % tile_size(m) == 0 ? 0 : m.files.back().end;
+        if (f.begin != next || f.end < f.begin || f.end > m.num_params)
+            fail("%s: %s covers [%llu, %llu), expected a range starting at %llu within %llu parameters",
                  path.c_str(), f.name.c_str(), (unsigned long long)f.begin, (unsigned long long)f.end,
-                 (unsigned long long)next, (unsigned long long)m.num_params,
-                 m.sync.every > 0 ? " (with --sync-every: all of them)" : "");
+                 (unsigned long long)next, (unsigned long long)m.num_params);
         expected_bytes = OPTIM_HEADER_BYTES + (uint64_t)state_file_arrays(f.name) * 4 * (f.end - f.begin);
     }
     if (f.bytes != expected_bytes)
@@ -216,11 +228,32 @@ CheckpointFileInfo file_from_json(const nlohmann::json& jf, size_t i, const Chec
     return f;
 }
 
-// Version 3's "sync" (--sync-every); version 2 has none.
-SyncMeta sync_from_json(const nlohmann::json& j, int version, int step, const std::string& path) {
+// Every tile of files (tile_size()) ends at num_params.
+void check_tiles_cover(const CheckpointMeta& m, const std::string& path) {
+    const size_t tile = tile_size(m);
+    for (size_t last = tile; last < m.files.size(); last += tile) {
+        if (m.files[last].end == m.num_params) continue;
+        const size_t t = (last - 1) / tile;
+        const std::string which = m.sync.every == 0 ? "optimizer files"
+                                  : last > (size_t)m.world_size ? "outer files"
+                                                                : "files of replica " + std::to_string(t);
+        fail("%s: the %s cover %llu of %llu parameters", path.c_str(), which.c_str(),
+             (unsigned long long)m.files[last].end, (unsigned long long)m.num_params);
+    }
+}
+
+// Version 3's and 4's "sync" (--sync-every; 4 adds shard_group, ranks per replica, a divisor of world_size);
+// version 2 has none.
+SyncMeta sync_from_json(const nlohmann::json& j, int version, int step, int world_size, const std::string& path) {
     SyncMeta s;
-    if (version != CHECKPOINT_META_VERSION_SYNC) return s;
+    if (version == CHECKPOINT_META_VERSION) return s;
     const nlohmann::json& js = field(j, "sync", "sync", path);
+    if (version == CHECKPOINT_META_VERSION_SYNC_SHARDED) {
+        s.shard_group = (int)int_field(js, "shard_group", "sync.shard_group", 2, world_size, path);
+        if (world_size % s.shard_group != 0)
+            fail("%s: field \"sync.shard_group\" is %d, which does not divide world_size %d", path.c_str(),
+                 s.shard_group, world_size);
+    }
     s.every = (int)int_field(js, "every", "sync.every", 1, I32_MAX, path);
     s.last_sync_step = (int)int_field(js, "last_sync_step", "sync.last_sync_step", 0, step, path);
     for (const char* key : {"outer_lr", "outer_momentum"}) {
@@ -239,9 +272,9 @@ CheckpointMeta meta_from_json_unchecked(const nlohmann::json& j, const std::stri
     if (format != "llmc checkpoint")
         fail("%s: not a checkpoint metadata file (format \"%s\")", path.c_str(), format.c_str());
     const int version = (int)int_field(j, "version", "version", 0, I32_MAX, path);
-    if (version != CHECKPOINT_META_VERSION && version != CHECKPOINT_META_VERSION_SYNC)
-        fail("%s: metadata version %d, this program reads versions %d and %d%s", path.c_str(), version,
-             CHECKPOINT_META_VERSION, CHECKPOINT_META_VERSION_SYNC,
+    if (version < CHECKPOINT_META_VERSION || version > CHECKPOINT_META_VERSION_SYNC_SHARDED)
+        fail("%s: metadata version %d, this program reads versions %d to %d%s", path.c_str(), version,
+             CHECKPOINT_META_VERSION, CHECKPOINT_META_VERSION_SYNC_SHARDED,
              version == 1 ? " (version 1 has no checksum of its own)" : "");
     m.step = (int)int_field(j, "step", "step", 1, I32_MAX, path);
     m.config = model_from_json(j, path);
@@ -257,16 +290,15 @@ CheckpointMeta meta_from_json_unchecked(const nlohmann::json& j, const std::stri
     m.guard = field(j, "guard", "guard", path);
     if (!m.guard.is_object()) fail("%s: field \"guard\" is %s, expected an object", path.c_str(), shown(m.guard).c_str());
     m.metrics_bytes = (int64_t)int_field(j, "metrics_bytes", "metrics_bytes", -1, LIMIT, path);
-    m.sync = sync_from_json(j, version, m.step, path);
+    m.sync = sync_from_json(j, version, m.step, m.world_size, path);
     const nlohmann::json& files = field(j, "files", "files", path);
-    const size_t nfiles = (size_t)m.world_size + (m.sync.every > 0 ? 2 : 1);
+    const size_t nfiles = 1 + (size_t)m.world_size + (m.sync.every > 0 ? (size_t)m.sync.shard_group : 0);
     if (!files.is_array() || files.size() != nfiles)
         fail("%s: field \"files\" must list model.bin and one %s file per writing rank (%d)%s", path.c_str(),
-             m.sync.every > 0 ? "replica" : "optimizer", m.world_size, m.sync.every > 0 ? ", then outer.bin" : "");
+             m.sync.every > 0 ? "replica" : "optimizer", m.world_size,
+             m.sync.every == 0 ? "" : m.sync.shard_group == 1 ? ", then outer.bin" : ", then the outer files");
     for (size_t i = 0; i < files.size(); i++) m.files.push_back(file_from_json(files[i], i, m, path));
-    if (m.sync.every == 0 && m.files.back().end != m.num_params)
-        fail("%s: the optimizer files cover %llu of %llu parameters", path.c_str(),
-             (unsigned long long)m.files.back().end, (unsigned long long)m.num_params);
+    check_tiles_cover(m, path);
     return m;
 }
 
@@ -352,6 +384,17 @@ std::string verify_checkpoint_file(const std::string& dir, const CheckpointMeta&
     return "";
 }
 
+namespace {
+
+// "4 ranks as 2 replicas of 2 ranks"
+std::string describe_replicas(const CheckpointMeta& m) {
+    const int n = m.sync.shard_group;
+    return std::to_string(m.world_size) + " rank(s) as " + std::to_string(m.sync.replicas(m.world_size)) +
+           " replica(s) of " + std::to_string(n) + (n == 1 ? " rank" : " ranks");
+}
+
+}  // namespace
+
 void check_resume_compatible(const CheckpointMeta& s, const CheckpointMeta& n, const std::string& dir) {
     if (!(s.config == n.config))
         throw ResumeMismatch(dir + ": written for model " + s.config.describe() + ", this run has " +
@@ -375,12 +418,13 @@ void check_resume_compatible(const CheckpointMeta& s, const CheckpointMeta& n, c
                              " --outer-momentum " + std::to_string(s.sync.outer_momentum) + ", this run has " +
                              std::to_string(n.sync.outer_lr) + " and " + std::to_string(n.sync.outer_momentum) +
                              "; resume with the same values");
-    // Each rank is a replica with its own AdamW state and, mid-period, its own parameters: they resume only on
-    // the same number of replicas.
-    if (s.sync.every > 0 && s.world_size != n.world_size)
-        throw ResumeMismatch(dir + ": written by " + std::to_string(s.world_size) + " ranks with --sync-every " +
-                             std::to_string(s.sync.every) + " (one replica per rank), this run has " +
-                             std::to_string(n.world_size) + " ranks; resume on " + std::to_string(s.world_size));
+    // Each replica has its own AdamW state and, mid-period, its own parameters: they resume only on the same number
+    // of replicas. A replica's state is stored by logical ranges, so its ranks per replica may change.
+    if (s.sync.every > 0 && s.sync.replicas(s.world_size) != n.sync.replicas(n.world_size))
+        throw ResumeMismatch(dir + ": written by " + describe_replicas(s) + " with --sync-every " +
+                             std::to_string(s.sync.every) + ", this run has " + describe_replicas(n) +
+                             "; a --sync-every checkpoint resumes on the same number of replicas (ranks / "
+                             "--shard-group), with any number of ranks per replica");
     if (!(s.train_data == n.train_data))
         throw ResumeMismatch(dir + ": written for training data of " + describe(s.train_data) + ", this run's -i has " +
                              describe(n.train_data) + "; resume with the same files");
@@ -404,16 +448,29 @@ uint64_t get_u64(const int32_t* h) {
 
 }  // namespace
 
-std::string replica_file_name(int rank) {
-    char name[32];
-    std::snprintf(name, sizeof name, "replica_%05d.bin", rank);
+std::string replica_file_name(int replica, int shard, int shard_group) {
+    char name[48];
+    if (shard_group == 1) std::snprintf(name, sizeof name, "replica_%05d.bin", replica);
+    else std::snprintf(name, sizeof name, "replica_%05d_shard_%05d.bin", replica, shard);
+    return name;
+}
+
+std::string outer_file_name(int shard, int shard_group) {
+    if (shard_group == 1) return OUTER_FILE_NAME;
+    char name[40];
+    std::snprintf(name, sizeof name, "outer_shard_%05d.bin", shard);
     return name;
 }
 
 int state_file_arrays(const std::string& name) {
-    if (name == OUTER_FILE_NAME) return 2;
+    if (name.rfind("outer", 0) == 0) return 2;
     return name.rfind("replica_", 0) == 0 ? 4 : 3;
 }
+
+size_t sync_replica_file_index(const CheckpointMeta& m, int replica, int shard) {
+    return 1 + (size_t)replica * (size_t)m.sync.shard_group + (size_t)shard;
+}
+size_t sync_outer_file_index(const CheckpointMeta& m, int shard) { return 1 + (size_t)m.world_size + (size_t)shard; }
 
 namespace {
 

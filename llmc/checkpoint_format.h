@@ -9,10 +9,15 @@
 //                        The ranges are ShardPlan::logical_begin/end of the writer's plan, for every ZeRO stage (with
 //                        ZeRO 0 every rank holds everything but writes only its own range: the writes run in
 //                        parallel and every stage produces the same files)
-//   replica_<rank>.bin   with --sync-every (meta.json version 3) instead of the optimizer files: every rank's own
-//                        replica over [0, num_params): its parameters (fp32), m, v, master
-//   outer.bin            with --sync-every: the outer optimizer's theta_last and momentum over [0, num_params), by
-//                        rank 0 (llmc/outer_sync.h)
+//   replica_<r>.bin      with --sync-every, replicas of one rank each (meta.json version 3) instead of the
+//                        optimizer files: replica r's parameters (fp32), m, v, master over [0, num_params)
+//   outer.bin            ... and the outer optimizer's theta_last and momentum over [0, num_params) (llmc/outer_sync.h)
+//   replica_<r>_shard_<s>.bin, outer_shard_<s>.bin
+//                        with --sync-every and --shard-group N > 1 (version 4): replica r is a sharding group of N
+//                        ranks; the rank at shard s writes its shard's logical range [begin, end) of the replica's
+//                        parameters, m, v, master, and replica 0's rank at shard s the outer state of that range.
+//                        Version 3 is the case N = 1 of this layout: each replica's files, and the outer files, tile
+//                        [0, num_params) in shard order.
 //   meta.json            written last, by rank 0, once every rank's files are on disk: step, model shape, the flags
 //                        that must match on resume, data-loader position, StepGuard state (outlier windows, bad-step
 //                        count), metrics.jsonl's length, world size, ZeRO stage, and each file's size and CRC-32C.
@@ -42,9 +47,11 @@ constexpr int OPTIM_STATE_MAGIC = 20241106;
 constexpr int OPTIM_STATE_VERSION = 1;
 constexpr int SYNC_STATE_MAGIC = 20241107;  // replica_<rank>.bin and outer.bin: the optimizer file's header layout
 // 2: meta.json carries its own checksum; train_data. 3: a run with --sync-every: "sync" and its files (version 2 is
-// still written without it, and read)
+// still written without it, and read). 4: --sync-every with replicas of N > 1 ranks: "sync.shard_group" and the
+// per-shard files (version 3 is still written for replicas of one rank, and read).
 constexpr int CHECKPOINT_META_VERSION = 2;
 constexpr int CHECKPOINT_META_VERSION_SYNC = 3;
+constexpr int CHECKPOINT_META_VERSION_SYNC_SHARDED = 4;
 constexpr const char* CHECKPOINT_META_NAME = "meta.json";
 
 struct CheckpointFileInfo {
@@ -59,6 +66,8 @@ struct SyncMeta {
     int every = 0;
     float outer_lr = 0, outer_momentum = 0;
     int last_sync_step = 0;  // the step after which the last outer step ran (0: none yet)
+    int shard_group = 1;     // N: ranks per replica (--shard-group; 1 in version 3); replicas = world_size / N
+    int replicas(int world_size) const { return world_size / shard_group; }
 };
 
 struct CheckpointMeta {
@@ -77,8 +86,8 @@ struct CheckpointMeta {
     nlohmann::json guard;         // StepGuard::state()
     int64_t metrics_bytes = -1;   // metrics.jsonl's length after step `step`'s line (-1: no metrics file)
     SyncMeta sync;                // must match too (the period, the outer optimizer; and then the world size)
-    // model.bin first, then the optimizer files in writer-rank order (with --sync-every: the replica files in rank
-    // order, then outer.bin)
+    // model.bin first, then the optimizer files in writer-rank order (with --sync-every: the replica files, replica
+    // by replica and shard by shard within one, then the outer files in shard order; sync_file_index())
     std::vector<CheckpointFileInfo> files;
 };
 
@@ -104,14 +113,21 @@ struct ResumeMismatch : Error {
 };
 // Throws ResumeMismatch with a message naming the flag when `saved` (the checkpoint) and `now` (this run) differ
 // in anything that must match: model shape, -b, -t, -d, --seed, --shuffle, -a, the training data (-i),
-// --sync-every, --outer-lr, --outer-momentum, and with --sync-every the world size (every rank is a replica).
+// --sync-every, --outer-lr, --outer-momentum, and with --sync-every the number of replicas (world size / ranks per
+// replica; the ranks per replica, and so the world size, may change).
 void check_resume_compatible(const CheckpointMeta& saved, const CheckpointMeta& now, const std::string& dir);
 
-// The file names of --sync-every's state ("replica_00003.bin", "outer.bin") and the arrays a state file holds
-// (optim_*: 3, m v master; replica_*: 4, params m v master; outer.bin: 2, theta_last momentum).
-std::string replica_file_name(int rank);
+// The file names of --sync-every's state (replicas of one rank: "replica_00003.bin", "outer.bin"; of N > 1 ranks:
+// "replica_00001_shard_00002.bin", "outer_shard_00002.bin") and the arrays a state file holds (optim_*: 3, m v
+// master; replica_*: 4, params m v master; outer*: 2, theta_last momentum).
+std::string replica_file_name(int replica, int shard = 0, int shard_group = 1);
+std::string outer_file_name(int shard = 0, int shard_group = 1);
 constexpr const char* OUTER_FILE_NAME = "outer.bin";
 int state_file_arrays(const std::string& name);
+// With --sync-every: the index in CheckpointMeta::files of replica `replica`'s file of shard `shard`, and of the outer
+// file of shard `shard` (0 <= shard < shard_group).
+size_t sync_replica_file_index(const CheckpointMeta& m, int replica, int shard);
+size_t sync_outer_file_index(const CheckpointMeta& m, int shard);
 
 // Writes one optimizer-state file (or, by its name, a replica or outer file) atomically: `fetch(which, offset,
 // count, dst)` copies `count` floats of array `which` (0 = m, 1 = v, 2 = master for an optimizer file) starting at

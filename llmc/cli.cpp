@@ -84,12 +84,12 @@ void validate_sync_options(const TrainOptions& o) {
     if (!(o.outer_lr > 0.0f && o.outer_lr <= 16.0f)) fail("--outer-lr %g: must be in (0, 16]", o.outer_lr);
     if (!(o.outer_momentum >= 0.0f && o.outer_momentum < 1.0f))
         fail("--outer-momentum %g: must be in [0, 1)", o.outer_momentum);
+    // With --shard-group the replicas are sharding groups (docs/distributed.md, "Periodic synchronisation"): their
+    // gradients are reduced within the group only, where a bf16 wire saves nothing worth its rounding.
     if (o.sync_every > 0 && o.reduce_dtype != "fp32")
-        fail("--reduce-dtype %s with --sync-every %d: gradients are not reduced across ranks then (each rank trains "
-             "its own replica); the outer step averages fp32 parameters", o.reduce_dtype.c_str(), o.sync_every);
-    if (o.sync_every > 0 && !o.shard_group.empty())
-        fail("--shard-group %s with --sync-every %d: replicas of several ranks are not implemented (with --sync-every "
-             "every rank is its own replica; docs/distributed.md)", o.shard_group.c_str(), o.sync_every);
+        fail("--reduce-dtype %s with --sync-every %d: gradients are not reduced across replicas then (each rank, or "
+             "with --shard-group each sharding group, trains its own replica); the outer step averages fp32 "
+             "parameters", o.reduce_dtype.c_str(), o.sync_every);
 }
 }  // namespace
 
@@ -157,12 +157,14 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("init-method", "-pi: auto, mpi or fs", s(o.init_method))
         ("reduce-dtype", "the type gradients are reduced in across ranks: fp32 or bf16 (half the bytes; "
                          "accumulation stays fp32)", s(o.reduce_dtype))
-        ("sync-every", "H > 0: no gradient reduction across ranks; every rank trains its own replica and every H "
-                       "steps an outer Nesterov step averages them (0: off)", v(o.sync_every))
+        ("sync-every", "H > 0: no gradient reduction across replicas; every rank (with --shard-group: every "
+                       "sharding group) trains its own replica and every H steps an outer Nesterov step averages "
+                       "them (0: off)", v(o.sync_every))
         ("outer-lr", "--sync-every's outer learning rate", v(o.outer_lr))
         ("outer-momentum", "--sync-every's outer Nesterov momentum, in [0, 1)", v(o.outer_momentum))
         ("shard-group", "hybrid sharding: ZeRO within groups of N ranks (or node: the ranks of one node), gradient "
-                        "shards all-reduced across the groups (default: one group of every rank)", s(o.shard_group))
+                        "shards all-reduced across the groups (with --sync-every: each group is a replica) "
+                        "(default: one group of every rank)", s(o.shard_group))
         ("num-processes", "-pn: world size override", v(o.num_processes))
         ("process-rank", "-pr: rank override", v(o.process_rank))
         ("gpus-per-node", "-pg: GPUs per node override", v(o.gpus_per_node))

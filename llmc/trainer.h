@@ -115,8 +115,9 @@ private:
         make_optimizers();
         schedule_ = schedule_for(o_, max_steps_);
         run_id_ = run_identity(o_, shape_, max_steps_, data_.train_summary);
+        if (outer_) run_id_.sync.shard_group = replica_mesh().shard_size;
         if (!o_.output_dir.empty())
-            ckpt_ = std::make_unique<Checkpointer<Backend>>(o_.output_dir, be_, comm_, *model_, *opt_, groups_.mesh,
+            ckpt_ = std::make_unique<Checkpointer<Backend>>(o_.output_dir, be_, comm_, *model_, *opt_, replica_mesh(),
                                                             outer_.get());
         const bool resumed = resume_or_start(earlier);
         if (resumed)  // the choices the resumed run made, if it recorded them: reused, not timed again
@@ -127,10 +128,7 @@ private:
         flops_token_ = flops_per_token(shape_.cfg, model_->num_params(), shape_.T);
         const char* origin = shape_.from_file ? o_.model.c_str() : resumed ? "from the checkpoint" : "fresh GPT-2 init";
         if (rank_ == 0) print_startup(o_, shape_, groups_.mesh, *model_, *opt_, *data_.train, schedule_, origin);
-        if (rank_ == 0 && outer_)
-            std::printf("sync       every %d steps: outer SGD, lr %g, Nesterov momentum %g, over %d replicas (one "
-                        "per rank); the gradients are not reduced across ranks\n",
-                        o_.sync_every, o_.outer_lr, o_.outer_momentum, comm_.world_size());
+        if (rank_ == 0 && outer_) print_sync_line();
         if (o_.show_placement) print_placement(comm_, be_, shape_, groups_.mesh, *data_.train, *opt_);
         loss_acc_ = std::make_unique<DeviceArray<Backend, float>>(be_, 1);
         if (data_.val)
@@ -139,29 +137,53 @@ private:
                 loss_acc_->get(), std::move(hellaswag));
     }
 
-    // The optimizer: AdamW over the run's comm; with --sync-every every rank is a replica of its own (AdamW over a
-    // one-rank comm: no gradient reduction, the whole state local) and the outer optimizer joins the replicas over
-    // the run's comm (llmc/outer_sync.h). A replica of several ranks would give the inner AdamW the replica's comm
-    // and the outer optimizer the comm that joins the ranks holding the same shard in every replica.
+    // The optimizer (docs/distributed.md, "Periodic synchronisation"):
+    //   no --sync-every   AdamW sharded over the sharding group, gradient shards all-reduced across the groups (one
+    //                     group of every rank by default: flat ZeRO)
+    //   --sync-every      every rank is a replica of its own: AdamW over a one-rank comm (no gradient reduction, the
+    //                     whole state local); the outer optimizer joins the replicas over the run's comm
+    //   and --shard-group a replica is a sharding group: AdamW sharded over the group, its gradients reduced within
+    //                     it and never across groups; the outer optimizer averages each rank's shard over the
+    //                     replica comm (the ranks holding that shard in every group; a one-rank comm with one group)
     void make_optimizers() {
-        if (o_.sync_every > 0) replica_comm_ = create_replica_comm(be_);
-        // Without --sync-every the optimizer shards over the sharding group and reduces across groups (one group of
-        // every rank by default); with it, over the replica's own rank.
-        Comm& inner = replica_comm_ ? *replica_comm_ : *groups_.shard;
+        const bool sync = o_.sync_every > 0, grouped = sync && !o_.shard_group.empty();
+        if (sync && (!grouped || !groups_.replica)) single_comm_ = create_replica_comm(be_);
+        Comm& inner = sync && !grouped ? *single_comm_ : *groups_.shard;
         opt_ = std::make_unique<Optimizer<Backend>>(be_, *model_, inner, optim_config_for(o_), shape_.zero_stage,
-                                                    o_.seed, 128, replica_comm_ ? nullptr : groups_.replica);
-        if (o_.sync_every <= 0) return;
+                                                    o_.seed, 128, sync ? nullptr : groups_.replica);
+        if (!sync) return;
         OuterSyncConfig oc;
         oc.every = o_.sync_every, oc.lr = o_.outer_lr, oc.momentum = o_.outer_momentum;
-        outer_ = std::make_unique<OuterSync<Backend>>(be_, *opt_, comm_, oc);
+        Comm& outer = !grouped ? comm_ : groups_.replica ? *groups_.replica : *single_comm_;
+        outer_ = std::make_unique<OuterSync<Backend>>(be_, *opt_, outer, oc);
+    }
+
+    // Where this rank sits among the replicas: with --sync-every and --shard-group the sharding groups are the
+    // replicas (groups_.mesh); with --sync-every alone every rank is one, a group of one rank in rank order (the data
+    // rank, as without --shard-group, is the rank). Without --sync-every: the sharding groups.
+    DpMesh replica_mesh() const {
+        if (!outer_ || !o_.shard_group.empty()) return groups_.mesh;
+        DpMesh m;
+        m.world_size = m.replicas = comm_.world_size();
+        m.replica_rank = m.dp_rank = rank_;
+        return m;
+    }
+
+    void print_sync_line() const {
+        const DpMesh m = replica_mesh();
+        std::printf("sync       every %d steps: outer SGD, lr %g, Nesterov momentum %g, over %d replica(s) of %d "
+                    "rank(s); gradients are not reduced across replicas; each outer step all-reduces %zu fp32 "
+                    "parameters per rank across them\n",
+                    o_.sync_every, o_.outer_lr, o_.outer_momentum, m.replicas, m.shard_size,
+                    outer_->reduced_count());
     }
 
     // Rank 0 at the end of a multi-rank run: the bytes it handed to collectives (docs/distributed.md compares them).
     void print_traffic() {
         const CommCounters& c = comm_.counters;
         if (outer_)
-            std::printf("outer sync: %llu outer steps of %zu fp32 parameters\n",
-                        (unsigned long long)outer_->outer_steps(), outer_->count());
+            std::printf("outer sync: %llu outer steps of %zu fp32 parameters (rank 0's range)\n",
+                        (unsigned long long)outer_->outer_steps(), outer_->reduced_count());
         else  // bytes on the wire, for --reduce-dtype and --shard-group (docs/distributed.md)
             std::printf("gradient reduction: %llu bytes handed to collectives by rank 0 (%s)%s\n",
                         (unsigned long long)opt_->reducer().reduced_bytes(), dtype_name(opt_->reducer().wire_dtype()),
@@ -385,8 +407,8 @@ private:
     DpGroups groups_;                                // the sharding groups' comms (before opt_: it outlives it)
     std::unique_ptr<BatchLookahead> batches_;        // the training loader's micro-batches, one read ahead
     std::unique_ptr<GPT2<Backend>> model_;
-    std::unique_ptr<Comm> replica_comm_;             // --sync-every: the replica's own one-rank comm
-    std::unique_ptr<Optimizer<Backend>> opt_;        // over replica_comm_ with --sync-every, else over comm_
+    std::unique_ptr<Comm> single_comm_;              // --sync-every: a one-rank comm (make_optimizers)
+    std::unique_ptr<Optimizer<Backend>> opt_;        // over the sharding group, or single_comm_ (make_optimizers)
     std::unique_ptr<OuterSync<Backend>> outer_;      // --sync-every's outer optimizer (null without)
     int max_steps_ = 0;
     ScheduleConfig schedule_;

@@ -272,7 +272,11 @@ void print_startup(const TrainOptions& o, const RunShape& s, const DpMesh& mesh,
                 sc.total_steps, o.overfit_single_batch ? " (overfitting one batch)" : "");
     std::printf("schedule   %s\n", describe_schedule(sc).c_str());
     std::printf("flops      %s\n", describe_flops_per_token(s.cfg, model.num_params(), s.T).c_str());
-    if (mesh.hybrid()) {  // rank 0's shard, all-reduced across the groups once per step (ring: 2 (R-1)/R of it)
+    if (mesh.hybrid() && o.sync_every > 0)  // the groups are replicas: the sync line (llmc/trainer.h) follows
+        std::printf("sharding   %d group(s) of %d rank(s) (--shard-group): ZeRO within a group (the plan below); each "
+                    "group is a replica of --sync-every: no gradient crosses the groups\n",
+                    mesh.replicas, mesh.shard_size);
+    else if (mesh.hybrid()) {  // rank 0's shard, all-reduced across the groups once per step (ring: 2 (R-1)/R of it)
         const ShardPlan& p = opt.plan();
         const double R = mesh.replicas, shard_bytes = (double)(p.logical_end(0) - p.logical_begin(0)) *
                                                       (o.reduce_dtype == "bf16" ? 2.0 : 4.0);

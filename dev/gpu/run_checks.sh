@@ -24,8 +24,9 @@
 #  10. the simulator's device profile against this GPU's reported limits, and the resource check against its driver
 #      (dev/gpu/driver_check.py: every kernel's registers and shared memory as the driver sees them, and every launch
 #      configuration the simulated profiles ran, at its __launch_bounds__ too, accepted by the driver)
-#  11. the classifier in chunks of 4096 rows against one chunk of the whole batch (step time, peak memory), and the
-#      column sums in two stages against the one-stage kernel (dev/cuda/reduce.cu)
+#  11. the classifier in chunks of 4096 rows against one chunk of the whole batch (step time, peak memory), the
+#      classifier kernel that prefetches the next row against one block per row (dev/cuda/classifier.cu: same bits on
+#      every row, then both timed), and the column sums in two stages against the one-stage kernel (dev/cuda/reduce.cu)
 set -u
 cd "$(dirname "$0")/../.."
 B=.gpu_bundle
@@ -204,7 +205,7 @@ for d in sorted(glob.glob(os.path.join(sys.argv[1], "run_124M_B*"))):
 PY
 grep -h "tokens/s\|MiB" "$LOGS"/pytorch_124M*.log "$LOGS"/gpt2_124M_B*.log 2>/dev/null | head -20 >>"$summary"
 grep -h "attention\|# check\|sdpa\|^# new\|^# before\|^# backward" "$LOGS"/kernel_attention.log "$LOGS"/pytorch_sdpa.log 2>/dev/null >>"$summary"
-grep -h "column_sums_into\|fused_classifier" "$LOGS"/kernel_reduce.log "$LOGS"/kernel_classifier.log 2>/dev/null >>"$summary"
+grep -h "column_sums_into\|fused_classifier\|prefetch" "$LOGS"/kernel_reduce.log "$LOGS"/kernel_classifier.log 2>/dev/null >>"$summary"
 for d in "$WORK"/run_*; do [ -f "$d/metrics.jsonl" ] && cp "$d/metrics.jsonl" "$LOGS/$(basename "$d").metrics.jsonl"; done
 tar czf "$RES/logs.tgz" -C "$WORK" logs
 cat "$summary"

@@ -108,10 +108,21 @@ MUTATIONS = [
         "the classifier combines all 32 per-warp slots, also unwritten ones"),
     Mutation(
         "classifier-target-read-after-overwrite", "shared", "llmc/cuda/classifier.cuh",
-        "    const float x_target = threadIdx.x == 0 && valid ? to_float(x[target]) : 0.0f;\n",
-        "#define x_target (valid ? to_float(x[target]) : 0.0f)\n",
+        "    if (threadIdx.x == 0) *loss = valid ? logf(s) + m - x_target : NAN;\n",
+        "    if (threadIdx.x == 0) *loss = valid ? logf(s) + m - to_float(x[target]) : NAN;\n",
         "thread 0 reads the target logit when it writes the loss, after the block's last barrier, when other "
         "threads may already have overwritten the row with the gradient"),
+    Mutation(
+        "classifier-prefetch-no-wait", "shared", "llmc/cuda/classifier.cuh",
+        "        cp_async_wait<0>();  // this thread's copies of row `row` have landed",
+        "        // (no wait)  this thread's copies of row `row` have landed",
+        "the prefetch kernel reads its shared-memory slots before its cp.async copies of the row have landed"),
+    Mutation(
+        "classifier-prefetch-partials-one-slot", "shared", "llmc/cuda/classifier.cuh",
+        "smax[parity], ssum[parity]);",
+        "smax[0], ssum[0]);",
+        "the prefetch kernel's consecutive rows share one pair of per-warp partial slots: a fast warp overwrites "
+        "them with the next row's while a slower warp still reads this row's"),
     Mutation(
         "reduce-column-sums-no-barrier", "shared", "llmc/cuda/reduce.cuh",
         "    for (int e = 0; e < W; e++) warp_sums[warp][lane * W + e] = acc[e];\n    __syncthreads();\n",
@@ -204,8 +215,8 @@ MUTATIONS = [
         "the last block of the layernorm backward runs past the last row"),
     Mutation(
         "reduce-column-sums-tail-write", "tail", "llmc/cuda/reduce.cuh",
-        "    if (warp == 0 && c < C) {\n",
-        "    if (warp == 0) {\n",
+        "    if (threadIdx.x < 32 && c < C) add_floats(out + c, s);\n",
+        "    if (threadIdx.x < 32) add_floats(out + c, s);\n",
         "column sums write the columns past C of the last column block"),
     Mutation(
         "encoder-wte-col-chunks-floor", "tail", "llmc/cuda/encoder.cuh",
@@ -261,8 +272,8 @@ MUTATIONS = [
         "the bias gradient's row-block partial sums accumulate in bf16"),
     Mutation(
         "reduce-column-sums-bf16-accumulation", "numerics", "llmc/cuda/reduce.cuh",
-        "            for (size_t w = 0; w < kColumnSumWarps; w++) s[e] += warp_sums[w][lane * W + e];\n",
-        "            for (size_t w = 0; w < kColumnSumWarps; w++) s[e] = to_float(to_bf16(s[e] + warp_sums[w][lane * W + e]));\n",
+        "            for (size_t w = 0; w < WARPS; w++) s[e] += warp_sums[w][lane * W + e];\n",
+        "            for (size_t w = 0; w < WARPS; w++) s[e] = to_float(to_bf16(s[e] + warp_sums[w][lane * W + e]));\n",
         "column sums add the warps' partials in bf16"),
     Mutation(
         "adamw-ignores-seed-offset", "numerics", "llmc/cuda/adamw.cuh",

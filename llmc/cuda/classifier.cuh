@@ -1,4 +1,4 @@
-// Fused classifier: softmax cross-entropy over the vocabulary and its gradient, one block per row, in place.
+// Fused classifier: softmax cross-entropy over the vocabulary and its gradient, one row per block at a time, in place.
 //
 // For row i (logits x, V real columns, Vp >= V stored columns, target y):
 //   mx = max_{j<V} x_j;   S = sum_{j<V} exp(x_j - mx)
@@ -6,16 +6,29 @@
 //   if write_dlogits:  x_j <- dloss * (exp(x_j - mx) / S - [j == y])  for j < V;   x_j <- 0 for V <= j < Vp
 // Thread t handles the packs t, t + blockDim, ... of W columns (W = 8: 16-byte loads and stores, when Vp is a
 // multiple of 8 and the row aligned; W = 1: the scalar path, chosen on the host) and keeps the first P in registers
-// (RowSlice): rows up to 8 x 8 x 1024 = 65536 columns (GPT-2's 50304 included) are read from memory once and
+// (RowSlice): rows up to 7 x 8 x 1024 = 57344 columns (GPT-2's 50304 included) are read from memory once and
 // written once. Pass 1 is an online softmax: per pack, the max of its real columns; if it exceeds the thread's
 // running max, the running sum is rescaled once by exp(old - new); then the pack's exponentials are added. The block
 // combines the (max, sum) pairs in a fixed tree. Pass 2 computes the probabilities from the registers and overwrites
 // the row (columns >= V, in the last packs, are masked). The probabilities are never stored.
+//
+// Two kernels run that per-row code (classifier_row), chosen on the host (classifier_launch):
+// - fused_classifier_prefetch_kernel (the vector path when its buffer fits the device): one persistent block per SM
+//   walks the rows r, r + grid, ... Its register packs arrive by cp.async in a shared-memory buffer; as soon as a
+//   thread has moved row r's packs from there into registers it issues the copies of row r + grid into the same
+//   slots, so the next row's 100 KB load overlaps this row's exponentials, reduction and stores (docs/cuda.md,
+//   "Classifier"). Each thread copies and reads only its own slots, so the buffer needs no barrier.
+// - fused_classifier_kernel: one block per row, the row loaded straight into registers (the scalar path, whose
+//   2-byte elements cp.async cannot copy, and rows whose buffer exceeds the device's shared memory).
+// Both give the same bits: the same threads hold the same packs and do the same arithmetic in the same order.
 #pragma once
 
 #include <cmath>
 
 #include "common.cuh"
+#include "device_limits.h"
+#include "loop_cap.h"
+#include "mma.cuh"
 
 namespace llmc {
 
@@ -30,17 +43,15 @@ __device__ __forceinline__ void softmax_combine(float& m, float& s, float m2, fl
 constexpr int kClassifierBlock = 1024;
 constexpr int kClassifierRegPacks = 7;  // rows up to 7 x 8 x 1024 = 57344 columns in registers (64 registers at most)
 
+// One row, once `slice` holds this thread's first P packs and reads any further ones from the row x in memory:
+// pass 1, the block's (max, sum), the loss, pass 2. x_target (thread 0 only) is x[target], read before the block's
+// first barrier of this row, so before any thread overwrites the row. smax / ssum: this row's __shared__ float[32]
+// pair (the per-warp partials).
 template <int W, int P>
-__global__ void __launch_bounds__(kClassifierBlock) fused_classifier_kernel(bf16* logits, float* losses, const int* targets,
-                                                                float dloss, size_t V, size_t Vp, bool write_dlogits) {
-    __shared__ float smax[32], ssum[32];
-    const size_t row = blockIdx.x;
-    bf16* x = logits + row * Vp;
-    const int target = targets[row];
+__device__ __forceinline__ void classifier_row(RowSlice<bf16, W, P>& slice, bf16* x, float* loss, int target,
+                                               float x_target, float dloss, size_t V, bool write_dlogits,
+                                               float* smax, float* ssum) {
     const bool valid = target >= 0 && (size_t)target < V;  // an invalid target gives a NaN loss, not a wild read
-    // Thread 0 reads x[target] before the reduction's barrier, so before anyone overwrites the row.
-    const float x_target = threadIdx.x == 0 && valid ? to_float(x[target]) : 0.0f;
-    RowSlice<bf16, W, P> slice(x, (unsigned)(Vp / W), threadIdx.x, blockDim.x);
     const unsigned num_real = (unsigned)V;
     float m = -3.402823466e38f, s = 0.0f;
     slice.for_each([&](int, unsigned j, const Pack<bf16, W>& p) {
@@ -75,7 +86,7 @@ LLMC_UNROLL
         float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
         softmax_combine(m, s, m2, s2);
     }
-    if (threadIdx.x == 0) losses[row] = valid ? logf(s) + m - x_target : NAN;
+    if (threadIdx.x == 0) *loss = valid ? logf(s) + m - x_target : NAN;
     if (!write_dlogits) return;
     const float inv = 1.0f / s;
     const unsigned tgt = (unsigned)target;
@@ -92,19 +103,137 @@ LLMC_UNROLL
     });
 }
 
-// Returns true when the vector path ran (Vp a multiple of 8 and the logits 16-byte aligned).
+template <int W, int P>
+__global__ void __launch_bounds__(kClassifierBlock) fused_classifier_kernel(bf16* logits, float* losses, const int* targets,
+                                                                float dloss, size_t V, size_t Vp, bool write_dlogits) {
+    __shared__ float smax[32], ssum[32];
+    const size_t row = blockIdx.x;
+    bf16* x = logits + row * Vp;
+    const int target = targets[row];
+    const bool valid = target >= 0 && (size_t)target < V;
+    // Thread 0 reads x[target] before the reduction's barrier, so before anyone overwrites the row.
+    const float x_target = threadIdx.x == 0 && valid ? to_float(x[target]) : 0.0f;
+    RowSlice<bf16, W, P> slice(x, (unsigned)(Vp / W), threadIdx.x, blockDim.x);
+    classifier_row(slice, x, losses + row, target, x_target, dloss, V, write_dlogits, smax, ssum);
+}
+
+// The copies of row x's register packs of this thread (packs threadIdx.x + k blockDim, k < P) into their slots of
+// the buffer (slot j at buffer + j W), as one cp.async group.
+template <int P>
+__device__ __forceinline__ void classifier_prefetch(bf16* buffer, const bf16* x, unsigned packs) {
+LLMC_UNROLL
+    for (int k = 0; k < P; k++) {
+        const unsigned j = threadIdx.x + k * blockDim.x;
+        if (j < packs) cp_async_16(buffer + j * kPackBf16, x + j * kPackBf16, true);
+    }
+    cp_async_commit();
+}
+
+// Persistent blocks (grid <= N): block b does the rows b, b + grid, ... The buffer (dynamic shared memory) holds the
+// register packs of one row: min(packs, P blockDim) slots of 16 bytes. Row r's packs beyond the registers (rows over
+// P 8 blockDim columns) come from memory as in fused_classifier_kernel. The (max, sum) partials alternate between two
+// slots by row: a warp may write row r + grid's partials while a slower warp still reads row r's, never row r - grid's
+// (every warp has passed row r's barrier, after its reads of row r - grid).
+template <int P>
+__global__ void __launch_bounds__(kClassifierBlock) fused_classifier_prefetch_kernel(
+    bf16* logits, float* losses, const int* targets, float dloss, size_t N, size_t V, size_t Vp, bool write_dlogits) {
+    constexpr int W = kPackBf16;
+    __shared__ float smax[2][32], ssum[2][32];
+    bf16* buffer = reinterpret_cast<bf16*>(dynamic_shared_floats());
+    const unsigned packs = (unsigned)(Vp / W);
+    size_t row = blockIdx.x;
+    classifier_prefetch<P>(buffer, logits + row * Vp, packs);
+    int target = targets[row];
+    float x_target = threadIdx.x == 0 && target >= 0 && (size_t)target < V ? to_float(logits[row * Vp + target]) : 0.0f;
+    for (int parity = 0; row < N; parity ^= 1) {
+        const size_t next = row + gridDim.x;
+        bf16* x = logits + row * Vp;
+        cp_async_wait<0>();  // this thread's copies of row `row` have landed (it reads only its own slots)
+        RowSlice<bf16, W, P> slice(buffer, packs, threadIdx.x, blockDim.x);
+        slice.src = x;  // packs beyond the registers: from the row in memory
+        // The slots just read are refilled with the next row. The shared loads above were issued first, and a
+        // copy writes its slot only when its global data arrives, hundreds of clocks later.
+        int target_next = 0;
+        if (next < N) {
+            classifier_prefetch<P>(buffer, logits + next * Vp, packs);
+            target_next = targets[next];
+        }
+        classifier_row(slice, x, losses + row, target, x_target, dloss, V, write_dlogits, smax[parity], ssum[parity]);
+        // The next row is untouched until this block reaches it: x[target] read now, used after its first barrier.
+        if (next < N && threadIdx.x == 0 && target_next >= 0 && (size_t)target_next < V)
+            x_target = to_float(logits[next * Vp + target_next]);
+        target = target_next;
+        row = next;
+    }
+}
+
+// Host: how fused_classifier runs on a device, chosen from the shape, the logits' alignment and the device's limits.
+struct ClassifierLaunch {
+    bool vector = false;    // W = 8 (16-byte packs); else the scalar path
+    bool prefetch = false;  // fused_classifier_prefetch_kernel; else fused_classifier_kernel (one block per row)
+    size_t block = 0;       // threads per block
+    size_t grid = 0;        // blocks: N, or the persistent blocks of the prefetch kernel
+    size_t smem = 0;        // dynamic shared memory of the prefetch kernel (its buffer), bytes
+};
+
+// Static shared memory of the prefetch kernel (two pairs of per-warp partials), counted against the same limits.
+constexpr size_t kClassifierPrefetchStatic = 2 * 2 * 32 * sizeof(float);
+
+// The buffer of one row's register packs: min(packs, P block) slots of 16 bytes (100,608 bytes at Vp = 50304).
+inline size_t classifier_prefetch_bytes(size_t packs, size_t block) {
+    const size_t slots = packs < kClassifierRegPacks * block ? packs : kClassifierRegPacks * block;
+    return slots * 16;
+}
+
+// The launch for N rows of Vp logits at `logits` on a device with `sm_count` SMs and limits d: the prefetch kernel on
+// the vector path when its buffer fits (grid: the blocks resident at once, at most N), else one block per row.
+inline ClassifierLaunch classifier_launch(size_t N, size_t Vp, const bf16* logits, const DeviceLimits& d,
+                                          int sm_count) {
+    ClassifierLaunch L;
+    L.vector = vector_ok(Vp, kPackBf16, logits);
+    const size_t packs = L.vector ? Vp / kPackBf16 : Vp;
+    L.block = packs >= kClassifierBlock ? kClassifierBlock : 32 * ceil_div(packs, 32);
+    L.grid = N;
+    if (!L.vector) return L;
+    // Registers: __launch_bounds__(1024) gives at most 64 per thread, so 1024 threads per SM at least.
+    const int by_registers = (int)(kClassifierBlock / L.block);
+    const size_t smem = classifier_prefetch_bytes(packs, L.block);
+    const int resident = resident_blocks(smem + kClassifierPrefetchStatic, by_registers, d);
+    if (resident == 0 || sm_count <= 0) return L;
+    const size_t blocks = loop_blocks_cap((size_t)sm_count * (size_t)resident);
+    L.prefetch = true;
+    L.grid = N < blocks ? N : blocks;
+    L.smem = smem;
+    return L;
+}
+
+// Runs `L` (from classifier_launch, or a test's variant of it); returns true when the vector path ran.
 inline bool fused_classifier(bf16* logits, float* losses, const int* targets, float dloss, size_t N, size_t V,
-                             size_t Vp, bool write_dlogits, cudaStream_t stream) {
+                             size_t Vp, bool write_dlogits, const ClassifierLaunch& L, cudaStream_t stream) {
     if (N == 0) return true;
     if (V == 0 || V > Vp) fail("fused_classifier: need 0 < V <= Vp (V=%zu, Vp=%zu)", V, Vp);
     check_row_length("fused_classifier", Vp);
-    const bool vec = vector_ok(Vp, kPackBf16, logits);
-    const size_t packs = vec ? Vp / kPackBf16 : Vp;
-    const size_t block = packs >= kClassifierBlock ? kClassifierBlock : 32 * ceil_div(packs, 32);
-    auto kernel = vec ? fused_classifier_kernel<kPackBf16, kClassifierRegPacks>
-                      : fused_classifier_kernel<1, kClassifierRegPacks>;
-    LLMC_LAUNCH(kernel, grid_size(N, 1), block, 0, stream, logits, losses, targets, dloss, V, Vp, write_dlogits);
-    return vec;
+    if (L.prefetch) {
+        if (!L.vector || L.grid == 0 || L.grid > N)
+            fail("fused_classifier: the prefetch kernel needs the vector path and 0 < grid <= N (grid=%zu, N=%zu)",
+                 L.grid, N);
+        auto kernel = fused_classifier_prefetch_kernel<kClassifierRegPacks>;
+        allow_dynamic_shared(kernel, L.smem);
+        LLMC_LAUNCH(kernel, grid_size(L.grid, 1), L.block, L.smem, stream, logits, losses, targets, dloss, N, V, Vp,
+                    write_dlogits);
+        return true;
+    }
+    auto kernel = L.vector ? fused_classifier_kernel<kPackBf16, kClassifierRegPacks>
+                           : fused_classifier_kernel<1, kClassifierRegPacks>;
+    LLMC_LAUNCH(kernel, grid_size(N, 1), L.block, 0, stream, logits, losses, targets, dloss, V, Vp, write_dlogits);
+    return L.vector;
+}
+
+// The launch classifier_launch chooses for this device.
+inline bool fused_classifier(bf16* logits, float* losses, const int* targets, float dloss, size_t N, size_t V,
+                             size_t Vp, bool write_dlogits, const DeviceLimits& d, int sm_count, cudaStream_t stream) {
+    return fused_classifier(logits, losses, targets, dloss, N, V, Vp, write_dlogits,
+                            classifier_launch(N, Vp, logits, d, sm_count), stream);
 }
 
 }  // namespace llmc

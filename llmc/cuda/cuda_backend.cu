@@ -298,7 +298,8 @@ void CudaBackend::attention_forward(act_t* out, float* state, const act_t* qkv, 
 
 void CudaBackend::fused_classifier(act_t* logits, float* losses, const int* targets, float dloss, size_t N, size_t V,
                                    size_t Vp, bool write_dlogits) {
-    count_path(llmc::fused_classifier(logits, losses, targets, dloss, N, V, Vp, write_dlogits, main_));
+    count_path(
+        llmc::fused_classifier(logits, losses, targets, dloss, N, V, Vp, write_dlogits, limits_, sm_count_, main_));
 }
 
 // ---- backward ----------------------------------------------------------------------------------------------------

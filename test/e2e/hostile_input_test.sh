@@ -138,7 +138,7 @@ fallback_case file-range-gap "the optimizer files cover 100 of" \
 fallback_case optim-header "optim_00000.bin: bad magic" \
     "import os; q = os.path.dirname(p) + '/optim_00000.bin'; b = bytearray(open(q, 'rb').read()); b[0] ^= 1; open(q, 'wb').write(b); refresh('optim_00000.bin')"
 fallback_case missing-field 'field "data" is missing' "del m['data']"
-fallback_case version-1 "metadata version 1, this program reads versions 2 and 3" "m['version'] = 1"
+fallback_case version-1 "metadata version 1, this program reads versions 2 to 4" "m['version'] = 1"
 # metrics.jsonl losing lines after the checkpoint's: the checkpoints whose lines are gone are skipped.
 d="$TMP/b_metrics_cut"; rm -rf "$d" && cp -r "$TMP/ref" "$d"
 head -n 11 "$TMP/ref/metrics.jsonl" >"$d/metrics.jsonl"   # up to step 8's val line: checkpoint 8's lines are all there

@@ -7,7 +7,8 @@ change that makes nvcc split those accesses (a lost alignment guarantee, a point
 nvcc-built object (no GPU needed) for each architecture in its fatbinary (sm_80 and sm_90) and checks, for each
 kernel in KERNELS below, that its SASS has a 128-bit global load (LDG.E.128 and its variants: LDG.E.128.CONSTANT,
 LDG.E.EL.128, ...) and, where listed, a 128-bit global store (STG.E.128). A kernel missing from the SASS fails too,
-so a renamed or deleted kernel has to be taken off (or renamed in) the list on purpose.
+so a renamed or deleted kernel has to be taken off (or renamed in) the list on purpose. Kernels in ASYNC_KERNELS load
+through shared memory with cp.async: they need 128-bit LDGSTS copies and 128-bit stores instead.
 
 Negative controls: the scalar-path instantiations (W = 1) must have no 128-bit global access. They show that the
 check tells the two apart (it can fail), and that the host really has a different path to fall back on.
@@ -56,6 +57,11 @@ KERNELS = [
     ("llmc::convert_kernel<4, true, float, float>", True),
     ("llmc::convert_kernel<8, false, __nv_bfloat16, float>", True),
     ("llmc::convert_kernel<8, false, float, __nv_bfloat16>", True),
+]
+# Kernels whose 16-byte loads go through shared memory by cp.async (LDGSTS.E.BYPASS.128 and its variants) and that
+# store 128-bit: the classifier's prefetch kernel (its plain loads are only the packs beyond the registers).
+ASYNC_KERNELS = [
+    "llmc::fused_classifier_prefetch_kernel<7>",
 ]
 # Scalar-path instantiations: must have no 128-bit global load or store.
 SCALAR_CONTROLS = [
@@ -232,6 +238,16 @@ def main():
             report(ok, name + " (%d LDG.128, %d STG.128)" % (loads, stores),
                    "%d 128-bit loads, %d 128-bit stores; global accesses: %s" % (
                        loads, stores, sorted({o for o in ops if o.startswith(("LDG", "STG"))})))
+        for kernel in ASYNC_KERNELS:
+            ops = by_name.get((arch, kernel))
+            name = "sass %s %s: 128-bit cp.async copies and global stores" % (arch, kernel)
+            if ops is None:
+                report(False, name, "kernel not found in the SASS")
+                continue
+            copies = sum(wide(o, "LDGSTS") for o in ops)
+            stores = sum(wide(o, "STG") for o in ops)
+            report(copies > 0 and stores > 0, name + " (%d LDGSTS.128, %d STG.128)" % (copies, stores),
+                   "global accesses: %s" % sorted({o for o in ops if o.startswith(("LDG", "STG"))}))
         for kernel in SCALAR_CONTROLS:
             ops = by_name.get((arch, kernel))
             name = "sass %s %s (scalar path): no 128-bit global access" % (arch, kernel)

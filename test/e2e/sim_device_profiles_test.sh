@@ -5,7 +5,8 @@
 #   C = 768,  NH = 12 (head size 64),  2 layers  (GPT-2 124M's width)
 #   C = 768,  NH = 6  (head size 128), 1 layer
 #   C = 1600, NH = 25 (head size 64),  1 layer   (GPT-2 1.5B's width: the layernorm backward's shared memory)
-# with tiny B, T and vocabulary. Every run must start, take its steps and write finite losses.
+# with tiny B, T and vocabulary. Every run must start, take its steps and write finite losses. Then the classifier at
+# GPT-2's vocabulary (build/test/sim_classifier_prefetch) under each profile.
 #
 # Across profiles, the step-1 loss (identical parameters and data, forward only) must agree with sm_90's to 1e-3
 # relative. Kernels may pick other tiles per architecture, which changes fp32 summation orders and can flip the bf16
@@ -21,6 +22,7 @@ TMP=build/test-tmp/sim_device_profiles
 rm -rf "$TMP" && mkdir -p "$TMP"
 BIN=build/train_gpt2_sim
 [ -x "$BIN" ] || { fail "$BIN" "not built"; finish; }
+[ -x build/test/sim_classifier_prefetch ] || { fail build/test/sim_classifier_prefetch "not built"; finish; }
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 3000 --val-tokens 600 >/dev/null \
     || { fail "make shards"; finish; }
 shapes=("L=2,NH=12,C=768,T=8,V=64" "L=1,NH=6,C=768,T=8,V=64" "L=1,NH=25,C=1600,T=8,V=64")
@@ -56,5 +58,16 @@ for dev in sm_90 sm_80 sm_86 sm_89; do
             fail "simulated trainer under $name" "$(grep -E 'cudasim:|error' "$out.log" | head -2 | tr '\n' ' ')"
         fi
     done
+done
+# The classifier at GPT-2's row (Vp = 50304: 1024 threads, a 100,608-byte prefetch buffer) under each profile: the
+# simulator refuses a launch over the profile's limits, and its launches go to the log for the resource check.
+for dev in sm_90 sm_80 sm_86 sm_89; do
+    log="$TMP/classifier_$dev.log"
+    if CUDASIM_DEVICE=$dev CUDASIM_LAUNCH_LOG="$TMP/launches.tsv" build/test/sim_classifier_prefetch >"$log" 2>&1 &&
+        grep -q "^PASS backend fused_classifier N=3 V=50257 Vp=50304 (prefetch kernel" "$log"; then
+        pass "classifier at Vp=50304 under $dev: the prefetch kernel launched, bitwise equal to one block per row"
+    else
+        fail "classifier at Vp=50304 under $dev" "$(grep -E 'FAIL|cudasim:|error' "$log" | head -2 | tr '\n' ' ')"
+    fi
 done
 finish

@@ -2,7 +2,8 @@
 # --sync-every H (llmc/outer_sync.h, docs/distributed.md "Periodic synchronisation") on the CPU trainer under mpirun:
 # a tiny model (L=2, C=32, V=64: 30,080 parameters, a multiple of 128, so the replica's state is exactly n floats).
 #   - refusals: H < 0, outer momentum outside [0, 1), outer lr <= 0, --reduce-dtype bf16 with it; a resume with
-#     another H, other outer hyperparameters or another world size; every one a single line, nothing trained;
+#     another H, other outer hyperparameters or another number of replicas; every one a single line, nothing trained
+#     (--sync-every with --shard-group: test/e2e/sync_hybrid_test.sh);
 #   - the default (no flag) and --sync-every 0 are the same run byte for byte: model.bin, metrics.jsonl (timings
 #     aside), every checkpoint file (meta.json included: version 2, as before the flag existed);
 #   - one rank, H = 1, outer lr 1, momentum 0: averaging one replica is the identity, so the run is bit-identical
@@ -126,7 +127,7 @@ if [ -f "$TMP/h4/model.bin" ]; then
         mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -np 2 "$BIN" "${args[@]}" -d 64 -o "$TMP/h4" -y 1 --sync-every 2
     expect_error "a resume with another --outer-lr is refused" "--outer-lr" \
         mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -np 2 "$BIN" "${args[@]}" -d 64 -o "$TMP/h4" -y 1 --sync-every 4 --outer-lr 0.5
-    expect_error "a resume on another world size is refused" "written by 2 ranks with --sync-every 4 (one replica per rank), this run has 1 ranks" \
+    expect_error "a resume on another number of replicas is refused" "written by 2 rank(s) as 2 replica(s) of 1 rank with --sync-every 4, this run has 1 rank(s) as 1 replica(s) of 1 rank" \
         "$BIN" "${args[@]}" -d 64 -o "$TMP/h4" -y 1 --sync-every 4
     expect_error "a --sync-every checkpoint is not resumed without it" "written with --sync-every 4, this run has --sync-every 0" \
         mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -np 2 "$BIN" "${args[@]}" -d 64 -o "$TMP/h4" -y 1

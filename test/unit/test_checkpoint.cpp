@@ -128,7 +128,7 @@ static void test_meta() {
     rejects("metadata: bad digest", [](nlohmann::json& j) { j["train_data"]["digest"] = "xyz"; },
             "field \"train_data.digest\" is \"xyz\"");
     rejects("metadata: version 1 (no checksum)", [](nlohmann::json& j) { j["version"] = 1; },
-            "metadata version 1, this program reads versions 2 and 3");
+            "metadata version 1, this program reads versions 2 to 4");
 
     // meta.json's own checksum: written, read back, and any changed byte is caught.
     const std::string dir = "build/test-tmp/test_checkpoint/meta";
@@ -338,7 +338,8 @@ static void test_sync_meta(const std::string& tmp) {
     rejects("--sync-every metadata: the last outer step after the checkpoint's step",
             [](nlohmann::json& x) { x["sync"]["last_sync_step"] = 43; }, "field \"sync.last_sync_step\" is 43");
     rejects("--sync-every metadata: a replica over part of the parameters",
-            [](nlohmann::json& x) { x["files"][2]["end"] = 100; }, "replica_00001.bin covers [0, 100)");
+            [](nlohmann::json& x) { x["files"][2]["end"] = 100, x["files"][2]["bytes"] = 1024 + 16 * 100; },
+            "the files of replica 1 cover 100 of");
     rejects("--sync-every metadata: optimizer files instead of replica files",
             [](nlohmann::json& x) { x["files"][1]["name"] = "optim_00000.bin"; }, "expected \"replica_00000.bin\"");
     rejects("--sync-every metadata: outer.bin missing", [](nlohmann::json& x) { x["files"].erase(3); },
@@ -396,9 +397,84 @@ static void test_sync_meta(const std::string& tmp) {
     refused("resume with another --outer-momentum", now, "--outer-momentum");
     now = m, now.world_size = 3;
     refused("resume of a --sync-every checkpoint on another world size", now,
-            "written by 2 ranks with --sync-every 8 (one replica per rank), this run has 3 ranks");
+            "written by 2 rank(s) as 2 replica(s) of 1 rank with --sync-every 8, this run has 3 rank(s) as 3 "
+            "replica(s) of 1 rank");
     now = m, now.sync = SyncMeta();
     refused("resume of a --sync-every checkpoint without it", now, "this run has --sync-every 0");
+}
+
+// --sync-every with --shard-group (meta.json version 4): 4 ranks as 2 replicas of 2 ranks; each replica's files and
+// the outer files tile [0, num_params) shard by shard; the names, sync.shard_group and the tiling are checked; a
+// resume needs the same number of replicas, not the same ranks per replica.
+static CheckpointMeta sample_sharded_sync_meta() {
+    CheckpointMeta m = sample_meta();
+    m.world_size = 4, m.sync.every = 4, m.sync.outer_lr = 0.7f, m.sync.outer_momentum = 0.9f, m.sync.shard_group = 2;
+    m.files.resize(1 + 4 + 2);
+    const uint64_t cuts[3] = {0, 512, m.num_params};
+    for (int r = 0; r < 2; r++)
+        for (int s = 0; s < 2; s++) {
+            CheckpointFileInfo& f = m.files[sync_replica_file_index(m, r, s)];
+            f.name = replica_file_name(r, s, 2), f.begin = cuts[s], f.end = cuts[s + 1];
+            f.bytes = 1024 + 16 * (f.end - f.begin);
+            CheckpointFileInfo& o = m.files[sync_outer_file_index(m, s)];
+            o.name = outer_file_name(s, 2), o.begin = cuts[s], o.end = cuts[s + 1], o.bytes = 1024 + 8 * (o.end - o.begin);
+        }
+    return m;
+}
+
+static void test_sharded_sync_meta() {
+    const CheckpointMeta m = sample_sharded_sync_meta();
+    const nlohmann::json j = meta_to_json(m);
+    std::vector<std::string> names;
+    for (const auto& f : j["files"]) names.push_back(f["name"].get<std::string>());
+    const std::vector<std::string> want = {"model.bin", "replica_00000_shard_00000.bin", "replica_00000_shard_00001.bin",
+                                           "replica_00001_shard_00000.bin", "replica_00001_shard_00001.bin",
+                                           "outer_shard_00000.bin", "outer_shard_00001.bin"};
+    const CheckpointMeta back = meta_from_json(nlohmann::json::parse(j.dump()), "x");
+    testing::check("replicas of 2 ranks: version 4 with sync.shard_group, files replica by replica, shard by shard, "
+                   "then the outer files; it survives a JSON round trip",
+                   j["version"] == 4 && j["sync"]["shard_group"] == 2 && names == want && back.sync.shard_group == 2 &&
+                       back.files.size() == 7 && back.files[4].begin == 512 && back.files[6].end == m.num_params &&
+                       state_file_arrays(back.files[5].name) == 2 && state_file_arrays(back.files[2].name) == 4);
+    auto rejects = [&](const char* name, auto mutate, const char* expected) {
+        nlohmann::json bad = j;
+        mutate(bad);
+        try {
+            meta_from_json(bad, "dir/meta.json");
+            testing::check(name, false, "accepted");
+        } catch (const Error& e) {
+            testing::check(name, std::string(e.what()).find(expected) != std::string::npos, "message: %s", e.what());
+        }
+    };
+    rejects("version 4 without sync.shard_group", [](nlohmann::json& x) { x["sync"].erase("shard_group"); },
+            "field \"sync.shard_group\" is missing");
+    rejects("a group size that does not divide the world size", [](nlohmann::json& x) { x["sync"]["shard_group"] = 3; },
+            "field \"sync.shard_group\" is 3, which does not divide world_size 4");
+    rejects("a replica whose shards leave a gap", [](nlohmann::json& x) { x["files"][4]["begin"] = 640; },
+            "replica_00001_shard_00001.bin covers [640,");
+    rejects("a replica whose shards stop short", [](nlohmann::json& x) {
+                x["files"][2]["end"] = 1000, x["files"][2]["bytes"] = 1024 + 16 * (1000 - 512);
+            }, "the files of replica 0 cover 1000 of");
+    rejects("the outer files in the wrong order", [](nlohmann::json& x) { std::swap(x["files"][5], x["files"][6]); },
+            "expected \"outer_shard_00000.bin\"");
+
+    auto resume = [&](int world, int group) {
+        CheckpointMeta now = m;
+        now.world_size = world, now.sync.shard_group = group;
+        try {
+            check_resume_compatible(m, now, "ckpt");
+            return std::string();
+        } catch (const ResumeMismatch& e) {
+            return std::string(e.what());
+        }
+    };
+    testing::check("2 replicas of 2 ranks resume as 2 replicas of 1 or 3 ranks",
+                   resume(2, 1).empty() && resume(6, 3).empty() && resume(4, 2).empty(), "%s %s",
+                   resume(2, 1).c_str(), resume(6, 3).c_str());
+    const std::string msg = resume(4, 1);
+    testing::check("2 replicas of 2 ranks do not resume as 4 replicas, and the message names both layouts",
+                   msg.find("written by 4 rank(s) as 2 replica(s) of 2 ranks with --sync-every 4, this run has 4 "
+                            "rank(s) as 4 replica(s) of 1 rank") != std::string::npos, "%s", msg.c_str());
 }
 
 int main() {
@@ -408,6 +484,7 @@ int main() {
         test_meta();
         test_optim_files(tmp);
         test_sync_meta(tmp);
+        test_sharded_sync_meta();
         test_retention(tmp);
         test_guard();
     } catch (const std::exception& e) {

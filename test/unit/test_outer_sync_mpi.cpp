@@ -16,9 +16,10 @@
 //               ~6 operations rounds by eps_32 |x| with |x| <= 2 (theta and m's terms), 1e-6 per outer step at most,
 //               not amplified by the few inner steps: atol 5e-6. Using lr alone (no momentum) or a wrong sign moves
 //               the parameters by ~lr x |delta| ~ 1e-3, far outside it.
-//   collectives the outer comm sees exactly one all_reduce of the replica's state per outer step (steps / H), and
-//               the replica's own comm never reaches MPI.
-// After every outer step every rank holds the same parameters (compared bit for bit with rank 0's).
+//   collectives the outer comm sees exactly one all_reduce of the replica's parameters per outer step (steps / H;
+//               the padding of the state past num_params is not sent), and the replica's own comm never reaches MPI.
+// After every outer step every rank holds the same parameters (compared bit for bit with rank 0's). With an even
+// number of ranks, replicas of two ranks (sharded_case, below).
 #include <mpi.h>
 
 #include <cmath>
@@ -151,7 +152,7 @@ void nesterov_case(Comm& comm, CpuBackend& be, const OptimConfig& cfg, int perio
     const float lr = 0.7f, mu = 0.9f;
     Replica rep(be, W, cfg), ref(be, W, cfg);
     OuterSync<CpuBackend> outer(be, rep.opt, comm, OuterSyncConfig{period, lr, mu});
-    const size_t n = rep.opt.state_count();
+    const size_t n = rep.opt.state_count(), reduced = outer.reduced_count();  // the padding is not sent
     std::vector<double> last(ref.opt.master(), ref.opt.master() + n), mom(n, 0.0);
     const CommCounters before = comm.counters, own_before = rep.own->counters;
     bool consistent = true;
@@ -168,9 +169,11 @@ void nesterov_case(Comm& comm, CpuBackend& be, const OptimConfig& cfg, int perio
     const uint64_t outer_steps = (uint64_t)(steps / period + (steps % period != 0));
     const uint64_t ar = comm.counters.all_reduce - before.all_reduce, bytes = comm.counters.bytes - before.bytes;
     dt::check(tag + "one all_reduce of the replica per outer step on the outer comm",
-              ar == outer_steps && bytes == outer_steps * n * 4 && comm.counters.total() - before.total() == ar,
+              ar == outer_steps && reduced == rep.model.num_params() && bytes == outer_steps * reduced * 4 &&
+                  comm.counters.total() - before.total() == ar,
               "all_reduce %llu (want %llu), %llu bytes (want %llu)", (unsigned long long)ar,
-              (unsigned long long)outer_steps, (unsigned long long)bytes, (unsigned long long)(outer_steps * n * 4));
+              (unsigned long long)outer_steps, (unsigned long long)bytes,
+              (unsigned long long)(outer_steps * rep.model.num_params() * 4));
     dt::check(tag + "every rank leaves each outer step with rank 0's parameters", consistent, "differ");
     const std::vector<float> got = rep.model.get_params(), want = ref.model.get_params();
     dt::check_close(tag + "parameters equal DiLoCo's formula in double (atol 5e-6)", got.data(), want.data(),
@@ -178,6 +181,63 @@ void nesterov_case(Comm& comm, CpuBackend& be, const OptimConfig& cfg, int perio
     dt::check(tag + "the replica's own comm reduced nothing across ranks (it is one rank)",
               rep.own->world_size() == 1 && rep.own->counters.reduce > own_before.reduce, "world %d",
               rep.own->world_size());
+}
+
+// Replicas of two ranks (--sync-every with --shard-group 2; np 2 and 4): rank 2g + s holds shard s of replica g. Its
+// AdamW runs over its group (ZeRO 1, no comm across groups), fed its own gradients (the group's reduction sums the
+// two), and the OuterSync over the ranks holding shard s in every group. The reference on every rank is its group's
+// whole replica: an AdamW over a one-rank comm fed the group's two gradients summed in fp32 and halved (the sharded
+// AdamW multiplies the same fp32 sum by 1/(k N) = 0.5: the same value, halving is exact), without clipping (the
+// norm sums in another order), then the groups' masters averaged in group order. Every sum has at most two terms,
+// so its order cannot matter: after every outer step of period 1, lr 1, momentum 0 the parameters must be
+// bit-identical. The outer comm carries one all-reduce of the shard's real elements per outer step and nothing else.
+void sharded_case(Comm& comm, CpuBackend& be, OptimConfig cfg) {
+    const int W = comm.world_size(), R = comm.rank();
+    if (W % 2 != 0) return;
+    cfg.grad_clip = 0.0f;
+    const int group = R / 2, shard = R % 2, groups = W / 2, steps = 3;
+    std::unique_ptr<Comm> shard_comm = comm.split(group, shard), replica_comm = comm.split(shard, group);
+    Model model(be, tiny_config(), 1, 1, padded_for(W, 1));
+    model.set_params(initial_params(model.num_params()));
+    Opt opt(be, model, *shard_comm, cfg, 1, 42);
+    OuterSync<CpuBackend> outer(be, opt, *replica_comm, OuterSyncConfig{1, 1.0f, 0.0f});
+    Replica ref(be, W, cfg);
+    const size_t n = model.num_params(), nref = ref.opt.state_count();
+    const CommCounters before = replica_comm->counters;
+    bool same = true;
+    for (int s = 0; s < steps; s++) {
+        const std::vector<float> mine = local_grads(n, s, R), all = gather_all(mine.data(), n);
+        backward_with(model, opt, mine, true, false);
+        opt.reduce_gradients(true);
+        opt.step(1e-2f, s + 1);
+        outer.step(s + 1);
+        std::vector<float> g(n);
+        for (size_t i = 0; i < n; i++) g[i] = (all[(size_t)(2 * group) * n + i] + all[(size_t)(2 * group + 1) * n + i]) * 0.5f;
+        backward_with(ref.model, ref.opt, g, true, false);
+        ref.opt.reduce_gradients(true);
+        ref.opt.step(1e-2f, s + 1);
+        const std::vector<float> masters = gather_all(ref.opt.master(), nref);
+        std::vector<float> avg(nref, 0.0f);
+        for (size_t i = 0; i < nref; i++) {
+            for (int k = 0; k < groups; k++) avg[i] += masters[(size_t)(2 * k) * nref + i];
+            avg[i] /= (float)groups;
+        }
+        be.copy_to_device(ref.opt.master(), avg.data(), nref * 4);
+        ref.opt.master_to_params();
+        same = same && model.get_params() == ref.model.get_params();
+    }
+    const ShardPlan& plan = opt.plan();
+    const uint64_t real = plan.logical_end(shard) - plan.logical_begin(shard);
+    const CommCounters& c = replica_comm->counters;
+    dt::check("replicas of 2 ranks, period 1, lr 1, mu 0: parameters bit-identical to the groups' whole replicas "
+              "averaged after every step", same, "parameters differ");
+    dt::check("replicas of 2 ranks: the outer comm carries one all_reduce of the rank's shard per outer step, nothing "
+              "else (no gradient crosses the groups)",
+              outer.reduced_count() == real && c.all_reduce - before.all_reduce == (uint64_t)steps &&
+                  c.bytes - before.bytes == (uint64_t)steps * real * 4 && c.total() - before.total() == (uint64_t)steps,
+              "reduced %zu of shard %llu; all_reduce %llu, bytes %llu, calls %llu", outer.reduced_count(),
+              (unsigned long long)real, (unsigned long long)(c.all_reduce - before.all_reduce),
+              (unsigned long long)(c.bytes - before.bytes), (unsigned long long)(c.total() - before.total()));
 }
 
 }  // namespace
@@ -192,5 +252,6 @@ int main() {
         averaging_case(comm, be, cfg);
         nesterov_case(comm, be, cfg, 2, 6);
         nesterov_case(comm, be, cfg, 3, 7);  // the last step ends a short period (the run's final outer step)
+        sharded_case(comm, be, cfg);         // even world sizes: replicas of two ranks
     });
 }
