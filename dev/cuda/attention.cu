@@ -8,8 +8,10 @@
 // throughput is 7/5 of the figure printed, which is the one comparable with other implementations.
 //
 // Implementations timed in the same call: the kernels this GPU gets (attention_kernels_for), every other compiled
-// variant that fits its shared memory, and the kernels as they were before the per-device variants and the head-major
-// grid (dev/cuda/attention_before.cuh). dev/bench/pytorch_sdpa.py times PyTorch's flash and cuDNN attention at the
+// variant that fits its shared memory, the backward with 16 rows per warp (dev/cuda/attention_bwd16.cuh: the
+// kernels before 32 rows per warp, with this GPU's dQ key tile; the benchmark also checks that they produce the same
+// bits as the current ones, docs/cuda.md), and the kernels as they were before the per-device variants and the
+// head-major grid (dev/cuda/attention_before.cuh). dev/bench/pytorch_sdpa.py times PyTorch's flash and cuDNN attention at the
 // same shapes (dev/gpu/run_checks.sh runs both).
 //
 // Before timing, each implementation's outputs are checked against a plain fp32 reference computed on the GPU (one warp per row, no
@@ -18,11 +20,13 @@
 // in test/sim/test_attention.cpp hold the kernels to bounds derived from the arithmetic).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "attention_before.cuh"
+#include "attention_bwd16.cuh"
 #include "bench_common.h"
 #include "llmc/cuda/attention.cuh"
 
@@ -189,6 +193,17 @@ int main(int argc, char** argv) {
                                  llmc::attention_backward(dqkv, rowdot, dout, qkv, out, lse, B, T, C, NH, k, q);
                              }});
         }
+        using Bwd16 = llmc::bwd16::Bwd16Tiles<kHS>;
+        const bool bwd16_fits = std::max(Bwd16::dq_smem(mine.dq_keys), Bwd16::dkv_smem()) <= limits.smem_per_block;
+        const size_t bwd16_index = impls.size();
+        if (bwd16_fits)
+            impls.push_back({"backward with 16 rows per warp (forward: this GPU's choice), dQ " +
+                                 std::to_string(mine.dq_keys) + " keys",
+                             [=](cudaStream_t q) { llmc::attention_forward(out, lse, qkv, B, T, C, NH, mine, q); },
+                             [=](cudaStream_t q) {
+                                 llmc::bwd16::attention_backward(dqkv, rowdot, dout, qkv, out, lse, B, T, C, NH,
+                                                                 mine.dq_keys, q);
+                             }});
         if (llmc::before::AttentionTiles<kHS>::fwd_smem() <= limits.smem_per_block)
             impls.push_back({"before: query-tile-major grid, fixed tiles",
                              [=](cudaStream_t q) { llmc::before::attention_forward(out, lse, qkv, B, T, C, NH, q); },
@@ -198,7 +213,10 @@ int main(int argc, char** argv) {
 
         const double fwd_flops = 4.0 * B * NH * T * T * hs / 2;
         bool ok = true;
-        for (const Impl& im : impls) {
+        std::vector<bf16> dqkv_mine;  // this GPU's choice's gradients, for the bitwise comparison with bwd16
+        std::vector<float> bwd_ms_of(impls.size());
+        for (size_t n = 0; n < impls.size(); n++) {
+            const Impl& im = impls[n];
             std::printf("# %s\n", im.name.c_str());
             CUDA_CHECK(cudaMemsetAsync(out, 0, B * T * C * sizeof(bf16), st));
             CUDA_CHECK(cudaMemsetAsync(dqkv, 0, B * T * 3 * C * sizeof(bf16), st));
@@ -207,14 +225,25 @@ int main(int argc, char** argv) {
             CUDA_CHECK(cudaStreamSynchronize(st));
             ok = compare("forward out", out, ref_out, B * T * C) & ok;
             ok = compare("backward dqkv", dqkv, ref_dqkv, B * T * 3 * C) & ok;
+            if (n == 0) dqkv_mine = to_host(dqkv, B * T * 3 * C);
+            if (bwd16_fits && n == bwd16_index) {  // 32 rows per warp keeps every sum's fp32 order: the same bits
+                const std::vector<bf16> d16 = to_host(dqkv, B * T * 3 * C);
+                const bool same = std::memcmp(d16.data(), dqkv_mine.data(), d16.size() * sizeof(bf16)) == 0;
+                std::printf("# check backward bits, 32 vs 16 rows per warp: %s\n", same ? "identical" : "DIFFER");
+                ok = same && ok;
+            }
             const float fwd_ms = bench::time_ms(im.fwd, st);
             bench::report(dev, "attention_forward (causal, FA convention)", fwd_ms, 0, fwd_flops);
             const float bwd_ms = bench::time_ms(im.bwd, st);
+            bwd_ms_of[n] = bwd_ms;
             bench::report(dev, "attention_backward (causal, FA convention)", bwd_ms, 0, 2.5 * fwd_flops);
             bench::report(dev, "attention forward + backward", fwd_ms + bwd_ms, 0, 3.5 * fwd_flops);
             std::printf("# per training step of GPT-2 124M (12 layers): %.2f ms of attention\n",
                         12 * (fwd_ms + bwd_ms));
         }
+        if (bwd16_fits)
+            std::printf("# backward, 32 rows per warp against 16 (dQ %d keys): %.3f ms vs %.3f ms, %.2fx\n",
+                        mine.dq_keys, bwd_ms_of[0], bwd_ms_of[bwd16_index], bwd_ms_of[bwd16_index] / bwd_ms_of[0]);
         for (void* p : {(void*)qkv, (void*)out, (void*)dout, (void*)dqkv, (void*)lse, (void*)rowdot, (void*)ref_out,
                         (void*)ref_dqkv, (void*)ref_lse, (void*)ref_rowdot})
             CUDA_CHECK(cudaFree(p));

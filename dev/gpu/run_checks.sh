@@ -16,7 +16,8 @@
 #      does with each configuration the simulator's cuBLASLt refuses (a MISMATCH line means the simulator is too lax)
 #   7. PyTorch's scaled_dot_product_attention at the attention benchmark's shapes (dev/bench/pytorch_sdpa.py: flash,
 #      cuDNN and memory-efficient backends, each forced; the attention benchmark times this GPU's kernels, the other
-#      variants and the kernels from before the head-major grid in its own call), and
+#      variants, the backward with 16 rows per warp (same bits checked, speed-up printed) and the kernels from before
+#      the head-major grid in its own call), and
 #      the --dry-run memory plan of the B = 64 run beside its measured peak
 #   8. with 2 or more GPUs: the NCCL collectives' watchdog (a stopped rank ends the job, named; no false alarm)
 #   9. ZeRO-2's bucket buffers and events against ZeRO-1 on the device, with peak memory
@@ -203,7 +204,7 @@ for d in sorted(glob.glob(os.path.join(sys.argv[1], "run_124M_B*"))):
           100 * statistics.median((r["mfu"] or 0) for r in rows), statistics.median(r["ms"] for r in rows)))
 PY
 grep -h "tokens/s\|MiB" "$LOGS"/pytorch_124M*.log "$LOGS"/gpt2_124M_B*.log 2>/dev/null | head -20 >>"$summary"
-grep -h "attention\|# check\|sdpa\|^# new\|^# before" "$LOGS"/kernel_attention.log "$LOGS"/pytorch_sdpa.log 2>/dev/null >>"$summary"
+grep -h "attention\|# check\|sdpa\|^# new\|^# before\|^# backward" "$LOGS"/kernel_attention.log "$LOGS"/pytorch_sdpa.log 2>/dev/null >>"$summary"
 grep -h "column_sums_into\|fused_classifier\|prefetch" "$LOGS"/kernel_reduce.log "$LOGS"/kernel_classifier.log 2>/dev/null >>"$summary"
 for d in "$WORK"/run_*; do [ -f "$d/metrics.jsonl" ] && cp "$d/metrics.jsonl" "$LOGS/$(basename "$d").metrics.jsonl"; done
 tar czf "$RES/logs.tgz" -C "$WORK" logs

@@ -17,11 +17,14 @@
 // Grids are head-major (the tiles of one (b, h) are consecutive blocks: K / V, or Q / dO, are read from L2 after the
 // first); key tile sizes and the forward's depth are chosen per device from its shared memory (attention_kernels_for).
 // backward (dqkv written, =), D_i = sum_d dO_id O_id (= sum_j p_ij dP_ij), dS = P o (dP - D):
-//   kernel 1 (dQ), per block of 64 query rows: D for its rows (stored for kernel 2), then over key tiles j <= diagonal:
+//   kernel 1 (dQ), per block of 128 query rows (64 at hs = 128): D for its rows (stored for kernel 2), then over key
+//   tiles j <= diagonal:
 //     S = Q K_j^T, P = 2^(S c - L), dP = dO V_j^T, dS = P o (dP - D), dQ += dS K_j;   dq = scale dQ
-//   kernel 2 (dK, dV), per block of 64 keys, over query tiles i from the diagonal on:
-//     S^T = K Q_i^T, P^T = 2^(S^T c - L_i), dP^T = V dO_i^T, dS^T = P^T o (dP^T - D_i),
-//     dV += P^T dO_i, dK += dS^T Q_i;   dk = scale dK, dv = dV
+//   kernel 2 (dK, dV), per block of 128 keys (64 at hs = 128), over query tiles i from the diagonal on:
+//     S^T = K Q_i^T, P^T = 2^(S^T c - L_i), dV += P^T dO_i, dP^T = V dO_i^T, dS^T = P^T o (dP^T - D_i),
+//     dK += dS^T Q_i;   dk = scale dK, dv = dV
+//   Each warp owns 32 rows (16 at hs = 128), so every B fragment loaded by ldmatrix serves two MMAs; the order of
+//   every fp32 sum is that of 16 rows per warp, so the bits are too (docs/cuda.md).
 //   Each output row is written by exactly one warp, once: no atomics, so the result is the same bits on every run.
 //   The price is recomputing S and P in both kernels: 7 (T x T x hs) products instead of the 5 of a backward that
 //   accumulates dQ with atomics (docs/cuda.md has the count).
@@ -37,6 +40,7 @@
 // rows and keys past T are zero-filled by cp.async, masked, and never stored.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -64,26 +68,38 @@ struct AttentionTiles {
     static constexpr int kFwdWarps = HS == 128 ? 8 : 4;
     static constexpr int kFwdMTiles = HS == 128 ? 1 : 2;
     static constexpr int kFwdRows = 16 * kFwdWarps * kFwdMTiles;
-    // backward: 4 warps x 16 rows; kernel 1 has 64 query rows and streams key tiles, kernel 2 has 64 keys and
-    // streams kBwdQueries query rows (16 at hs = 128, so that its dK and dV accumulators fit the registers)
+    // backward: 4 warps each. Kernel 1 (dQ): kDqMTiles m16 tiles of query rows per warp (kDqRows per block), key
+    // tiles streamed. Kernel 2 (dK, dV): kDkvMTiles m16 tiles of keys per warp (kDkvKeys per block), kBwdQueries
+    // query rows streamed. 32 rows per warp (MT = 2) let every B fragment loaded by ldmatrix serve two MMAs (shared
+    // memory bandwidth bounds the backward, docs/cuda.md). At hs = 128 both keep 16 rows per warp: the dK and dV
+    // accumulators alone would be 256 registers at 32 keys, dQ's 128, and a 128-row dQ block's Q and dO tiles with
+    // two buffers of 32 keys (104448 bytes) would not fit the 99 KiB of an sm_86 / sm_89 block.
     static constexpr int kBwdWarps = 4;
-    static constexpr int kBwdRows = 16 * kBwdWarps;
-    static constexpr int kBwdQueries = HS == 128 ? 16 : 64;
+    static constexpr int kDqMTiles = HS == 128 ? 1 : 2;
+    static constexpr int kDqRows = 16 * kBwdWarps * kDqMTiles;
+    static constexpr int kDkvMTiles = HS == 128 ? 1 : 2;
+    static constexpr int kDkvKeys = 16 * kBwdWarps * kDkvMTiles;
+    static constexpr int kBwdQueries = HS == 128 ? 16 : 32;
+    // dP (dP^T) is computed kDpKeys keys (kDpQueries queries) at a time, each chunk turned into dS at once: at hs = 64
+    // the whole tile's dP next to the dQ (dK and dV) accumulators and S would keep 192 registers of accumulators
+    // live, which spills (ptxas, docs/cuda.md); a chunk reloads the warp's dO (V) A fragments, 8 more ldmatrix.
+    static constexpr int kDqDpKeys = HS == 64 ? 32 : 64;  // at most: min(this, the dQ kernel's key tile)
+    static constexpr int kDkvDpQueries = HS == 64 ? 16 : kBwdQueries;
     // Blocks per SM each kernel is compiled for (__launch_bounds__): the register budget ptxas may use, 65536 /
     // (threads x blocks). Chosen as the most blocks whose budget holds the kernel without spilling on sm_80 and
     // sm_90 (docs/cuda.md lists the resulting register counts).
     static constexpr int kFwdMinBlocks = HS == 128 ? 1 : HS == 64 ? 2 : 3;
-    static constexpr int kDqMinBlocks = HS == 128 ? 2 : 3;
-    static constexpr int kDkvMinBlocks = HS >= 64 ? 2 : 3;
-
+    static constexpr int kDqMinBlocks = HS == 16 ? 3 : 2;
+    static constexpr int kDkvMinBlocks = HS == 16 ? 3 : 2;
     // Q tile + `stages` buffers of K and V tiles of `keys` rows
     static constexpr size_t fwd_smem(int keys, int stages) {
         return (size_t)(kFwdRows + 2 * stages * keys) * kStride * 2;
     }
     // Q and dO tiles + two buffers of K and V tiles of `keys` rows
-    static constexpr size_t dq_smem(int keys) { return (size_t)(2 * kBwdRows + 4 * keys) * kStride * 2; }
+    static constexpr size_t dq_smem(int keys) { return (size_t)(2 * kDqRows + 4 * keys) * kStride * 2; }
+    // K and V tiles + two buffers of Q and dO tiles of kBwdQueries rows, and of their L and D
     static constexpr size_t dkv_smem() {
-        return (size_t)(2 * kBwdRows + 4 * kBwdQueries) * kStride * 2 + 4 * kBwdQueries * sizeof(float);
+        return (size_t)(2 * kDkvKeys + 4 * kBwdQueries) * kStride * 2 + 4 * kBwdQueries * sizeof(float);
     }
 };
 
@@ -332,16 +348,19 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kFwdWarps * 32, AttentionT
 }
 
 // ---- backward ----------------------------------------------------------------------------------------------------
-// Kernel 1: dQ, and D_i = dO_i . O_i for kernel 2 (rowdot, (B, NH, T)). Grid: (B NH) x ceil(T / 64), head-major as
-// the forward, heavy tiles first within a head. BC keys per streamed tile (double-buffered).
+// Kernel 1: dQ, and D_i = dO_i . O_i for kernel 2 (rowdot, (B, NH, T)). Grid: (B NH) x ceil(T / kDqRows), head-major
+// as the forward, heavy tiles first within a head. BC keys per streamed tile (double-buffered). Each warp owns 16 MT
+// query rows; a key tile that is above the diagonal for the warp's first m16 tile but not its second is masked for
+// the first: its dS there is exactly 0, so dQ gets the same fp32 sums in the same k16 order as with 16 rows per warp.
 template <int HS, int BC>
 __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionTiles<HS>::kDqMinBlocks)
     attention_backward_dq_kernel(bf16* dqkv, float* rowdot, const bf16* dout, const bf16* qkv, const bf16* out,
                                  const float* lse, int T, int NH, float c_log2, float scale) {
     using Tiles = AttentionTiles<HS>;
     static_assert(BC % 16 == 0, "key tiles of whole k16 steps");
-    constexpr int BR = Tiles::kBwdRows, S = Tiles::kStride;
+    constexpr int MT = Tiles::kDqMTiles, BR = Tiles::kDqRows, S = Tiles::kStride, DPK = BC < Tiles::kDqDpKeys ? BC : Tiles::kDqDpKeys;
     constexpr int NTHREADS = Tiles::kBwdWarps * 32, NTK = BC / 8, NTD = HS / 8;
+    static_assert(BC % DPK == 0 && DPK % 16 == 0, "dP chunks of whole k16 steps");
     bf16* sQ = reinterpret_cast<bf16*>(shmem);  // BR x S
     bf16* sdO = sQ + BR * S;                     // BR x S
     bf16* sK = sdO + BR * S;                     // 2 x BC x S
@@ -351,7 +370,7 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
     const HeadOffsets at(bh, T, NH, HS);
     const size_t C = at.C;
     const bf16 *q = qkv + at.in_qkv, *k = q + C, *v = q + 2 * C, *dO = dout + at.in_rows, *O = out + at.in_rows;
-    const int q0 = qt * BR, r0 = q0 + warp * 16;
+    const int q0 = qt * BR, r0 = q0 + warp * 16 * MT;  // the block's and the warp's first query row
     const int num_kt = (min(T, q0 + BR) + BC - 1) / BC;
 
     load_tile_async<HS, BR, NTHREADS>(sQ, q, 3 * C, q0, T, tid);
@@ -362,29 +381,33 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
     cp_async_wait<0>();
     __syncthreads();
 
-    // D and L of the lane's two rows (g and g + 8 of the warp's 16); rows past T get 0 (they are masked below).
-    float D[2], L[2];
+    // D and L of the lane's rows (g and g + 8 of each of the warp's m16 tiles); rows past T get 0 (masked below).
+    float D[MT][2], L[MT][2];
     LLMC_UNROLL
-    for (int hh = 0; hh < 2; hh++) {
-        const int rl = warp * 16 + g + 8 * hh, row = q0 + rl;
-        float d = 0.0f;
-        if (row < T) {
-            LLMC_UNROLL
-            for (int nt = 0; nt < NTD; nt++) {
-                const int col = nt * 8 + 2 * t4;
-                const __nv_bfloat162 o2 = *reinterpret_cast<const __nv_bfloat162*>(O + (size_t)row * C + col);
-                const __nv_bfloat162 g2 = *reinterpret_cast<const __nv_bfloat162*>(sdO + rl * S + col);
-                d += to_float(g2.x) * to_float(o2.x);
-                d += to_float(g2.y) * to_float(o2.y);
+    for (int mt = 0; mt < MT; mt++)
+        LLMC_UNROLL
+        for (int hh = 0; hh < 2; hh++) {
+            const int rl = warp * 16 * MT + mt * 16 + g + 8 * hh, row = q0 + rl;
+            float d = 0.0f;
+            if (row < T) {
+                LLMC_UNROLL
+                for (int nt = 0; nt < NTD; nt++) {
+                    const int col = nt * 8 + 2 * t4;
+                    const __nv_bfloat162 o2 = *reinterpret_cast<const __nv_bfloat162*>(O + (size_t)row * C + col);
+                    const __nv_bfloat162 g2 = *reinterpret_cast<const __nv_bfloat162*>(sdO + rl * S + col);
+                    d += to_float(g2.x) * to_float(o2.x);
+                    d += to_float(g2.y) * to_float(o2.y);
+                }
             }
+            D[mt][hh] = row_sum4(d);
+            L[mt][hh] = row < T ? lse[(size_t)bh * T + row] : 0.0f;
+            if (t4 == 0 && row < T) rowdot[(size_t)bh * T + row] = D[mt][hh];
         }
-        D[hh] = row_sum4(d);
-        L[hh] = row < T ? lse[(size_t)bh * T + row] : 0.0f;
-        if (t4 == 0 && row < T) rowdot[(size_t)bh * T + row] = D[hh];
-    }
 
-    float dq[1][NTD][4];
+    float dq[MT][NTD][4];
     zero(dq);
+    const bf16* sQw = sQ + warp * 16 * MT * S;
+    const bf16* sdOw = sdO + warp * 16 * MT * S;
     for (int kt = 0; kt < num_kt; kt++) {
         cp_async_wait<0>();
         __syncthreads();
@@ -395,39 +418,53 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
         }
         cp_async_commit();
         const int k0 = kt * BC;
-        if (r0 >= T || k0 > r0 + 15) continue;
+        if (r0 >= T || k0 > r0 + 16 * MT - 1) continue;  // warp-uniform: no row of this warp sees these keys
         const bf16* sKt = sK + (kt % 2) * BC * S;
         const bf16* sVt = sV + (kt % 2) * BC * S;
-        float s[1][NTK][4], dp[1][NTK][4];
+        float s[MT][NTK][4];
         zero(s);
-        zero(dp);
-        warp_mma_abt<1, HS / 16, NTK>(s, sQ + warp * 16 * S, sKt, S, lane);
-        warp_mma_abt<1, HS / 16, NTK>(dp, sdO + warp * 16 * S, sVt, S, lane);
+        warp_mma_abt<MT, HS / 16, NTK>(s, sQw, sKt, S, lane);  // S = Q K^T
         LLMC_UNROLL
-        for (int nt = 0; nt < NTK; nt++)
+        for (int mt = 0; mt < MT; mt++)
             LLMC_UNROLL
-            for (int i = 0; i < 4; i++) s[0][nt][i] = exp2_approx(fmaf(s[0][nt][i], c_log2, -L[i / 2]));  // P
-        if (k0 + BC - 1 > r0 || k0 + BC > T || r0 + 15 >= T)
+            for (int nt = 0; nt < NTK; nt++)
+                LLMC_UNROLL
+                for (int i = 0; i < 4; i++) s[mt][nt][i] = exp2_approx(fmaf(s[mt][nt][i], c_log2, -L[mt][i / 2]));  // P
+        if (k0 + BC - 1 > r0 || k0 + BC > T || r0 + 16 * MT - 1 >= T)
             mask_tile(s, r0, k0, lane, 0.0f, [T](int row, int key) { return key <= row && key < T && row < T; });
         LLMC_UNROLL
-        for (int nt = 0; nt < NTK; nt++)
+        for (int c = 0; c < BC / DPK; c++) {  // dP = dO V^T, DPK keys at a time;  dS = P (dP - D) in place of P
+            float dp[MT][DPK / 8][4];
+            zero(dp);
+            warp_mma_abt<MT, HS / 16, DPK / 8>(dp, sdOw, sVt + c * DPK * S, S, lane);
             LLMC_UNROLL
-            for (int i = 0; i < 4; i++) s[0][nt][i] *= dp[0][nt][i] - D[i / 2];  // dS = P (dP - D)
-        warp_mma_pb<1, BC / 16, NTD>(dq, s, sKt, S, lane);
+            for (int mt = 0; mt < MT; mt++)
+                LLMC_UNROLL
+                for (int nt = 0; nt < DPK / 8; nt++)
+                    LLMC_UNROLL
+                    for (int i = 0; i < 4; i++) s[mt][c * DPK / 8 + nt][i] *= dp[mt][nt][i] - D[mt][i / 2];
+        }
+        warp_mma_pb<MT, BC / 16, NTD>(dq, s, sKt, S, lane);  // dQ += dS K
     }
-    const float mul[1][2] = {{scale, scale}};
-    if (r0 < T) store_rows<HS, 1>(dqkv + at.in_qkv, 3 * C, dq, mul, sQ + warp * 16 * S, r0, T, lane);
+    float mul[MT][2];
+    LLMC_UNROLL
+    for (int mt = 0; mt < MT; mt++) mul[mt][0] = mul[mt][1] = scale;
+    if (r0 < T) store_rows<HS, MT>(dqkv + at.in_qkv, 3 * C, dq, mul, sQ + warp * 16 * MT * S, r0, T, lane);
 }
 
-// Kernel 2: dK and dV. Grid: (B NH) x ceil(T / 64), head-major, within a head the key tiles with the most queries
-// (the first) first.
+// Kernel 2: dK and dV. Grid: (B NH) x ceil(T / kDkvKeys), head-major, within a head the key tiles with the most
+// queries (the first) first. Each warp owns 16 MT keys. Every dK / dV element sums the 16-query chunks from the
+// block's first key on in ascending order, whatever the query tile; the chunks below a warp's keys contribute exact
+// zeros (P masked to 0), so the sums are the same bits as with 16 keys per warp and 64-query tiles.
 template <int HS>
 __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionTiles<HS>::kDkvMinBlocks)
     attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                   const float* rowdot, int T, int NH, float c_log2, float scale) {
     using Tiles = AttentionTiles<HS>;
-    constexpr int BK = Tiles::kBwdRows, BQ = Tiles::kBwdQueries, S = Tiles::kStride;
-    constexpr int NTHREADS = Tiles::kBwdWarps * 32, NTQ = BQ / 8, NTD = HS / 8;
+    constexpr int MT = Tiles::kDkvMTiles, BK = Tiles::kDkvKeys, BQ = Tiles::kBwdQueries, S = Tiles::kStride;
+    constexpr int NTHREADS = Tiles::kBwdWarps * 32, NTQ = BQ / 8, NTD = HS / 8, DPQ = Tiles::kDkvDpQueries;
+    static_assert(BK % BQ == 0, "the block's first key starts a query tile");
+    static_assert(BQ % DPQ == 0 && DPQ % 16 == 0, "dP^T chunks of whole k16 steps");
     bf16* sK = reinterpret_cast<bf16*>(shmem);  // BK x S
     bf16* sV = sK + BK * S;                      // BK x S
     bf16* sQ = sV + BK * S;                      // 2 x BQ x S
@@ -441,7 +478,7 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
     const bf16 *q = qkv + at.in_qkv, *k = q + C, *v = q + 2 * C, *dO = dout + at.in_rows;
     const float* Lg = lse + (size_t)bh * T;
     const float* Dg = rowdot + (size_t)bh * T;
-    const int k0 = kt * BK, kw0 = k0 + warp * 16;  // the block's and the warp's first key
+    const int k0 = kt * BK, kw0 = k0 + warp * 16 * MT;  // the block's and the warp's first key
     const int qt0 = k0 / BQ, num_qt = (T + BQ - 1) / BQ;
 
     // Query tile qt into buffer nb: Q and dO by cp.async, L and D by plain loads (0 past T, where they are masked).
@@ -459,9 +496,11 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
     load_queries(qt0, 0);
     cp_async_commit();
 
-    float dk[1][NTD][4], dv[1][NTD][4];
+    float dk[MT][NTD][4], dv[MT][NTD][4];
     zero(dk);
     zero(dv);
+    const bf16* sKw = sK + warp * 16 * MT * S;
+    const bf16* sVw = sV + warp * 16 * MT * S;
     for (int qt = qt0; qt < num_qt; qt++) {
         const int cur = (qt - qt0) % 2;
         cp_async_wait<0>();
@@ -474,33 +513,51 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
         const bf16* sdOt = sdO + cur * BQ * S;
         const float* sLt = sL + cur * BQ;
         const float* sDt = sD + cur * BQ;
-        float st[1][NTQ][4], dpt[1][NTQ][4];
+        float st[MT][NTQ][4];
         zero(st);
-        zero(dpt);
-        warp_mma_abt<1, HS / 16, NTQ>(st, sK + warp * 16 * S, sQt, S, lane);    // S^T = K Q^T
-        warp_mma_abt<1, HS / 16, NTQ>(dpt, sV + warp * 16 * S, sdOt, S, lane);  // dP^T = V dO^T
+        warp_mma_abt<MT, HS / 16, NTQ>(st, sKw, sQt, S, lane);  // S^T = K Q^T
         LLMC_UNROLL
-        for (int nt = 0; nt < NTQ; nt++)
+        for (int mt = 0; mt < MT; mt++)
             LLMC_UNROLL
-            for (int i = 0; i < 4; i++) {
-                const int ql = nt * 8 + 2 * t4 + (i & 1);
-                st[0][nt][i] = exp2_approx(fmaf(st[0][nt][i], c_log2, -sLt[ql]));  // P^T
-            }
-        if (qbase < kw0 + 15 || qbase + BQ > T || kw0 + 15 >= T)
+            for (int nt = 0; nt < NTQ; nt++)
+                LLMC_UNROLL
+                for (int i = 0; i < 4; i++) {
+                    const int ql = nt * 8 + 2 * t4 + (i & 1);
+                    st[mt][nt][i] = exp2_approx(fmaf(st[mt][nt][i], c_log2, -sLt[ql]));  // P^T
+                }
+        if (qbase < kw0 + 16 * MT - 1 || qbase + BQ > T || kw0 + 16 * MT - 1 >= T)
             mask_tile(st, kw0, qbase, lane, 0.0f,
                       [T](int key, int query) { return query >= key && query < T && key < T; });
+        // per chunk of DPQ queries (ascending, so every sum keeps its k16 order): dV += P^T dO, dP^T = V dO^T,
+        // dS^T = P^T (dP^T - D), dK += dS^T Q
         LLMC_UNROLL
-        for (int nt = 0; nt < NTQ; nt++)
+        for (int c = 0; c < BQ / DPQ; c++) {
+            float pc[MT][DPQ / 8][4], dpt[MT][DPQ / 8][4];
             LLMC_UNROLL
-            for (int i = 0; i < 4; i++) dpt[0][nt][i] = st[0][nt][i] * (dpt[0][nt][i] - sDt[nt * 8 + 2 * t4 + (i & 1)]);
-        warp_mma_pb<1, BQ / 16, NTD>(dv, st, sdOt, S, lane);   // dV += P^T dO
-        warp_mma_pb<1, BQ / 16, NTD>(dk, dpt, sQt, S, lane);   // dK += dS^T Q
+            for (int mt = 0; mt < MT; mt++)
+                LLMC_UNROLL
+                for (int nt = 0; nt < DPQ / 8; nt++)
+                    LLMC_UNROLL
+                    for (int i = 0; i < 4; i++) pc[mt][nt][i] = st[mt][c * DPQ / 8 + nt][i];
+            warp_mma_pb<MT, DPQ / 16, NTD>(dv, pc, sdOt + c * DPQ * S, S, lane);
+            zero(dpt);
+            warp_mma_abt<MT, HS / 16, DPQ / 8>(dpt, sVw, sdOt + c * DPQ * S, S, lane);
+            LLMC_UNROLL
+            for (int mt = 0; mt < MT; mt++)
+                LLMC_UNROLL
+                for (int nt = 0; nt < DPQ / 8; nt++)
+                    LLMC_UNROLL
+                    for (int i = 0; i < 4; i++) pc[mt][nt][i] *= dpt[mt][nt][i] - sDt[c * DPQ + nt * 8 + 2 * t4 + (i & 1)];
+            warp_mma_pb<MT, DPQ / 16, NTD>(dk, pc, sQt + c * DPQ * S, S, lane);
+        }
     }
     if (kw0 < T) {
         bf16* dk_dst = dqkv + at.in_qkv + C;
-        const float mul_k[1][2] = {{scale, scale}}, mul_v[1][2] = {{1.0f, 1.0f}};
-        store_rows<HS, 1>(dk_dst, 3 * C, dk, mul_k, sK + warp * 16 * S, kw0, T, lane);
-        store_rows<HS, 1>(dk_dst + C, 3 * C, dv, mul_v, sV + warp * 16 * S, kw0, T, lane);
+        float mul_k[MT][2], mul_v[MT][2];
+        LLMC_UNROLL
+        for (int mt = 0; mt < MT; mt++) mul_k[mt][0] = mul_k[mt][1] = scale, mul_v[mt][0] = mul_v[mt][1] = 1.0f;
+        store_rows<HS, MT>(dk_dst, 3 * C, dk, mul_k, sK + warp * 16 * MT * S, kw0, T, lane);
+        store_rows<HS, MT>(dk_dst + C, 3 * C, dv, mul_v, sV + warp * 16 * MT * S, kw0, T, lane);
     }
 }
 
@@ -580,14 +637,21 @@ inline bool attention_kernels_for(size_t hs, const DeviceLimits& d, AttentionKer
     }
 }
 
+// The shared memory per block the smallest variant of every kernel needs together (the most of the three).
+template <int HS>
+size_t attention_min_smem() {
+    using Tiles = AttentionTiles<HS>;
+    return std::max(std::max(Tiles::fwd_smem(32, 2), Tiles::dq_smem(32)), Tiles::dkv_smem());
+}
+
 // Refuses, with the reason, a head size device d cannot run (none of the variants of some kernel fits).
 inline AttentionKernels attention_kernels_or_fail(size_t hs, const DeviceLimits& d) {
     AttentionKernels k;
     if (!attention_kernels_for(hs, d, &k))
         fail("attention: no kernel for head size %zu fits this GPU (sm_%d): it allows %zu bytes of shared memory per "
-             "block; the smallest forward at this head size needs %zu", hs, d.cc, d.smem_per_block,
-             hs == 128 ? AttentionTiles<128>::fwd_smem(32, 2) : hs == 64 ? AttentionTiles<64>::fwd_smem(32, 2)
-                                                             : AttentionTiles<32>::fwd_smem(32, 2));
+             "block; the smallest variants at this head size need %zu", hs, d.cc, d.smem_per_block,
+             hs == 128 ? attention_min_smem<128>() : hs == 64 ? attention_min_smem<64>()
+                       : hs == 32 ? attention_min_smem<32>() : attention_min_smem<16>());
     return k;
 }
 
@@ -618,10 +682,10 @@ void launch_attention_backward(bf16* dqkv, float* rowdot, const bf16* dout, cons
     constexpr size_t dq_smem = Tiles::dq_smem(BC), dkv_smem = Tiles::dkv_smem();
     allow_dynamic_shared(attention_backward_dq_kernel<HS, BC>, dq_smem);
     allow_dynamic_shared(attention_backward_dkv_kernel<HS>, dkv_smem);
-    const size_t grid = B * NH * ceil_div(T, Tiles::kBwdRows);
-    LLMC_LAUNCH((attention_backward_dq_kernel<HS, BC>), grid_size(grid, 1), Tiles::kBwdWarps * 32, dq_smem, st, dqkv,
-                rowdot, dout, qkv, out, lse, (int)T, (int)NH, attention_c_log2(HS), attention_scale(HS));
-    LLMC_LAUNCH(attention_backward_dkv_kernel<HS>, grid_size(grid, 1), Tiles::kBwdWarps * 32, dkv_smem, st, dqkv,
+    const size_t dq_grid = B * NH * ceil_div(T, Tiles::kDqRows), dkv_grid = B * NH * ceil_div(T, Tiles::kDkvKeys);
+    LLMC_LAUNCH((attention_backward_dq_kernel<HS, BC>), grid_size(dq_grid, 1), Tiles::kBwdWarps * 32, dq_smem, st,
+                dqkv, rowdot, dout, qkv, out, lse, (int)T, (int)NH, attention_c_log2(HS), attention_scale(HS));
+    LLMC_LAUNCH(attention_backward_dkv_kernel<HS>, grid_size(dkv_grid, 1), Tiles::kBwdWarps * 32, dkv_smem, st, dqkv,
                 dout, qkv, lse, (const float*)rowdot, (int)T, (int)NH, attention_c_log2(HS), attention_scale(HS));
 }
 

@@ -3,7 +3,9 @@
 // cover T = 1, T not a multiple of any tile, several key and query tiles, B and NH > 1, and every supported head
 // size (16, 32, 64, 128). Each op runs under every thread order of the simulator; the results must be bitwise
 // identical across orders (and the backward across two more runs into a buffer refilled with garbage), and every
-// element within a bound derived from the arithmetic below. A head size the kernels do not serve is refused.
+// element within a bound derived from the arithmetic below. The backward (32 rows per warp at hs <= 64) must also be
+// bitwise equal to the 16-rows-per-warp kernels of dev/cuda/attention_bwd16.cuh with the same dQ key tile: no fp32
+// sum changes order (docs/cuda.md). A head size the kernels do not serve is refused.
 //
 // Notation (all bounds computed in double on the host): U = 2^-8 (bf16 unit roundoff), u = 2^-24 (fp32),
 // G(n) = 2 (n + 2) u bounds an fp32 sum of n terms relative to the sum of their magnitudes, counted for both the
@@ -40,6 +42,7 @@
 #include <vector>
 
 #include "cudasim.h"
+#include "dev/cuda/attention_bwd16.cuh"
 #include "llmc/bf16.h"
 #include "llmc/cpu/cpu_backend.h"
 #include "llmc/cuda/attention.cuh"
@@ -137,6 +140,20 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Whether the 16-rows-per-warp backward (dev/cuda/attention_bwd16.cuh) with a dQ key tile of dq_keys fits device d.
+bool bwd16_fits(size_t hs, int dq_keys, const llmc::DeviceLimits& d) {
+    auto fits = [&](auto tiles) {
+        using Tiles = decltype(tiles);
+        return std::max(Tiles::dq_smem(dq_keys), Tiles::dkv_smem()) <= d.smem_per_block;
+    };
+    switch (hs) {
+        case 16: return fits(llmc::bwd16::Bwd16Tiles<16>{});
+        case 32: return fits(llmc::bwd16::Bwd16Tiles<32>{});
+        case 64: return fits(llmc::bwd16::Bwd16Tiles<64>{});
+        default: return fits(llmc::bwd16::Bwd16Tiles<128>{});
+    }
+}
+
 std::string variant_name(const llmc::AttentionKernels& k) {
     return "[fwd " + std::to_string(k.fwd_keys) + " keys x " + std::to_string(k.fwd_stages) + " stages, dQ " +
            std::to_string(k.dq_keys) + " keys]";
@@ -209,6 +226,16 @@ void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_
         const std::vector<float> again = backward()[0], third = backward()[0];
         testing::check(tag + " backward: bit-identical across two more runs", !std::memcmp(again.data(), dqkv.data(),
                        dqkv.size() * 4) && !std::memcmp(third.data(), dqkv.data(), dqkv.size() * 4), "runs differ");
+        if (k && bwd16_fits(hs, k->dq_keys, gpu.device_limits())) {
+            // 32 rows per warp changes which warp adds which terms, never the fp32 order of a sum (the extra tiles
+            // a 32-row warp visits add exact zeros): the same bits as the 16-row kernels with the same key tile.
+            std::vector<float> garbage(B * T * C3, 1e30f);
+            gpu.upload_floats(d_dqkv, garbage.data(), garbage.size());
+            llmc::bwd16::attention_backward(d_dqkv, d_rowdot, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, k->dq_keys,
+                                            gpu.stream());
+            testing::check(tag + " backward: bitwise equal to the 16-rows-per-warp kernels",
+                           same_bits(fetch_bf16(gpu, d_dqkv, B * T * C3), dqkv), "the results differ");
+        }
         return std::vector<std::vector<float>>{fwd[0], fwd[1], dqkv};
     };
     llmc::AttentionKernels chosen;
