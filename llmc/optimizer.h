@@ -144,7 +144,9 @@ public:
     const OptimConfig& config() const { return cfg_; }
     // m(), v(), master() (device, float) hold flat elements [state_offset(), state_offset() + state_count()).
     // A checkpoint stores rank r's logical part [plan().logical_begin(r), plan().logical_end(r)), found at index
-    // logical_begin(r) - state_offset() of these arrays (for ZeRO 0 every rank holds all of them).
+    // logical_begin(r) - state_offset() of these arrays (for ZeRO 0 every rank holds all of them) when it is not
+    // empty; a shard made only of padding has the empty part [num_params, num_params), which lies before its
+    // state_offset(): nothing to copy, and no index to compute.
     size_t state_offset() const { return state_offset_; }
     size_t state_count() const { return state_count_; }
     float* m() { return m_; }
