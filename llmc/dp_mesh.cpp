@@ -45,8 +45,8 @@ int resolve_shard_group(const std::string& spec, const std::vector<DistInfo>& al
         n = (int)v;
     }
     if (n < world && zero_stage == 0)
-        fail("--shard-group %s: groups of %d ranks need ZeRO 1 or 2 (-z 1 or -z 2); ZeRO 0 shards nothing, its "
-             "all-reduce spans every rank",
+        fail("--shard-group %s: groups of %d ranks need ZeRO 1 or 2 (-z 1 or -z 2); ZeRO 0 shards no optimizer "
+             "state, so there is nothing to split within a group",
              spec.c_str(), n);
     return n;
 }
