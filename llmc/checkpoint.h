@@ -151,15 +151,15 @@ private:
     void save_replicas(const std::string& dir, CheckpointMeta meta, int keep_last, int keep_every) {
         const int rank = comm_.rank(), world = comm_.world_size(), group = mesh_.shard_size;
         const uint64_t n = opt_.plan().num_params;
-        const std::vector<float> params = model_.get_params();
         const ShardPlan& plan = opt_.plan();  // over the replica's ranks: its shards are mesh_'s
         const uint64_t begin = plan.logical_begin(plan.rank), end = plan.logical_end(plan.rank);
+        const std::vector<float> params = model_.get_params(begin, end);  // this rank's range only
         const size_t base = state_index(begin, end);
         float* arrays[3] = {opt_.m(), opt_.v(), opt_.master()};
         const CheckpointFileInfo mine = write_optim_state(
             dir, replica_file_name(mesh_.replica_rank, mesh_.shard_rank, group), meta.step, n, begin, end,
             [&](int which, uint64_t off, size_t count, float* dst) {
-                if (which == 0) std::copy(params.begin() + begin + off, params.begin() + begin + off + count, dst);
+                if (which == 0) std::copy(params.begin() + off, params.begin() + off + count, dst);
                 else be_.copy_to_host(dst, arrays[which - 1] + base + off, count * sizeof(float));
             });
         CheckpointFileInfo outer;
@@ -179,7 +179,8 @@ private:
             meta.sync.last_sync_step = outer_->last_sync_step();
             meta.sync.shard_group = group;
             meta.files.assign(1 + (size_t)world + (size_t)group, CheckpointFileInfo());
-            meta.files[0] = write_model(dir, params);
+            if (begin == 0 && end == n) meta.files[0] = write_model(dir, params);  // a one-rank replica: all of them
+            else meta.files[0] = write_model(dir, model_.get_params());
             for (size_t k = 0; k < (size_t)world; k++) {
                 const uint64_t* w = &got[6 * k];
                 const int r = (int)w[0], s = (int)w[1];

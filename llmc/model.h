@@ -109,6 +109,14 @@ public:
         be_.download_floats(host.data(), params_, host.size());
         return host;
     }
+    // The fp32 values of parameters [begin, end) only: a rank writing its checkpoint shard needs no whole copy.
+    std::vector<float> get_params(size_t begin, size_t end) {
+        if (begin > end || end > layout_.total)
+            fail("get_params: range [%zu, %zu) is outside the model's %zu parameters", begin, end, layout_.total);
+        std::vector<float> host(end - begin);
+        be_.download_floats(host.data(), params_ + begin, host.size());
+        return host;
+    }
     std::vector<float> get_grads() {
         require_gradient_buffer("get_grads");
         std::vector<float> host(layout_.total);
