@@ -69,6 +69,7 @@ same_run() {
             cmp -s "$TMP/$1/$f" "$TMP/$2/$f" || { echo "$f differs"; return 1; }
         fi
     done
+    [ "$n" -gt 0 ] || { echo "no checkpoint file in common"; return 1; }  # every comparison here checkpoints
     echo "$n checkpoint files"
 }
 across() { sed -nE 's/^comm bytes: rank ([0-9]+) .*across groups ([0-9]+)$/\1 \2/p' "$TMP/$1.log" | sort -n; }
