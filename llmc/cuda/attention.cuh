@@ -80,11 +80,11 @@ struct AttentionTiles {
     static constexpr int kDkvMTiles = HS == 128 ? 1 : 2;
     static constexpr int kDkvKeys = 16 * kBwdWarps * kDkvMTiles;
     static constexpr int kBwdQueries = HS == 128 ? 16 : 32;
-    // dP (dP^T) is computed kDpKeys keys (kDpQueries queries) at a time, each chunk turned into dS at once: at hs = 64
-    // the whole tile's dP next to the dQ (dK and dV) accumulators and S would keep 192 registers of accumulators
-    // live, which spills (ptxas, docs/cuda.md); a chunk reloads the warp's dO (V) A fragments, 8 more ldmatrix.
+    // dP is computed kDqDpKeys keys at a time in the dQ kernel, each chunk turned into dS at once: at hs = 64 the
+    // whole tile's dP next to the dQ accumulators and S would keep 192 registers of accumulators live, which spills
+    // (ptxas, docs/cuda.md); a chunk reloads the warp's dO A fragments, 8 more ldmatrix. The dK/dV kernel computes
+    // the whole tile's dP^T (its loop is written to fit 255 registers, docs/cuda.md "dK/dV at the MMA rate").
     static constexpr int kDqDpKeys = HS == 64 ? 32 : 64;  // at most: min(this, the dQ kernel's key tile)
-    static constexpr int kDkvDpQueries = HS == 64 ? 16 : kBwdQueries;
     // Blocks per SM each kernel is compiled for (__launch_bounds__): the register budget ptxas may use, 65536 /
     // (threads x blocks). Chosen as the most blocks whose budget holds the kernel without spilling on sm_80 and
     // sm_90 (docs/cuda.md lists the resulting register counts).
@@ -202,6 +202,40 @@ __device__ __forceinline__ void warp_mma_pb(float (&acc)[MT][NT][4], const float
             }
         }
     }
+}
+
+// The bf16 A fragments of a warp's accumulator tile p (16 MT rows x 16 KS columns): two adjacent 16x8 accumulator
+// tiles are one 16x16 A fragment (mma.cuh), each value rounded to bf16.
+template <int MT, int KS>
+__device__ __forceinline__ void pack_a_fragments(uint32_t (&a)[MT][KS][4], const float (&p)[MT][2 * KS][4]) {
+    LLMC_UNROLL
+    for (int mt = 0; mt < MT; mt++)
+        LLMC_UNROLL
+        for (int ks = 0; ks < KS; ks++) {
+            a[mt][ks][0] = pack_bf16x2(p[mt][2 * ks][0], p[mt][2 * ks][1]);
+            a[mt][ks][1] = pack_bf16x2(p[mt][2 * ks][2], p[mt][2 * ks][3]);
+            a[mt][ks][2] = pack_bf16x2(p[mt][2 * ks + 1][0], p[mt][2 * ks + 1][1]);
+            a[mt][ks][3] = pack_bf16x2(p[mt][2 * ks + 1][2], p[mt][2 * ks + 1][3]);
+        }
+}
+
+// acc[mt][nt] += A_mt B for a warp, as warp_mma_pb but with A already in bf16 fragments a[mt][ks].
+template <int MT, int KS, int NT>
+__device__ __forceinline__ void warp_mma_fb(float (&acc)[MT][NT][4], const uint32_t (&a)[MT][KS][4], const bf16* b,
+                                            int stride, int lane) {
+    static_assert(NT % 2 == 0, "B is loaded two n8 tiles at a time");
+    LLMC_UNROLL
+    for (int ks = 0; ks < KS; ks++)
+        LLMC_UNROLL
+        for (int np = 0; np < NT / 2; np++) {
+            uint32_t bf[4];
+            ldmatrix_x4_trans(bf, b + (ks * 16 + (lane / 8 % 2) * 8 + lane % 8) * stride + np * 16 + (lane / 16) * 8);
+            LLMC_UNROLL
+            for (int mt = 0; mt < MT; mt++) {
+                mma_bf16_16816(acc[mt][2 * np], a[mt][ks], bf, acc[mt][2 * np]);
+                mma_bf16_16816(acc[mt][2 * np + 1], a[mt][ks], bf + 2, acc[mt][2 * np + 1]);
+            }
+        }
 }
 
 template <int MT, int NT>
@@ -462,9 +496,8 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
                                   const float* rowdot, int T, int NH, float c_log2, float scale) {
     using Tiles = AttentionTiles<HS>;
     constexpr int MT = Tiles::kDkvMTiles, BK = Tiles::kDkvKeys, BQ = Tiles::kBwdQueries, S = Tiles::kStride;
-    constexpr int NTHREADS = Tiles::kBwdWarps * 32, NTQ = BQ / 8, NTD = HS / 8, DPQ = Tiles::kDkvDpQueries;
-    static_assert(BK % BQ == 0, "the block's first key starts a query tile");
-    static_assert(BQ % DPQ == 0 && DPQ % 16 == 0, "dP^T chunks of whole k16 steps");
+    constexpr int NTHREADS = Tiles::kBwdWarps * 32, NTQ = BQ / 8, NTD = HS / 8;
+    static_assert(BK % BQ == 0 && BQ % 16 == 0, "the block's first key starts a query tile of whole k16 steps");
     bf16* sK = reinterpret_cast<bf16*>(shmem);  // BK x S
     bf16* sV = sK + BK * S;                      // BK x S
     bf16* sQ = sV + BK * S;                      // 2 x BQ x S
@@ -501,8 +534,7 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
     zero(dv);
     const bf16* sKw = sK + warp * 16 * MT * S;
     const bf16* sVw = sV + warp * 16 * MT * S;
-    for (int qt = qt0; qt < num_qt; qt++) {
-        const int cur = (qt - qt0) % 2;
+    for (int qt = qt0, cur = 0; qt < num_qt; qt++, cur ^= 1) {
         cp_async_wait<0>();
         __syncthreads();
         if (qt + 1 < num_qt) load_queries(qt + 1, 1 - cur);
@@ -528,28 +560,21 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
         if (qbase < kw0 + 16 * MT - 1 || qbase + BQ > T || kw0 + 16 * MT - 1 >= T)
             mask_tile(st, kw0, qbase, lane, 0.0f,
                       [T](int key, int query) { return query >= key && query < T && key < T; });
-        // per chunk of DPQ queries (ascending, so every sum keeps its k16 order): dV += P^T dO, dP^T = V dO^T,
-        // dS^T = P^T (dP^T - D), dK += dS^T Q
+        warp_mma_pb<MT, BQ / 16, NTD>(dv, st, sdOt, S, lane);  // dV += P^T dO
+        float dpt[MT][NTQ][4];
+        zero(dpt);
+        warp_mma_abt<MT, HS / 16, NTQ>(dpt, sVw, sdOt, S, lane);  // dP^T = V dO^T
         LLMC_UNROLL
-        for (int c = 0; c < BQ / DPQ; c++) {
-            float pc[MT][DPQ / 8][4], dpt[MT][DPQ / 8][4];
+        for (int mt = 0; mt < MT; mt++)
             LLMC_UNROLL
-            for (int mt = 0; mt < MT; mt++)
+            for (int nt = 0; nt < NTQ; nt++)
                 LLMC_UNROLL
-                for (int nt = 0; nt < DPQ / 8; nt++)
-                    LLMC_UNROLL
-                    for (int i = 0; i < 4; i++) pc[mt][nt][i] = st[mt][c * DPQ / 8 + nt][i];
-            warp_mma_pb<MT, DPQ / 16, NTD>(dv, pc, sdOt + c * DPQ * S, S, lane);
-            zero(dpt);
-            warp_mma_abt<MT, HS / 16, DPQ / 8>(dpt, sVw, sdOt + c * DPQ * S, S, lane);
-            LLMC_UNROLL
-            for (int mt = 0; mt < MT; mt++)
-                LLMC_UNROLL
-                for (int nt = 0; nt < DPQ / 8; nt++)
-                    LLMC_UNROLL
-                    for (int i = 0; i < 4; i++) pc[mt][nt][i] *= dpt[mt][nt][i] - sDt[c * DPQ + nt * 8 + 2 * t4 + (i & 1)];
-            warp_mma_pb<MT, DPQ / 16, NTD>(dk, pc, sQt + c * DPQ * S, S, lane);
-        }
+                for (int i = 0; i < 4; i++) st[mt][nt][i] *= dpt[mt][nt][i] - sDt[nt * 8 + 2 * t4 + (i & 1)];
+        uint32_t ds[MT][BQ / 16][4];
+        pack_a_fragments(ds, st);
+        // dS^T point: ds holds this warp's dS^T as bf16 A fragments, keys kw0 + 16 mt + (g, g + 8), queries
+        // qbase + 16 ks + 2 t4 (+1, +8, +9) (mma.cuh's A layout); the fp32 S^T, P^T and dP^T are dead here.
+        warp_mma_fb<MT, BQ / 16, NTD>(dk, ds, sQt, S, lane);  // dK += dS^T Q
     }
     if (kw0 < T) {
         bf16* dk_dst = dqkv + at.in_qkv + C;
