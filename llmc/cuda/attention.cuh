@@ -204,38 +204,67 @@ __device__ __forceinline__ void warp_mma_pb(float (&acc)[MT][NT][4], const float
     }
 }
 
-// The bf16 A fragments of a warp's accumulator tile p (16 MT rows x 16 KS columns): two adjacent 16x8 accumulator
-// tiles are one 16x16 A fragment (mma.cuh), each value rounded to bf16.
-template <int MT, int KS>
-__device__ __forceinline__ void pack_a_fragments(uint32_t (&a)[MT][KS][4], const float (&p)[MT][2 * KS][4]) {
-    LLMC_UNROLL
-    for (int mt = 0; mt < MT; mt++)
-        LLMC_UNROLL
-        for (int ks = 0; ks < KS; ks++) {
-            a[mt][ks][0] = pack_bf16x2(p[mt][2 * ks][0], p[mt][2 * ks][1]);
-            a[mt][ks][1] = pack_bf16x2(p[mt][2 * ks][2], p[mt][2 * ks][3]);
-            a[mt][ks][2] = pack_bf16x2(p[mt][2 * ks + 1][0], p[mt][2 * ks + 1][1]);
-            a[mt][ks][3] = pack_bf16x2(p[mt][2 * ks + 1][2], p[mt][2 * ks + 1][3]);
-        }
-}
+// ---- the dK/dV kernel's products: every operand addressed at one lane offset -----------------------------------
+// ldmatrix_lane_offset: lane l addresses row l % 16, columns 8 (l / 16) .. + 7 of a 16 x 16 block of a padded tile,
+// so matrix m of an x4 load is rows 8 (m % 2) .., columns 8 (m / 2) ... Read as an A fragment that is a[0..3];
+// as the B fragments of two n8 tiles of a [n][k] tile, {r[0], r[2]} (rows 0-7) and {r[1], r[3]} (rows 8-15); with
+// .trans, of a [k][n] tile, {r[0], r[1]} (columns 0-7) and {r[2], r[3]} (columns 8-15). One offset for every tile
+// keeps one address register per tile in the kernel's loop instead of one per access pattern.
+template <int STRIDE>
+__device__ __forceinline__ int ldmatrix_lane_offset(int lane) { return (lane % 16) * STRIDE + (lane / 16) * 8; }
 
-// acc[mt][nt] += A_mt B for a warp, as warp_mma_pb but with A already in bf16 fragments a[mt][ks].
-template <int MT, int KS, int NT>
-__device__ __forceinline__ void warp_mma_fb(float (&acc)[MT][NT][4], const uint32_t (&a)[MT][KS][4], const bf16* b,
-                                            int stride, int lane) {
+// acc[mt][nt] += A_mt B^T (as warp_mma_abt), a and b already offset by ldmatrix_lane_offset.
+template <int MT, int KS, int NT, int STRIDE>
+__device__ __forceinline__ void lane_mma_abt(float (&acc)[MT][NT][4], const bf16* a, const bf16* b) {
     static_assert(NT % 2 == 0, "B is loaded two n8 tiles at a time");
     LLMC_UNROLL
-    for (int ks = 0; ks < KS; ks++)
+    for (int ks = 0; ks < KS; ks++) {
+        uint32_t af[MT][4];
+        LLMC_UNROLL
+        for (int mt = 0; mt < MT; mt++) ldmatrix_x4(af[mt], a + mt * 16 * STRIDE + ks * 16);
         LLMC_UNROLL
         for (int np = 0; np < NT / 2; np++) {
-            uint32_t bf[4];
-            ldmatrix_x4_trans(bf, b + (ks * 16 + (lane / 8 % 2) * 8 + lane % 8) * stride + np * 16 + (lane / 16) * 8);
+            uint32_t r[4];
+            ldmatrix_x4(r, b + np * 16 * STRIDE + ks * 16);
+            const uint32_t b0[2] = {r[0], r[2]}, b1[2] = {r[1], r[3]};
             LLMC_UNROLL
             for (int mt = 0; mt < MT; mt++) {
-                mma_bf16_16816(acc[mt][2 * np], a[mt][ks], bf, acc[mt][2 * np]);
-                mma_bf16_16816(acc[mt][2 * np + 1], a[mt][ks], bf + 2, acc[mt][2 * np + 1]);
+                mma_bf16_16816(acc[mt][2 * np], af[mt], b0, acc[mt][2 * np]);
+                mma_bf16_16816(acc[mt][2 * np + 1], af[mt], b1, acc[mt][2 * np + 1]);
             }
         }
+    }
+}
+
+// acc[mt][nt] += A_mt B for the k16 step ks: A as bf16 fragments af[mt], B rows 16 ks .. of the [k][n] tile b
+// (already offset by ldmatrix_lane_offset), read transposed.
+template <int MT, int NT, int STRIDE>
+__device__ __forceinline__ void lane_mma_fb_step(float (&acc)[MT][NT][4], const uint32_t (&af)[MT][4], const bf16* b,
+                                                 int ks) {
+    static_assert(NT % 2 == 0, "B is loaded two n8 tiles at a time");
+    LLMC_UNROLL
+    for (int np = 0; np < NT / 2; np++) {
+        uint32_t bf[4];
+        ldmatrix_x4_trans(bf, b + ks * 16 * STRIDE + np * 16);
+        LLMC_UNROLL
+        for (int mt = 0; mt < MT; mt++) {
+            mma_bf16_16816(acc[mt][2 * np], af[mt], bf, acc[mt][2 * np]);
+            mma_bf16_16816(acc[mt][2 * np + 1], af[mt], bf + 2, acc[mt][2 * np + 1]);
+        }
+    }
+}
+
+// The bf16 A fragment of k16 step ks of a warp's accumulator tile p (16 MT rows): two adjacent 16x8 accumulator
+// tiles are one 16x16 A fragment (mma.cuh), each value rounded to bf16 (as warp_mma_pb does).
+template <int MT, int NTP>
+__device__ __forceinline__ void pack_a_fragment(uint32_t (&af)[MT][4], const float (&p)[MT][NTP][4], int ks) {
+    LLMC_UNROLL
+    for (int mt = 0; mt < MT; mt++) {
+        af[mt][0] = pack_bf16x2(p[mt][2 * ks][0], p[mt][2 * ks][1]);
+        af[mt][1] = pack_bf16x2(p[mt][2 * ks][2], p[mt][2 * ks][3]);
+        af[mt][2] = pack_bf16x2(p[mt][2 * ks + 1][0], p[mt][2 * ks + 1][1]);
+        af[mt][3] = pack_bf16x2(p[mt][2 * ks + 1][2], p[mt][2 * ks + 1][3]);
+    }
 }
 
 template <int MT, int NT>
@@ -498,6 +527,7 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
     constexpr int MT = Tiles::kDkvMTiles, BK = Tiles::kDkvKeys, BQ = Tiles::kBwdQueries, S = Tiles::kStride;
     constexpr int NTHREADS = Tiles::kBwdWarps * 32, NTQ = BQ / 8, NTD = HS / 8;
     static_assert(BK % BQ == 0 && BQ % 16 == 0, "the block's first key starts a query tile of whole k16 steps");
+    static_assert(BQ <= NTHREADS, "one thread per query row loads L and D");
     bf16* sK = reinterpret_cast<bf16*>(shmem);  // BK x S
     bf16* sV = sK + BK * S;                      // BK x S
     bf16* sQ = sV + BK * S;                      // 2 x BQ x S
@@ -518,10 +548,10 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
     auto load_queries = [&](int qt, int nb) {
         load_tile_async<HS, BQ, NTHREADS>(sQ + nb * BQ * S, q, 3 * C, qt * BQ, T, tid);
         load_tile_async<HS, BQ, NTHREADS>(sdO + nb * BQ * S, dO, C, qt * BQ, T, tid);
-        for (int i = tid; i < BQ; i += NTHREADS) {
-            const int row = qt * BQ + i;
-            sL[nb * BQ + i] = row < T ? Lg[row] : 0.0f;
-            sD[nb * BQ + i] = row < T ? Dg[row] : 0.0f;
+        if (tid < BQ) {
+            const int row = qt * BQ + tid;
+            sL[nb * BQ + tid] = row < T ? Lg[row] : 0.0f;
+            sD[nb * BQ + tid] = row < T ? Dg[row] : 0.0f;
         }
     };
     load_tile_async<HS, BK, NTHREADS>(sK, k, 3 * C, k0, T, tid);
@@ -532,8 +562,9 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
     float dk[MT][NTD][4], dv[MT][NTD][4];
     zero(dk);
     zero(dv);
-    const bf16* sKw = sK + warp * 16 * MT * S;
-    const bf16* sVw = sV + warp * 16 * MT * S;
+    // Every ldmatrix of the loop addresses its tile at the lane's offset (ldmatrix_lane_offset): the warp's K rows
+    // (V at + BK S), the current buffer's Q rows (dO at + 2 BQ S), and the lane's L and D (D at + 2 BQ).
+    const bf16* sKl = sK + warp * 16 * MT * S + ldmatrix_lane_offset<S>(lane);
     for (int qt = qt0, cur = 0; qt < num_qt; qt++, cur ^= 1) {
         cp_async_wait<0>();
         __syncthreads();
@@ -541,40 +572,43 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
         cp_async_commit();
         const int qbase = qt * BQ;
         if (kw0 >= T || qbase + BQ - 1 < kw0) continue;  // no query of the tile sees the warp's keys
-        const bf16* sQt = sQ + cur * BQ * S;
-        const bf16* sdOt = sdO + cur * BQ * S;
-        const float* sLt = sL + cur * BQ;
-        const float* sDt = sD + cur * BQ;
+        const bf16* sQl = sQ + cur * BQ * S + ldmatrix_lane_offset<S>(lane);
+        const float* sLl = sL + cur * BQ + 2 * t4;
         float st[MT][NTQ][4];
         zero(st);
-        warp_mma_abt<MT, HS / 16, NTQ>(st, sKw, sQt, S, lane);  // S^T = K Q^T
+        lane_mma_abt<MT, HS / 16, NTQ, S>(st, sKl, sQl);  // S^T = K Q^T
         LLMC_UNROLL
         for (int mt = 0; mt < MT; mt++)
             LLMC_UNROLL
             for (int nt = 0; nt < NTQ; nt++)
                 LLMC_UNROLL
-                for (int i = 0; i < 4; i++) {
-                    const int ql = nt * 8 + 2 * t4 + (i & 1);
-                    st[mt][nt][i] = exp2_approx(fmaf(st[mt][nt][i], c_log2, -sLt[ql]));  // P^T
-                }
+                for (int i = 0; i < 4; i++)
+                    st[mt][nt][i] = exp2_approx(fmaf(st[mt][nt][i], c_log2, -sLl[nt * 8 + (i & 1)]));  // P^T
         if (qbase < kw0 + 16 * MT - 1 || qbase + BQ > T || kw0 + 16 * MT - 1 >= T)
             mask_tile(st, kw0, qbase, lane, 0.0f,
                       [T](int key, int query) { return query >= key && query < T && key < T; });
-        warp_mma_pb<MT, BQ / 16, NTD>(dv, st, sdOt, S, lane);  // dV += P^T dO
+        LLMC_UNROLL
+        for (int ks = 0; ks < BQ / 16; ks++) {  // dV += P^T dO
+            uint32_t pf[MT][4];
+            pack_a_fragment(pf, st, ks);
+            lane_mma_fb_step<MT, NTD, S>(dv, pf, sQl + 2 * BQ * S, ks);
+        }
         float dpt[MT][NTQ][4];
         zero(dpt);
-        warp_mma_abt<MT, HS / 16, NTQ>(dpt, sVw, sdOt, S, lane);  // dP^T = V dO^T
+        lane_mma_abt<MT, HS / 16, NTQ, S>(dpt, sKl + BK * S, sQl + 2 * BQ * S);  // dP^T = V dO^T
         LLMC_UNROLL
         for (int mt = 0; mt < MT; mt++)
             LLMC_UNROLL
             for (int nt = 0; nt < NTQ; nt++)
                 LLMC_UNROLL
-                for (int i = 0; i < 4; i++) st[mt][nt][i] *= dpt[mt][nt][i] - sDt[nt * 8 + 2 * t4 + (i & 1)];
-        uint32_t ds[MT][BQ / 16][4];
-        pack_a_fragments(ds, st);
-        // dS^T point: ds holds this warp's dS^T as bf16 A fragments, keys kw0 + 16 mt + (g, g + 8), queries
-        // qbase + 16 ks + 2 t4 (+1, +8, +9) (mma.cuh's A layout); the fp32 S^T, P^T and dP^T are dead here.
-        warp_mma_fb<MT, BQ / 16, NTD>(dk, ds, sQt, S, lane);  // dK += dS^T Q
+                for (int i = 0; i < 4; i++) st[mt][nt][i] *= dpt[mt][nt][i] - sLl[2 * BQ + nt * 8 + (i & 1)];
+        uint32_t ds[BQ / 16][MT][4];
+        LLMC_UNROLL
+        for (int ks = 0; ks < BQ / 16; ks++) pack_a_fragment(ds[ks], st, ks);
+        // dS^T point: ds[ks][mt] is this warp's dS^T as bf16 A fragments (mma.cuh's A layout): keys kw0 + 16 mt +
+        // (g, g + 8), queries qbase + 16 ks + 2 t4 + (0, 1, 8, 9), g = lane / 4; S^T, P^T and dP^T are dead here.
+        LLMC_UNROLL
+        for (int ks = 0; ks < BQ / 16; ks++) lane_mma_fb_step<MT, NTD, S>(dk, ds[ks], sQl, ks);  // dK += dS^T Q
     }
     if (kw0 < T) {
         bf16* dk_dst = dqkv + at.in_qkv + C;
