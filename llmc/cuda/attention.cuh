@@ -605,8 +605,9 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
         uint32_t ds[BQ / 16][MT][4];
         LLMC_UNROLL
         for (int ks = 0; ks < BQ / 16; ks++) pack_a_fragment(ds[ks], st, ks);
-        // dS^T point: ds[ks][mt] is this warp's dS^T as bf16 A fragments (mma.cuh's A layout): keys kw0 + 16 mt +
-        // (g, g + 8), queries qbase + 16 ks + 2 t4 + (0, 1, 8, 9), g = lane / 4; S^T, P^T and dP^T are dead here.
+        // dS^T point: ds[ks][mt] is this warp's dS^T as bf16 A fragments (mma.cuh's A layout): register r holds key
+        // kw0 + 16 mt + g + 8 (r % 2), queries qbase + 16 ks + 2 t4 + 8 (r / 2) + (0 low half, 1 high half), g =
+        // lane / 4; zero where masked (query < key, or past T). S^T, P^T and dP^T are dead here.
         LLMC_UNROLL
         for (int ks = 0; ks < BQ / 16; ks++) lane_mma_fb_step<MT, NTD, S>(dk, ds[ks], sQl, ks);  // dK += dS^T Q
     }
