@@ -302,6 +302,12 @@ MUTATIONS = [
         "lse[(size_t)bh * T + row] = log2f(sum);",
         "the saved log-sum-exp leaves out the running maximum, so the backward's recomputed P is off"),
     Mutation(
+        "attention-dkv-b-fragments-in-load-order", "numerics", "llmc/cuda/attention.cuh",
+        "const uint32_t b0[2] = {r[0], r[2]}, b1[2] = {r[1], r[3]};",
+        "const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};",
+        "dK/dV kernel: the B fragments of a load at the lane offset (ldmatrix_lane_offset) taken in load order, as "
+        "if the lanes had addressed them in warp_mma_abt's pattern"),
+    Mutation(
         "mma-pack-bf16x2-swapped", "numerics", "llmc/cuda/mma.cuh",
         "    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);\n",
         "    const __nv_bfloat162 v = __floats2bfloat162_rn(hi, lo);\n",
