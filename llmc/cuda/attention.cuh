@@ -389,14 +389,14 @@ __device__ __forceinline__ size_t ds_tile_offset(int qi, int kj) {
 }
 
 // The dK/dV kernel's hook: stores a warp's dS^T fragment, ds_t[mt][nt][i] = dS^T(key0 + 16 mt + g + 8 (i / 2),
-// query0 + 8 nt + 2 t + (i & 1)) in accumulator layout, rounded to bf16 exactly as the dK MMA's A operand is
-// (pack_bf16x2), into the head's stored tiles ds_head. The 16 MT keys and NQ queries must lie in one kDsTile tile
-// with query tile >= key tile (the dK/dV kernel's warp tiles do). Masked elements are stored as the (zero) values
-// the kernel holds.
+// query0 + 8 nt + 2 t + (i & 1)) in accumulator layout (g = lane / 4, t = lane % 4), rounded to bf16 exactly as the
+// dK MMA's A operand is (pack_bf16x2), into the stored tiles of head `head` of the pass (ds: the pass's workspace).
+// The 16 MT keys and NQ queries must lie in one kDsTile tile with query tile >= key tile (the dK/dV kernel's warp
+// tiles do). Masked elements are stored as the (zero) values the kernel holds.
 template <int MT, int NQ>
-__device__ __forceinline__ void store_ds_fragment(bf16* ds_head, const float (&ds_t)[MT][NQ / 8][4], int key0,
-                                                  int query0, int lane) {
-    bf16* tile = ds_head + ds_tile_offset(query0 / kDsTile, key0 / kDsTile);
+__device__ __forceinline__ void store_ds_fragment(bf16* ds, int T, int head, const float (&ds_t)[MT][NQ / 8][4],
+                                                  int key0, int query0, int lane) {
+    bf16* tile = ds + ds_tile_offset(query0 / kDsTile, key0 / kDsTile) + (size_t)head * attention_ds_head_elems(T);
     const int kl = key0 % kDsTile + lane / 4, ql = query0 % kDsTile + 2 * (lane % 4);
     LLMC_UNROLL
     for (int mt = 0; mt < MT; mt++)
@@ -409,9 +409,10 @@ __device__ __forceinline__ void store_ds_fragment(bf16* ds_head, const float (&d
             }
 }
 
-// dK and dV, and dS stored for the dQ kernel. Grid: (heads of the pass) x ceil(T / kDkvKeys), head-major, within a
-// head the key tiles with the most queries (the first) first; the pass's heads are head0, head0 + 1, .. (bh =
-// b NH + h), their dS go to ds (attention_ds_head_elems(T) elements per head, the pass's first head first). Each warp
+// dK and dV, and dS stored for the dQ kernel. Grid: x the ceil(T / kDkvKeys) key tiles, y the heads of the pass (bh =
+// head0 + y, bh = b NH + h; their dS go to ds, attention_ds_head_elems(T) elements per head, head y at y of them);
+// blocks are numbered x fastest, so the grid is head-major, within a head the key tiles with the most queries (the
+// first) first. (The head as blockIdx.y costs the dS store no register: at hs = 64 the kernel is at 255.) Each warp
 // owns 16 MT keys. Every dK / dV element sums the 16-query chunks from the block's first key on in ascending order,
 // whatever the query tile; the chunks below a warp's keys contribute exact zeros (P masked to 0), so the sums are
 // the same bits as with 16 keys per warp and 64-query tiles.
@@ -431,11 +432,10 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
     float* sL = reinterpret_cast<float*>(sdO + 2 * BQ * S);  // 2 x BQ
     float* sD = sL + 2 * BQ;                                  // 2 x BQ
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, t4 = lane % 4;
-    const int nk = (T + BK - 1) / BK, kt = (int)(blockIdx.x % nk), bh = head0 + (int)(blockIdx.x / nk);
+    const int kt = (int)blockIdx.x, bh = head0 + (int)blockIdx.y;  // key tile, head (blockIdx.y: of the pass)
     const HeadOffsets at(bh, T, NH, HS);
     const size_t C = at.C;
     const bf16 *q = qkv + at.in_qkv, *k = q + C, *v = q + 2 * C, *dO = dout + at.in_rows;
-    bf16* ds_head = ds + (size_t)(bh - head0) * attention_ds_head_elems(T);
     const float* Lg = lse + (size_t)bh * T;
     const float* Dg = rowdot + (size_t)bh * T;
     const int k0 = kt * BK, kw0 = k0 + warp * 16 * MT;  // the block's and the warp's first key
@@ -510,7 +510,7 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
                     for (int i = 0; i < 4; i++) pc[mt][nt][i] *= dpt[mt][nt][i] - sDt[c * DPQ + nt * 8 + 2 * t4 + (i & 1)];
             // dS through memory: pc is dS^T (fp32) of keys kw0 .. kw0 + 16 MT - 1 x queries qbase + c DPQ .. + DPQ - 1
             // in accumulator layout, exactly the A operand of the dK MMA below
-            store_ds_fragment<MT, DPQ>(ds_head, pc, kw0, qbase + c * DPQ, lane);
+            store_ds_fragment<MT, DPQ>(ds, T, blockIdx.y, pc, kw0, qbase + c * DPQ, lane);
             warp_mma_pb<MT, DPQ / 16, NTD>(dk, pc, sQt + c * DPQ * S, S, lane);
         }
     }
@@ -723,10 +723,10 @@ void attention_forward_hs(bf16* out, float* lse, const bf16* qkv, size_t B, size
 // The least workspace attention_backward accepts: the stored dS of one head. More lets a pass hold more heads.
 inline size_t attention_backward_min_workspace(size_t T) { return attention_ds_head_elems(T) * sizeof(bf16); }
 
-// Heads per pass of the backward with a workspace of `bytes`: as many as it holds, evened out over the passes
-// (768 heads in 361-head room: 3 passes of 256). 0 when not even one head fits.
+// Heads per pass of the backward with a workspace of `bytes`: as many as it holds (at most 65535, the dK/dV grid's
+// y), evened out over the passes (768 heads in 361-head room: 3 passes of 256). 0 when not even one head fits.
 inline size_t attention_heads_per_pass(size_t B, size_t T, size_t NH, size_t bytes) {
-    const size_t fit = std::min(B * NH, bytes / attention_backward_min_workspace(T));
+    const size_t fit = std::min(std::min(B * NH, (size_t)65535), bytes / attention_backward_min_workspace(T));
     if (fit == 0) return 0;
     const size_t passes = ceil_div(B * NH, fit);
     return ceil_div(B * NH, passes);
@@ -746,7 +746,7 @@ void attention_backward_hs(bf16* dqkv, float* rowdot, bf16* ds, size_t per_pass,
                 rows);
     for (size_t head0 = 0; head0 < BH; head0 += per_pass) {
         const size_t n = std::min(per_pass, BH - head0);
-        LLMC_LAUNCH(attention_backward_dkv_kernel<HS>, grid_size(n * ceil_div(T, Tiles::kDkvKeys), 1),
+        LLMC_LAUNCH(attention_backward_dkv_kernel<HS>, dim3(grid_size(T, Tiles::kDkvKeys), (unsigned)n),
                     Tiles::kBwdWarps * 32, dkv_smem, st, dqkv, ds, dout, qkv, lse, (const float*)rowdot, (int)T,
                     (int)NH, (int)head0, attention_c_log2(HS), attention_scale(HS));
         LLMC_LAUNCH(attention_backward_dq_kernel<HS>, grid_size(n * ceil_div(T, Tiles::kDqRows), 1),

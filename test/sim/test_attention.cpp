@@ -450,6 +450,7 @@ int main() {
         test_attention(gpu, cpu, 1, 9, 2, 16);     // hs = 16 (the simulator's tiny trainer models)
         test_attention(gpu, cpu, 1, 257, 2, 32);   // head-major grid with several heads and query tiles; 1-row tails
         test_attention(gpu, cpu, 2, 150, 1, 128);  // B > 1 with several tiles at hs = 128
+        test_attention(gpu, cpu, 5, 70, 1, 32);    // backward passes of 2, 2 and 1 heads (and of 1, and of all 5)
         test_variant_choice();
         testing::check("attention refuses head size 48 with a message naming it",
                        testing::throws_with([] { CudaBackend::check_attention_shape(96, 2); }, "head size C/NH = 96/2 = 48"));
