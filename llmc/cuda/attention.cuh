@@ -15,20 +15,20 @@
 //   Scores, probabilities and the running statistics stay in fp32 registers; P is rounded to bf16 only as the MMA's
 //   A operand (l sums the fp32 values). K_j, V_j stream through shared memory, STAGES tiles in flight with cp.async.
 // Grids are head-major (the tiles of one (b, h) are consecutive blocks: K / V, or Q / dO, are read from L2 after the
-// first); key tile sizes and the forward's depth are chosen per device from its shared memory (attention_kernels_for).
-// backward (dqkv written, =), D_i = sum_d dO_id O_id (= sum_j p_ij dP_ij), dS = P o (dP - D):
-//   kernel 1 (dQ), per block of 128 query rows (64 at hs = 128): D for its rows (stored for kernel 2), then over key
-//   tiles j <= diagonal:
-//     S = Q K_j^T, P = 2^(S c - L), dP = dO V_j^T, dS = P o (dP - D), dQ += dS K_j;   dq = scale dQ
-//   kernel 2 (dK, dV), per block of 128 keys (64 at hs = 128), over query tiles i from the diagonal on:
+// first); the forward's key tile and depth are chosen per device from its shared memory (attention_kernels_for).
+// backward (dqkv written, =), D_i = sum_d dO_id O_id (= sum_j p_ij dP_ij), dS = P o (dP - D): 5 T x T x hs products,
+// dS through memory, heads in passes (the workspace holds the dS of a pass's heads: attention_heads_per_pass):
+//   D kernel, every row of every head:  D_i = dO_i . O_i  (rowdot, (B, NH, T) fp32)
+//   per pass:
+//   dK/dV kernel, per block of 128 keys (64 at hs = 128), over query tiles i from the diagonal on:
 //     S^T = K Q_i^T, P^T = 2^(S^T c - L_i), dV += P^T dO_i, dP^T = V dO_i^T, dS^T = P^T o (dP^T - D_i),
-//     dK += dS^T Q_i;   dk = scale dK, dv = dV
-//   Each warp owns 32 rows (16 at hs = 128), so every B fragment loaded by ldmatrix serves two MMAs; the order of
-//   every fp32 sum is that of 16 rows per warp, so the bits are too (docs/cuda.md).
-//   Each output row is written by exactly one warp, once: no atomics, so the result is the same bits on every run.
-//   The price is recomputing S and P in both kernels: 7 (T x T x hs) products instead of the 5 of a backward that
-//   accumulates dQ with atomics (docs/cuda.md has the count).
-//
+//     dK += dS^T Q_i;   dk = scale dK, dv = dV;   dS^T of every causal tile stored (bf16, store_ds_fragment)
+//   dQ kernel, per block of 128 query rows (64 at hs = 128), over key blocks j up to the diagonal:
+//     dQ += dS_j K_j  (dS^T and K streamed through shared memory);   dq = scale dQ
+//   Each warp owns 32 rows (16 at hs = 128); every fp32 sum is added in the order of the recomputing backward
+//   (dev/cuda/attention_bwd_recompute.cuh: its dQ kernel recomputed S, P, dP and dS, 7 products), so the bits are
+//   the same (docs/cuda.md). Each output row is written by exactly one warp, once: no atomics, so the result is
+//   the same bits on every run, whatever the passes.
 // Fragment conventions (llmc/cuda/mma.cuh): an accumulator tile acc[nt][4] of a warp covers 16 rows x 8 NT columns;
 // lane (g = lane / 4, t = lane % 4) holds rows g (acc[..][0..1]) and g + 8 (acc[..][2..3]), columns nt 8 + 2t + {0,1}.
 // Two adjacent accumulator tiles of P (or dS) are exactly the A fragment of the next product (pack_bf16x2), so P never
@@ -58,8 +58,8 @@ namespace llmc {
 extern __shared__ __align__(16) unsigned char shmem[];
 
 // Tile sizes per head size (docs/cuda.md explains the choice: registers, shared memory, occupancy). The key tile of
-// the forward and of the dQ kernel and the forward's cp.async depth are template parameters chosen on the host from
-// the device's shared memory (attention_kernels_for): FwdSmem / DqSmem give their bytes.
+// the forward and its cp.async depth are template parameters chosen on the host from the device's shared memory
+// (attention_kernels_for); fwd_smem, dq_smem and dkv_smem give each kernel's bytes.
 template <int HS>
 struct AttentionTiles {
     static_assert(HS % 16 == 0 && HS <= 128, "head size must be a multiple of 16, at most 128");
