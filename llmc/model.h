@@ -355,7 +355,7 @@ public:
         p[GRAD_3C] = {"d qkv", "N x 3C", N * 3 * C, A};
         // d fch doubles as the attention backward's workspace (its dS, docs/cuda.md), which needs at least one head
         const size_t att_ws = (Backend::attention_backward_min_workspace(T) + A - 1) / A;
-        p[GRAD_4C] = {"d fch; attention backward workspace", "max(N x 4C, one head's dS)",
+        p[GRAD_4C] = {"d fch, attention workspace", "max(N x 4C, one head's dS)",
                       N * 4 * C > att_ws ? N * 4 * C : att_ws, A};
         p[GRAD_WTE_CLASSIFIER] = {"d wte (classifier)", "Vp x C, fp32", cfg.padded_vocab_size * C, F};
         return p;
