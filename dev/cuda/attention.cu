@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
         // The dQ key tile the recomputing backward would get here: 64 where it fits, as attention_kernels_for chose.
         const int old_dq_keys = llmc::recompute::fits(hs, 64, limits) ? 64 : 32;
         const size_t recompute_index = impls.size();
-        impls.push_back({"recomputing backward (7 products; forward: this GPU's choice), dQ " +
+        impls.push_back({"backward recomputing S and P (7 products; forward: this GPU's choice), dQ " +
                              std::to_string(old_dq_keys) + " keys",
                          fwd_mine,
                          [=](cudaStream_t q) {
