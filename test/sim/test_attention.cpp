@@ -3,9 +3,11 @@
 // cover T = 1, T not a multiple of any tile, several key and query tiles, B and NH > 1, and every supported head
 // size (16, 32, 64, 128). Each op runs under every thread order of the simulator; the results must be bitwise
 // identical across orders (and the backward across two more runs into a buffer refilled with garbage), and every
-// element within a bound derived from the arithmetic below. The backward (32 rows per warp at hs <= 64) must also be
-// bitwise equal to the 16-rows-per-warp kernels of dev/cuda/attention_bwd16.cuh with the same dQ key tile: no fp32
-// sum changes order (docs/cuda.md). A head size the kernels do not serve is refused.
+// element within a bound derived from the arithmetic below. The backward (dS through memory) must also give the same
+// bits in passes of one head, of all heads and uneven ones, with its workspace refilled with NaN before each run,
+// and be bitwise equal, D included, to the recomputing kernels of dev/cuda/attention_bwd_recompute.cuh and the
+// 16-rows-per-warp ones of dev/cuda/attention_bwd16.cuh with either of their dQ key tiles: no fp32 sum changes
+// order (docs/cuda.md). A head size the kernels do not serve is refused.
 //
 // Notation (all bounds computed in double on the host): U = 2^-8 (bf16 unit roundoff), u = 2^-24 (fp32),
 // G(n) = 2 (n + 2) u bounds an fp32 sum of n terms relative to the sum of their magnitudes, counted for both the
