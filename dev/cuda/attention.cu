@@ -4,15 +4,18 @@
 // FLOPs, the FlashAttention papers' convention for causal attention (half of the full T x T work):
 //   forward   2 products (Q K^T, P V) of B NH T^2 hs multiply-adds, halved:      4 B NH T^2 hs / 2
 //   backward  5 products (S, dP, dV, dQ, dK), halved: 2.5 x the forward
-// The backward kernels execute 7 products (S and P are recomputed by both kernels, see attention.cuh): their own
-// throughput is 7/5 of the figure printed, which is the one comparable with other implementations.
+// The backward executes those 5 (dS goes through memory, see attention.cuh); the recomputing backward kept as the
+// baseline executes 7 (S and P recomputed by both of its kernels): its own throughput is 7/5 of the figure printed,
+// which is the one comparable with other implementations.
 //
-// Implementations timed in the same call: the kernels this GPU gets (attention_kernels_for), every other compiled
-// variant that fits its shared memory, the backward with 16 rows per warp (dev/cuda/attention_bwd16.cuh: the
-// kernels before 32 rows per warp, with this GPU's dQ key tile; the benchmark also checks that they produce the same
-// bits as the current ones, docs/cuda.md), and the kernels as they were before the per-device variants and the
-// head-major grid (dev/cuda/attention_before.cuh). dev/bench/pytorch_sdpa.py times PyTorch's flash and cuDNN attention at the
-// same shapes (dev/gpu/run_checks.sh runs both).
+// Implementations timed in the same call: the kernels this GPU gets (attention_kernels_for) with the backward's dS
+// in a workspace the size of the model's d fch buffer (N x 4C bf16: the passes the trainer makes) and in one holding
+// every head (one pass), every other compiled forward variant that fits its shared memory, the recomputing backward
+// (dev/cuda/attention_bwd_recompute.cuh: the two kernels before dS went through memory, with the dQ key tile this GPU
+// got then), the backward with 16 rows per warp (dev/cuda/attention_bwd16.cuh), and the kernels as they were before
+// the per-device variants and the head-major grid (dev/cuda/attention_before.cuh). The benchmark checks that the
+// recomputing and the 16-row backward give the same bits as the current one, docs/cuda.md). dev/bench/pytorch_sdpa.py
+// times PyTorch's flash and cuDNN attention at the same shapes (dev/gpu/run_checks.sh runs both).
 //
 // Before timing, each implementation's outputs are checked against a plain fp32 reference computed on the GPU (one warp per row, no
 // tensor cores, no tiling) from the same bf16 inputs: every element within 2^-6 of the reference relative to the
@@ -27,6 +30,7 @@
 
 #include "attention_before.cuh"
 #include "attention_bwd16.cuh"
+#include "attention_bwd_recompute.cuh"
 #include "bench_common.h"
 #include "llmc/cuda/attention.cuh"
 
@@ -171,65 +175,95 @@ int main(int argc, char** argv) {
         struct Impl {
             std::string name;
             std::function<void(cudaStream_t)> fwd, bwd;
+            bool same_bits_as_first;  // checked: the backward's gradients equal the first implementation's bits
         };
         std::vector<Impl> impls;
         const llmc::DeviceLimits limits = llmc::read_device_limits(0);
         const llmc::AttentionKernels mine = llmc::attention_kernels_or_fail(hs, limits);
-        const llmc::AttentionKernels variants[] = {mine, {64, 3, 64, 0, 0, 0}, {64, 2, 64, 0, 0, 0},
-                                                   {32, 2, 64, 0, 0, 0}, {64, 3, 32, 0, 0, 0}};
-        for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
-            llmc::AttentionKernels k = variants[i];
-            using Tiles = llmc::AttentionTiles<kHS>;
-            if (i > 0 && k.fwd_keys == mine.fwd_keys && k.fwd_stages == mine.fwd_stages && k.dq_keys == mine.dq_keys)
-                continue;
-            if (Tiles::fwd_smem(k.fwd_keys, k.fwd_stages) > limits.smem_per_block ||
-                Tiles::dq_smem(k.dq_keys) > limits.smem_per_block)
-                continue;
-            const std::string name = std::string(i == 0 ? "new, this GPU's choice" : "new") + ": fwd " +
-                                     std::to_string(k.fwd_keys) + " keys x " + std::to_string(k.fwd_stages) +
-                                     " stages, dQ " + std::to_string(k.dq_keys) + " keys";
-            impls.push_back({name, [=](cudaStream_t q) { llmc::attention_forward(out, lse, qkv, B, T, C, NH, k, q); },
+        // The backward's workspace: the trainer lends it the d fch buffer, (N, 4C) bf16; and room for every head.
+        const size_t ws_model = B * T * 4 * C * sizeof(bf16);
+        const size_t ws_all = B * NH * llmc::attention_backward_min_workspace(T);
+        void* ws = nullptr;
+        CUDA_CHECK(cudaMalloc(&ws, std::max(ws_model, ws_all)));
+        auto fwd_mine = [=](cudaStream_t q) { llmc::attention_forward(out, lse, qkv, B, T, C, NH, mine, q); };
+        for (size_t bytes : {ws_model, ws_all}) {
+            const size_t per = llmc::attention_heads_per_pass(B, T, NH, bytes);
+            impls.push_back({"new, this GPU's choice: fwd " + std::to_string(mine.fwd_keys) + " keys x " +
+                                 std::to_string(mine.fwd_stages) + " stages; backward dS through memory, " +
+                                 std::to_string(llmc::ceil_div(B * NH, per)) + " passes of " + std::to_string(per) +
+                                 " heads (workspace " + std::to_string(bytes >> 20) + " MiB)",
+                             fwd_mine,
                              [=](cudaStream_t q) {
-                                 llmc::attention_backward(dqkv, rowdot, dout, qkv, out, lse, B, T, C, NH, k, q);
-                             }});
+                                 llmc::attention_backward(dqkv, rowdot, ws, bytes, dout, qkv, out, lse, B, T, C, NH, q);
+                             },
+                             impls.size() > 0});
         }
+        const int fwd_variants[][2] = {{64, 3}, {64, 2}, {32, 2}};
+        for (const auto& f : fwd_variants) {
+            llmc::AttentionKernels k = mine;
+            k.fwd_keys = f[0], k.fwd_stages = f[1];
+            if ((k.fwd_keys == mine.fwd_keys && k.fwd_stages == mine.fwd_stages) ||
+                llmc::AttentionTiles<kHS>::fwd_smem(k.fwd_keys, k.fwd_stages) > limits.smem_per_block)
+                continue;
+            impls.push_back({"new: fwd " + std::to_string(k.fwd_keys) + " keys x " + std::to_string(k.fwd_stages) +
+                                 " stages",
+                             [=](cudaStream_t q) { llmc::attention_forward(out, lse, qkv, B, T, C, NH, k, q); },
+                             [=](cudaStream_t q) {
+                                 llmc::attention_backward(dqkv, rowdot, ws, ws_model, dout, qkv, out, lse, B, T, C,
+                                                          NH, q);
+                             },
+                             false});
+        }
+        // The dQ key tile the recomputing backward would get here: 64 where it fits, as attention_kernels_for chose.
+        const int old_dq_keys = llmc::recompute::fits(hs, 64, limits) ? 64 : 32;
+        const size_t recompute_index = impls.size();
+        impls.push_back({"backward recomputing S and P (7 products; forward: this GPU's choice), dQ " +
+                             std::to_string(old_dq_keys) + " keys",
+                         fwd_mine,
+                         [=](cudaStream_t q) {
+                             llmc::recompute::attention_backward(dqkv, rowdot, dout, qkv, out, lse, B, T, C, NH,
+                                                                 old_dq_keys, q);
+                         },
+                         true});
         using Bwd16 = llmc::bwd16::Bwd16Tiles<kHS>;
-        const bool bwd16_fits = std::max(Bwd16::dq_smem(mine.dq_keys), Bwd16::dkv_smem()) <= limits.smem_per_block;
-        const size_t bwd16_index = impls.size();
-        if (bwd16_fits)
+        if (std::max(Bwd16::dq_smem(old_dq_keys), Bwd16::dkv_smem()) <= limits.smem_per_block)
             impls.push_back({"backward with 16 rows per warp (forward: this GPU's choice), dQ " +
-                                 std::to_string(mine.dq_keys) + " keys",
-                             [=](cudaStream_t q) { llmc::attention_forward(out, lse, qkv, B, T, C, NH, mine, q); },
+                                 std::to_string(old_dq_keys) + " keys",
+                             fwd_mine,
                              [=](cudaStream_t q) {
                                  llmc::bwd16::attention_backward(dqkv, rowdot, dout, qkv, out, lse, B, T, C, NH,
-                                                                 mine.dq_keys, q);
-                             }});
+                                                                 old_dq_keys, q);
+                             },
+                             true});
         if (llmc::before::AttentionTiles<kHS>::fwd_smem() <= limits.smem_per_block)
             impls.push_back({"before: query-tile-major grid, fixed tiles",
                              [=](cudaStream_t q) { llmc::before::attention_forward(out, lse, qkv, B, T, C, NH, q); },
                              [=](cudaStream_t q) {
                                  llmc::before::attention_backward(dqkv, rowdot, dout, qkv, out, lse, B, T, C, NH, q);
-                             }});
+                             },
+                             false});
 
         const double fwd_flops = 4.0 * B * NH * T * T * hs / 2;
         bool ok = true;
-        std::vector<bf16> dqkv_mine;  // this GPU's choice's gradients, for the bitwise comparison with bwd16
+        std::vector<bf16> dqkv_mine;  // this GPU's choice's gradients, for the bitwise comparisons
         std::vector<float> bwd_ms_of(impls.size());
         for (size_t n = 0; n < impls.size(); n++) {
             const Impl& im = impls[n];
             std::printf("# %s\n", im.name.c_str());
             CUDA_CHECK(cudaMemsetAsync(out, 0, B * T * C * sizeof(bf16), st));
             CUDA_CHECK(cudaMemsetAsync(dqkv, 0, B * T * 3 * C * sizeof(bf16), st));
+            CUDA_CHECK(cudaMemsetAsync(ws, 0xff, std::max(ws_model, ws_all), st));  // NaN: dS read before stored
             im.fwd(st);
             im.bwd(st);
             CUDA_CHECK(cudaStreamSynchronize(st));
             ok = compare("forward out", out, ref_out, B * T * C) & ok;
             ok = compare("backward dqkv", dqkv, ref_dqkv, B * T * 3 * C) & ok;
             if (n == 0) dqkv_mine = to_host(dqkv, B * T * 3 * C);
-            if (bwd16_fits && n == bwd16_index) {  // 32 rows per warp keeps every sum's fp32 order: the same bits
-                const std::vector<bf16> d16 = to_host(dqkv, B * T * 3 * C);
-                const bool same = std::memcmp(d16.data(), dqkv_mine.data(), d16.size() * sizeof(bf16)) == 0;
-                std::printf("# check backward bits, 32 vs 16 rows per warp: %s\n", same ? "identical" : "DIFFER");
+            if (im.same_bits_as_first) {  // every sum keeps its fp32 order: the same bits
+                const std::vector<bf16> d = to_host(dqkv, B * T * 3 * C);
+                const bool same = std::memcmp(d.data(), dqkv_mine.data(), d.size() * sizeof(bf16)) == 0;
+                std::printf("# check backward bits against the first implementation: %s\n",
+                            same ? "identical" : "DIFFER");
                 ok = same && ok;
             }
             const float fwd_ms = bench::time_ms(im.fwd, st);
@@ -241,9 +275,10 @@ int main(int argc, char** argv) {
             std::printf("# per training step of GPT-2 124M (12 layers): %.2f ms of attention\n",
                         12 * (fwd_ms + bwd_ms));
         }
-        if (bwd16_fits)
-            std::printf("# backward, 32 rows per warp against 16 (dQ %d keys): %.3f ms vs %.3f ms, %.2fx\n",
-                        mine.dq_keys, bwd_ms_of[0], bwd_ms_of[bwd16_index], bwd_ms_of[bwd16_index] / bwd_ms_of[0]);
+        std::printf("# backward, dS through memory (the trainer's passes) against recomputing (dQ %d keys): %.3f ms vs "
+                    "%.3f ms, %.2fx\n", old_dq_keys, bwd_ms_of[0], bwd_ms_of[recompute_index],
+                    bwd_ms_of[recompute_index] / bwd_ms_of[0]);
+        CUDA_CHECK(cudaFree(ws));
         for (void* p : {(void*)qkv, (void*)out, (void*)dout, (void*)dqkv, (void*)lse, (void*)rowdot, (void*)ref_out,
                         (void*)ref_dqkv, (void*)ref_lse, (void*)ref_rowdot})
             CUDA_CHECK(cudaFree(p));

@@ -214,11 +214,10 @@ void launch_attention_backward(bf16* dqkv, float* rowdot, const bf16* dout, cons
 
 template <int HS>
 void attention_backward_hs(bf16* dqkv, float* rowdot, const bf16* dout, const bf16* qkv, const bf16* out,
-                           const float* lse, size_t B, size_t T, size_t NH, const AttentionKernels& k,
-                           cudaStream_t st) {
-    if (k.dq_keys == 64) launch_attention_backward<HS, 64>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, st);
-    else if (k.dq_keys == 32) bwd16::launch_attention_backward<HS, 32>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, st);
-    else fail("attention_backward: no compiled dQ variant with %d keys", k.dq_keys);
+                           const float* lse, size_t B, size_t T, size_t NH, int dq_keys, cudaStream_t st) {
+    if (dq_keys == 64) launch_attention_backward<HS, 64>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, st);
+    else if (dq_keys == 32) bwd16::launch_attention_backward<HS, 32>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, st);
+    else fail("attention_backward: no compiled dQ variant with %d keys", dq_keys);
 }
 
 // dqkv from the 16-row kernels with a dQ key tile of dq_keys (64 or 32; each must fit the device's shared memory).
@@ -226,13 +225,11 @@ inline void attention_backward(bf16* dqkv, float* rowdot, const bf16* dout, cons
                                const float* lse, size_t B, size_t T, size_t C, size_t NH, int dq_keys,
                                cudaStream_t st) {
     check_attention_args("bwd16::attention_backward", dqkv, dout, B, T, C, NH);
-    AttentionKernels k;
-    k.dq_keys = dq_keys;
     switch (C / NH) {
-        case 16: bwd16::attention_backward_hs<16>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, k, st); break;
-        case 32: bwd16::attention_backward_hs<32>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, k, st); break;
-        case 64: bwd16::attention_backward_hs<64>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, k, st); break;
-        default: bwd16::attention_backward_hs<128>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, k, st); break;
+        case 16: bwd16::attention_backward_hs<16>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, dq_keys, st); break;
+        case 32: bwd16::attention_backward_hs<32>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, dq_keys, st); break;
+        case 64: bwd16::attention_backward_hs<64>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, dq_keys, st); break;
+        default: bwd16::attention_backward_hs<128>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, dq_keys, st); break;
     }
 }
 

@@ -155,10 +155,10 @@ MUTATIONS = [
         "flash forward's cp.async pipeline waits for one group too few: the key tile in use may not have landed"),
     Mutation(
         "attention-dq-no-cp-async-wait", "shared", "llmc/cuda/attention.cuh",
-        "    cp_async_commit();\n    cp_async_wait<0>();\n    __syncthreads();\n\n    // D and L",
-        "    cp_async_commit();\n    __syncthreads();\n\n    // D and L",
-        "dQ kernel: the barrier is passed before the thread's cp.async group of Q / dO has completed, so D reads "
-        "dO tiles that have not arrived"),
+        "        cp_async_wait<0>();\n        __syncthreads();  // buffer kb % 2 landed",
+        "        __syncthreads();  // buffer kb % 2 landed",
+        "dQ kernel: the barrier is passed before the thread's cp.async group of K / dS^T has completed, so the MMAs "
+        "read key and dS tiles that have not arrived"),
     Mutation(
         "attention-dkv-refill-without-barrier", "shared", "llmc/cuda/attention.cuh",
         "        cp_async_wait<0>();\n        __syncthreads();\n        if (qt + 1 < num_qt) load_queries(",
@@ -194,9 +194,9 @@ MUTATIONS = [
         "zero-filling it"),
     Mutation(
         "attention-dkv-grid-order-swapped", "bounds", "llmc/cuda/attention.cuh",
-        "nk = (T + BK - 1) / BK, kt = (int)(blockIdx.x % nk), bh = (int)(blockIdx.x / nk);",
-        "nk = (T + BK - 1) / BK, kt = (int)(blockIdx.x / nk), bh = (int)(blockIdx.x % nk);",
-        "dK/dV kernel: the head-major block index decoded the other way round (head and key tile swapped)"),
+        "    const int kt = (int)blockIdx.x, bh = head0 + (int)blockIdx.y;",
+        "    const int kt = (int)blockIdx.y, bh = head0 + (int)blockIdx.x;",
+        "dK/dV kernel: the block index decoded the other way round (head and key tile swapped)"),
     Mutation(
         "common-sum-rows-unroll-past-end", "bounds", "llmc/cuda/common.cuh",
         "    for (; i + kReduceUnroll <= n; i += kReduceUnroll) {\n",
@@ -238,6 +238,23 @@ MUTATIONS = [
         "[T](int row, int key) { return key <= row && key < T; }",
         "[T](int row, int key) { return key <= row + 1 && key < T; }",
         "flash forward's causal mask is off by one: each query also sees the next key"),
+    Mutation(
+        "attention-ds-stored-in-wrong-tile", "bounds", "llmc/cuda/attention.cuh",
+        "    bf16* tile = ds + ds_tile_offset(query0 / kDsTile, key0 / kDsTile)",
+        "    bf16* tile = ds + ds_tile_offset(key0 / kDsTile, query0 / kDsTile)",
+        "the dK/dV kernel stores the dS of an off-diagonal tile (query tile, key tile) where the tile (key tile, "
+        "query tile) would go: the dQ kernel reads stale or another tile's dS"),
+    Mutation(
+        "attention-dq-key-steps-reversed", "numerics", "llmc/cuda/attention.cuh",
+        "        for (int ks = 0; ks < BK / 16; ks++) {\n            if (kb * (BK / 16) + ks > last_step) break;",
+        "        for (int ks = BK / 16 - 1; ks >= 0; ks--) {\n            if (kb * (BK / 16) + ks > last_step) continue;",
+        "the dQ kernel adds the k16 steps of each key block in reverse: the right sum in another fp32 order, no longer "
+        "the bits of the recomputing kernel"),
+    Mutation(
+        "attention-dq-passes-share-one-head", "bounds", "llmc/cuda/attention.cuh",
+        "    const bf16* ds_head = ds + (size_t)hp * attention_ds_head_elems(T);\n",
+        "    const bf16* ds_head = ds;\n",
+        "the dQ kernel reads the first head's stored dS for every head of a pass"),
     Mutation(
         "attention-dkv-mask-skips-diagonal", "tail", "llmc/cuda/attention.cuh",
         "[T](int key, int query) { return query >= key && query < T && key < T; }",

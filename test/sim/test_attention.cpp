@@ -3,9 +3,11 @@
 // cover T = 1, T not a multiple of any tile, several key and query tiles, B and NH > 1, and every supported head
 // size (16, 32, 64, 128). Each op runs under every thread order of the simulator; the results must be bitwise
 // identical across orders (and the backward across two more runs into a buffer refilled with garbage), and every
-// element within a bound derived from the arithmetic below. The backward (32 rows per warp at hs <= 64) must also be
-// bitwise equal to the 16-rows-per-warp kernels of dev/cuda/attention_bwd16.cuh with the same dQ key tile: no fp32
-// sum changes order (docs/cuda.md). A head size the kernels do not serve is refused.
+// element within a bound derived from the arithmetic below. The backward (dS through memory) must also give the same
+// bits in passes of one head, of all heads and uneven ones, with its workspace refilled with NaN before each run,
+// and be bitwise equal, D included, to the recomputing kernels of dev/cuda/attention_bwd_recompute.cuh and the
+// 16-rows-per-warp ones of dev/cuda/attention_bwd16.cuh with either of their dQ key tiles: no fp32 sum changes
+// order (docs/cuda.md). A head size the kernels do not serve is refused.
 //
 // Notation (all bounds computed in double on the host): U = 2^-8 (bf16 unit roundoff), u = 2^-24 (fp32),
 // G(n) = 2 (n + 2) u bounds an fp32 sum of n terms relative to the sum of their magnitudes, counted for both the
@@ -43,6 +45,7 @@
 
 #include "cudasim.h"
 #include "dev/cuda/attention_bwd16.cuh"
+#include "dev/cuda/attention_bwd_recompute.cuh"
 #include "llmc/bf16.h"
 #include "llmc/cpu/cpu_backend.h"
 #include "llmc/cuda/attention.cuh"
@@ -130,11 +133,13 @@ std::vector<std::vector<float>> each_order_identical(const std::string& what,
     return runs[0];
 }
 
-// The kernel variants the tests run (llmc/cuda/attention.cuh compiles these): every forward (keys, stages) and dQ key
-// tile that the simulated device's shared memory holds, paired up so that each runs at least once per case, plus the
-// backend's own choice for this device.
+// The kernel variants the tests run (llmc/cuda/attention.cuh compiles these): every forward (keys, stages) that the
+// simulated device's shared memory holds, plus the backend's own choice for this device. The backward has one
+// variant; it runs after each forward.
 const int kFwdVariants[][2] = {{64, 3}, {64, 2}, {32, 2}};
-const int kDqVariants[] = {64, 32};
+// The recomputing backward (dev/cuda/attention_bwd_recompute.cuh) and the 16-rows-per-warp one were compiled with
+// these dQ key tiles; the backward must give the bits of each.
+const int kOldDqKeys[] = {64, 32};
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -155,29 +160,21 @@ bool bwd16_fits(size_t hs, int dq_keys, const llmc::DeviceLimits& d) {
 }
 
 std::string variant_name(const llmc::AttentionKernels& k) {
-    return "[fwd " + std::to_string(k.fwd_keys) + " keys x " + std::to_string(k.fwd_stages) + " stages, dQ " +
-           std::to_string(k.dq_keys) + " keys]";
+    return "[fwd " + std::to_string(k.fwd_keys) + " keys x " + std::to_string(k.fwd_stages) + " stages]";
 }
 
 template <int HS>
 std::vector<llmc::AttentionKernels> variants_hs(const llmc::DeviceLimits& d, const llmc::AttentionKernels& chosen) {
     using Tiles = llmc::AttentionTiles<HS>;
-    std::vector<std::pair<int, int>> fwd;
-    std::vector<int> dq;
-    for (const auto& f : kFwdVariants)
-        if (Tiles::fwd_smem(f[0], f[1]) <= d.smem_per_block) fwd.emplace_back(f[0], f[1]);
-    for (int k : kDqVariants)
-        if (Tiles::dq_smem(k) <= d.smem_per_block) dq.push_back(k);
     std::vector<llmc::AttentionKernels> out;
     bool has_chosen = false;
-    for (size_t i = 0; i < std::max(fwd.size(), dq.size()) && !fwd.empty() && !dq.empty(); i++) {
-        llmc::AttentionKernels k;
-        k.fwd_keys = fwd[i % fwd.size()].first, k.fwd_stages = fwd[i % fwd.size()].second;
-        k.dq_keys = dq[i % dq.size()];
-        has_chosen = has_chosen || (k.fwd_keys == chosen.fwd_keys && k.fwd_stages == chosen.fwd_stages &&
-                                    k.dq_keys == chosen.dq_keys);
-        out.push_back(k);
-    }
+    for (const auto& f : kFwdVariants)
+        if (Tiles::fwd_smem(f[0], f[1]) <= d.smem_per_block) {
+            llmc::AttentionKernels k;
+            k.fwd_keys = f[0], k.fwd_stages = f[1];
+            has_chosen = has_chosen || (k.fwd_keys == chosen.fwd_keys && k.fwd_stages == chosen.fwd_stages);
+            out.push_back(k);
+        }
     if (!has_chosen) out.push_back(chosen);
     return out;
 }
@@ -190,6 +187,22 @@ std::vector<llmc::AttentionKernels> variants_to_run(size_t hs, const llmc::Devic
         case 64: return variants_hs<64>(d, chosen);
         default: return variants_hs<128>(d, chosen);
     }
+}
+
+// A workspace for the backward's dS with room for `heads` heads and `extra` bytes more, refilled with bf16 NaNs
+// before every use (fill_nan): a value the dQ kernel reads without the dK/dV kernel of the same pass having stored
+// it turns its rows into NaN.
+struct Workspace {
+    bf16* ptr;
+    size_t bytes;
+};
+Workspace make_workspace(CaseBuffers& dev, size_t T, size_t heads, size_t extra) {
+    const size_t bytes = heads * llmc::attention_backward_min_workspace(T) + extra;
+    return {dev.make<bf16>((bytes + 1) / 2), bytes};
+}
+void fill_nan(CudaBackend& gpu, const Workspace& w) {
+    const std::vector<uint16_t> nan(w.bytes / 2, 0x7fc1);
+    gpu.copy_to_device(w.ptr, nan.data(), nan.size() * 2);
 }
 
 void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_t NH, size_t hs) {
@@ -208,33 +221,69 @@ void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_
     float* d_rowdot = dev.make<float>(llmc::attention_rowdot_elems(B, T, NH));
     gpu.upload_floats(d_qkv, qkv.data(), qkv.size());
     gpu.upload_floats(d_dout, dout.data(), dout.size());
-    // Runs one variant (through the backend's own choice when k is null); returns out, lse, dqkv.
+    // Passes of the backward: every head in one; one head per pass; and, with more than 2 heads, room for 2 heads
+    // and a half (passes of 2, the last one shorter when BH is odd).
+    std::vector<Workspace> workspaces = {make_workspace(dev, T, BH, 0), make_workspace(dev, T, 1, 0)};
+    if (BH > 2) workspaces.push_back(make_workspace(dev, T, 2, llmc::attention_backward_min_workspace(T) / 2));
+    // The backward through the library call (ws) or the backend (ws == nullptr: its call, all heads in one pass).
+    auto backward_into = [&](const Workspace* ws) {
+        std::vector<float> garbage(B * T * C3, 1e30f);
+        gpu.upload_floats(d_dqkv, garbage.data(), garbage.size());  // every element must be written
+        const Workspace& w = ws ? *ws : workspaces[0];
+        fill_nan(gpu, w);
+        if (ws) llmc::attention_backward(d_dqkv, d_rowdot, w.ptr, w.bytes, d_dout, d_qkv, d_out, d_lse, B, T, C, NH,
+                                         gpu.stream());
+        else gpu.attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, w.ptr, w.bytes);
+        return std::vector<std::vector<float>>{fetch_bf16(gpu, d_dqkv, B * T * C3), fetch_f32(gpu, d_rowdot, BH * T)};
+    };
+    // Runs one forward variant (through the backend's own choice when k is null), then the backward; returns out,
+    // lse, dqkv. The first variant's backward also runs in passes and against the old kernels (on its inputs: the
+    // others differ only in the forward's bits).
+    bool first = true;
     auto run = [&](const llmc::AttentionKernels* k, const std::string& tag) {
         const std::vector<std::vector<float>> fwd = each_order_identical(tag + " forward", [&] {
             if (k) llmc::attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, *k, gpu.stream());
             else gpu.attention_forward(d_out, d_lse, d_qkv, B, T, C, NH);
             return std::vector<std::vector<float>>{fetch_bf16(gpu, d_out, B * T * C), fetch_f32(gpu, d_lse, BH * T)};
         });
-        auto backward = [&] {
-            std::vector<float> garbage(B * T * C3, 1e30f);
-            gpu.upload_floats(d_dqkv, garbage.data(), garbage.size());  // every element must be written
-            if (k) llmc::attention_backward(d_dqkv, d_rowdot, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, *k, gpu.stream());
-            else gpu.attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH);
-            return std::vector<std::vector<float>>{fetch_bf16(gpu, d_dqkv, B * T * C3)};
-        };
-        const std::vector<float> dqkv = each_order_identical(tag + " backward", backward)[0];
-        const std::vector<float> again = backward()[0], third = backward()[0];
-        testing::check(tag + " backward: bit-identical across two more runs", !std::memcmp(again.data(), dqkv.data(),
-                       dqkv.size() * 4) && !std::memcmp(third.data(), dqkv.data(), dqkv.size() * 4), "runs differ");
-        if (k && bwd16_fits(hs, k->dq_keys, gpu.device_limits())) {
-            // 32 rows per warp changes which warp adds which terms, never the fp32 order of a sum (the extra tiles
-            // a 32-row warp visits add exact zeros): the same bits as the 16-row kernels with the same key tile.
-            std::vector<float> garbage(B * T * C3, 1e30f);
-            gpu.upload_floats(d_dqkv, garbage.data(), garbage.size());
-            llmc::bwd16::attention_backward(d_dqkv, d_rowdot, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, k->dq_keys,
-                                            gpu.stream());
-            testing::check(tag + " backward: bitwise equal to the 16-rows-per-warp kernels",
-                           same_bits(fetch_bf16(gpu, d_dqkv, B * T * C3), dqkv), "the results differ");
+        const Workspace* all = k ? &workspaces[0] : nullptr;
+        const std::vector<std::vector<float>> bwd =
+            each_order_identical(tag + " backward", [&] { return backward_into(all); });
+        const std::vector<float>& dqkv = bwd[0];
+        const std::vector<float> again = backward_into(all)[0], third = backward_into(all)[0];
+        testing::check(tag + " backward: bit-identical across two more runs", same_bits(again, dqkv) &&
+                       same_bits(third, dqkv), "runs differ");
+        if (!k || !first) return std::vector<std::vector<float>>{fwd[0], fwd[1], dqkv};
+        first = false;
+        for (size_t w = 1; w < workspaces.size(); w++) {
+            const size_t per = llmc::attention_heads_per_pass(B, T, NH, workspaces[w].bytes);
+            testing::check(tag + " backward in passes of " + std::to_string(per) + " of " + std::to_string(BH) +
+                           " heads: the same bits as in one pass", same_bits(backward_into(&workspaces[w])[0], dqkv),
+                           "the results differ");
+        }
+        // dS through memory keeps every fp32 sum's order: the bits of the recomputing kernels (both of their dQ key
+        // tiles), D included, and of the 16-rows-per-warp ones.
+        for (int dq_keys : kOldDqKeys) {
+            const std::string old = " dQ " + std::to_string(dq_keys) + " keys";
+            if (llmc::recompute::fits(hs, dq_keys, gpu.device_limits())) {
+                std::vector<float> garbage(B * T * C3, 1e30f), zero(BH * T, 0.0f);
+                gpu.upload_floats(d_dqkv, garbage.data(), garbage.size());
+                gpu.copy_to_device(d_rowdot, zero.data(), zero.size() * sizeof(float));
+                llmc::recompute::attention_backward(d_dqkv, d_rowdot, d_dout, d_qkv, d_out, d_lse, B, T, C, NH,
+                                                    dq_keys, gpu.stream());
+                testing::check(tag + " backward: bitwise equal to the recomputing kernels," + old,
+                               same_bits(fetch_bf16(gpu, d_dqkv, B * T * C3), dqkv), "the results differ");
+                testing::check(tag + " D kernel: bitwise equal to the recomputing dQ kernel's D," + old,
+                               same_bits(fetch_f32(gpu, d_rowdot, BH * T), bwd[1]), "D differs");
+            }
+            if (bwd16_fits(hs, dq_keys, gpu.device_limits())) {
+                std::vector<float> garbage(B * T * C3, 1e30f);
+                gpu.upload_floats(d_dqkv, garbage.data(), garbage.size());
+                llmc::bwd16::attention_backward(d_dqkv, d_rowdot, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, dq_keys,
+                                                gpu.stream());
+                testing::check(tag + " backward: bitwise equal to the 16-rows-per-warp kernels," + old,
+                               same_bits(fetch_bf16(gpu, d_dqkv, B * T * C3), dqkv), "the results differ");
+            }
         }
         return std::vector<std::vector<float>>{fwd[0], fwd[1], dqkv};
     };
@@ -245,7 +294,7 @@ void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_
     for (const llmc::AttentionKernels& k : variants_to_run(hs, gpu.device_limits(), chosen)) {
         const std::string tag = shape + " " + variant_name(k);
         results.emplace_back(tag, run(&k, tag));
-        if (k.fwd_keys == chosen.fwd_keys && k.fwd_stages == chosen.fwd_stages && k.dq_keys == chosen.dq_keys) {
+        if (k.fwd_keys == chosen.fwd_keys && k.fwd_stages == chosen.fwd_stages) {
             // The backend's own call for this device: the same bits as its variant launched directly.
             const std::string mine_tag = shape + " backend's choice " + variant_name(chosen);
             const std::vector<std::vector<float>> mine = run(nullptr, mine_tag);
@@ -406,6 +455,7 @@ int main() {
         test_attention(gpu, cpu, 1, 9, 2, 16);     // hs = 16 (the simulator's tiny trainer models)
         test_attention(gpu, cpu, 1, 257, 2, 32);   // head-major grid with several heads and query tiles; 1-row tails
         test_attention(gpu, cpu, 2, 150, 1, 128);  // B > 1 with several tiles at hs = 128
+        test_attention(gpu, cpu, 5, 70, 1, 32);    // backward passes of 2, 2 and 1 heads (and of 1, and of all 5)
         test_variant_choice();
         testing::check("attention refuses head size 48 with a message naming it",
                        testing::throws_with([] { CudaBackend::check_attention_shape(96, 2); }, "head size C/NH = 96/2 = 48"));
