@@ -439,6 +439,26 @@ void test_variant_choice() {
     testing::check("... and still runs hs = 64", llmc::attention_kernels_for(64, small, &k), "refused");
 }
 
+// A backward workspace that cannot hold one head's dS, or is not 16-byte aligned, is refused with a message before
+// any kernel runs.
+void test_workspace_refused(CudaBackend& gpu) {
+    const size_t B = 1, T = 40, NH = 1, C = 32, need = llmc::attention_backward_min_workspace(T);
+    CaseBuffers dev{gpu, {}};
+    bf16 *qkv = dev.make<bf16>(B * T * 3 * C), *out = dev.make<bf16>(B * T * C), *dout = dev.make<bf16>(B * T * C),
+         *dqkv = dev.make<bf16>(B * T * 3 * C);
+    float *lse = dev.make<float>(B * NH * T), *rowdot = dev.make<float>(B * NH * T);
+    unsigned char* ws = dev.make<unsigned char>(need + 16);
+    auto backward = [&](void* w, size_t bytes) {
+        return [=, &gpu] {
+            llmc::attention_backward(dqkv, rowdot, w, bytes, dout, qkv, out, lse, B, T, C, NH, gpu.stream());
+        };
+    };
+    testing::check("attention backward refuses a workspace one byte short of one head's dS",
+                   testing::throws_with(backward(ws, need - 1), "cannot hold the dS of one head"));
+    testing::check("attention backward refuses a workspace that is not 16-byte aligned",
+                   testing::throws_with(backward(ws + 8, need), "16-byte aligned"));
+}
+
 }  // namespace
 
 int main() {
@@ -461,6 +481,7 @@ int main() {
                        testing::throws_with([] { CudaBackend::check_attention_shape(96, 2); }, "head size C/NH = 96/2 = 48"));
         testing::check("attention refuses C not divisible by NH",
                        testing::throws_with([] { CudaBackend::check_attention_shape(100, 3); }, "not a multiple"));
+        test_workspace_refused(gpu);
     } catch (const llmc::Error& e) {
         testing::fail("sim_attention", "%s", e.what());
     }
