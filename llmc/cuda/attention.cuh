@@ -829,6 +829,7 @@ inline void attention_backward(bf16* dqkv, float* rowdot, void* workspace, size_
                                size_t NH, cudaStream_t st) {
     check_attention_args("attention_backward", dqkv, dout, B, T, C, NH);
     check_attention_args("attention_backward", qkv, out, B, T, C, NH);
+    if (B * T == 0) return;  // no rows (and no head's dS to size a pass by: attention_backward_min_workspace(0) = 0)
     const size_t per_pass = attention_heads_per_pass(B, T, NH, workspace_bytes);
     if (per_pass == 0)
         fail("attention_backward: the workspace of %zu bytes cannot hold the dS of one head (T=%zu: %zu bytes)",

@@ -440,7 +440,7 @@ void test_variant_choice() {
 }
 
 // A backward workspace that cannot hold one head's dS, or is not 16-byte aligned, is refused with a message before
-// any kernel runs.
+// any kernel runs; an empty batch needs none.
 void test_workspace_refused(CudaBackend& gpu) {
     const size_t B = 1, T = 40, NH = 1, C = 32, need = llmc::attention_backward_min_workspace(T);
     CaseBuffers dev{gpu, {}};
@@ -457,6 +457,20 @@ void test_workspace_refused(CudaBackend& gpu) {
                    testing::throws_with(backward(ws, need - 1), "cannot hold the dS of one head"));
     testing::check("attention backward refuses a workspace that is not 16-byte aligned",
                    testing::throws_with(backward(ws + 8, need), "16-byte aligned"));
+    // No rows (T = 0, or B = 0): nothing to do, whatever the workspace. T = 0 used to divide by the empty head's dS
+    // size (0 bytes) when sizing the passes; B = 0 was refused as a workspace too small for one head.
+    auto runs_empty = [&](size_t b, size_t t) {
+        try {
+            llmc::attention_backward(dqkv, rowdot, ws, 0, dout, qkv, out, lse, b, t, C, NH, gpu.stream());
+            gpu.synchronize();
+            return true;
+        } catch (const std::exception& e) {
+            std::printf("  (threw: %s)\n", e.what());
+            return false;
+        }
+    };
+    testing::check("attention backward with T = 0 returns at once", runs_empty(B, 0), "it failed");
+    testing::check("attention backward with B = 0 returns at once", runs_empty(0, T), "it failed");
 }
 
 }  // namespace
