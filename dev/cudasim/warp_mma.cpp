@@ -13,6 +13,7 @@
 #include "dev/cudasim/include/cudasim_mma.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <string>
@@ -70,6 +71,7 @@ struct Copy {
     void* dst;
     const void* src;
     int size, src_bytes;  // cp-size, and the bytes read from src (the rest zero-filled)
+    bool landed;          // written at the issue (CpAsyncLanding::AtIssue); still pending until waited for
 };
 struct ThreadCopies {
     std::vector<Copy> open;                  // issued, not yet committed
@@ -104,13 +106,27 @@ ThreadCopies& my_copies() {
     }
     return s.threads[(size_t)linear_thread()];
 }
+void land(const Copy& c) {
+    std::memcpy(c.dst, c.src, (size_t)c.src_bytes);
+    std::memset(static_cast<char*>(c.dst) + c.src_bytes, 0, (size_t)(c.size - c.src_bytes));
+}
 void perform(const std::vector<Copy>& group) {
-    for (const Copy& c : group) {
-        std::memcpy(c.dst, c.src, (size_t)c.src_bytes);
-        std::memset(static_cast<char*>(c.dst) + c.src_bytes, 0, (size_t)(c.size - c.src_bytes));
-    }
+    for (const Copy& c : group)
+        if (!c.landed) land(c);
 }
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+CpAsyncLanding initial_landing() {
+    const char* e = std::getenv("CUDASIM_CP_ASYNC");
+    if (!e || !*e || std::strcmp(e, "at-wait") == 0) return CpAsyncLanding::AtWait;
+    if (std::strcmp(e, "at-issue") == 0) return CpAsyncLanding::AtIssue;
+    std::fprintf(stderr, "cudasim: CUDASIM_CP_ASYNC=%s: expected at-wait or at-issue\n", e);
+    std::exit(1);
+}
+CpAsyncLanding& landing_mode() {
+    static CpAsyncLanding mode = initial_landing();
+    return mode;
+}
 
 }  // namespace
 
@@ -151,7 +167,9 @@ void cp_async(void* dst_shared, const void* src_global, int size, int src_bytes)
     const uintptr_t mask = (uintptr_t)size - 1;
     if ((reinterpret_cast<uintptr_t>(dst_shared) & mask) || (src_bytes > 0 && (reinterpret_cast<uintptr_t>(src_global) & mask)))
         detail::device_fail("cp.async: the source and destination must be aligned to the copy's size");
-    my_copies().open.push_back(Copy{dst_shared, src_global, size, src_bytes});
+    const Copy c{dst_shared, src_global, size, src_bytes, landing_mode() == CpAsyncLanding::AtIssue};
+    if (c.landed) land(c);
+    my_copies().open.push_back(c);
 }
 
 void cp_async_commit() {
@@ -167,5 +185,8 @@ void cp_async_wait(int pending) {
         t.groups.pop_front();
     }
 }
+
+void set_cp_async_landing(CpAsyncLanding landing) { landing_mode() = landing; }
+CpAsyncLanding cp_async_landing() { return landing_mode(); }
 
 }  // namespace cudasim

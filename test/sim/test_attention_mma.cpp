@@ -8,7 +8,8 @@
 //    must equal the fragments the formulas give, in the three uses the attention kernels make of it (A operand,
 //    B operand from a [n][k] tile, B operand from a [k][n] tile); then ldmatrix + mma must give the plain product.
 // 3. cp.async: a copy lands when its thread waits for its group (wait_group N leaves the N newest groups pending),
-//    zero-fill, and the data is visible to the other threads after wait + __syncthreads.
+//    zero-fill, and the data is visible to the other threads after wait + __syncthreads; with the landing at the
+//    issue (CUDASIM_CP_ASYNC=at-issue) a copy issued into a buffer another warp may still be reading overwrites it.
 // 4. The instruction text: the simulator executes the string mma.cuh gives nvcc (dev/cudasim/ptx.cpp), so other
 //    forms of it (.x2, .x1, .trans, an 8-byte cp.async.ca) do what their text says.
 // Every kernel runs under every thread order of the simulator (the text test under the default one).
@@ -111,6 +112,30 @@ __global__ void cp_async_kernel(int* seen, uint4* dst, const uint4* src) {
     llmc::cp_async_wait<0>();
     __syncthreads();
     for (int i = t; i < 3 * 64; i += 64) dst[i] = buf[i];
+}
+
+// A double-buffered loop of 64 threads over kRefillTiles tiles of 64 16-byte chunks: each thread copies chunk tid of
+// tile k + 1 into the other buffer and reads chunk tid ^ 32 of tile k (written by a thread of the other warp), folding
+// its first words into sums[tid]. Refilled after the loop's barrier, the other buffer was last read before that
+// barrier: right. Refilled before it (refill_before_barrier), the copy may land while the other warp still reads the
+// previous tile from that buffer: a write-after-read race on a GPU, which only a copy landing at its issue shows.
+constexpr int kRefillTiles = 4;
+__global__ void refill_kernel(uint32_t* sums, const uint4* src, bool refill_before_barrier) {
+    __shared__ __align__(16) uint4 buf[2][64];
+    const int t = threadIdx.x;
+    llmc::cp_async_16(&buf[0][t], &src[t], true);
+    llmc::cp_async_commit();
+    uint32_t sum = 0;
+    for (int k = 0; k < kRefillTiles; k++) {
+        llmc::cp_async_wait<0>();
+        const bool refill = k + 1 < kRefillTiles;
+        if (refill && refill_before_barrier) llmc::cp_async_16(&buf[(k + 1) % 2][t], &src[(k + 1) * 64 + t], true);
+        __syncthreads();
+        if (refill && !refill_before_barrier) llmc::cp_async_16(&buf[(k + 1) % 2][t], &src[(k + 1) * 64 + t], true);
+        llmc::cp_async_commit();
+        sum = sum * 31u + buf[k % 2][t ^ 32].x;
+    }
+    sums[t] = sum;
 }
 
 // A device copy of a host array, freed with the object.
@@ -258,20 +283,76 @@ void test_cp_async() {
     for (uint32_t i = 0; i < 128; i++) src[i] = make_uint4(i, i * 3u + 1u, ~i, 0x5a5a0000u + i);
     const DeviceArray<uint4> dsrc(src), ddst(std::vector<uint4>(3 * 64));
     const DeviceArray<int> dseen(std::vector<int>(64, 0));
-    cudasim::for_each_order([&](cudasim::Order o) {
-        const std::string tag = std::string("cp.async (") + cudasim::order_name(o) + ")";
-        cudasim::launch(cp_async_kernel, dim3(2), dim3(64), 0, nullptr, dseen.ptr, ddst.ptr, (const uint4*)dsrc.ptr);
-        std::vector<int> seen = dseen.fetch();
-        std::vector<uint4> dst = ddst.fetch();
-        bool groups = true;
-        for (int s : seen) groups = groups && s == 3;
-        testing::check(tag + ": wait_group 1 completes the older group and leaves the newest pending", groups,
-                       "thread 0 saw %d (1: own group-1 chunk landed, 2: group-2 chunk still pending)", seen[0]);
-        bool all = std::memcmp(dst.data(), src.data(), 128 * sizeof(uint4)) == 0;
-        for (int i = 128; i < 192; i++) all = all && dst[i].x == 0 && dst[i].y == 0 && dst[i].z == 0 && dst[i].w == 0;
-        testing::check(tag + ": after wait_group 0 + __syncthreads every thread sees every copy (zero-fill included)",
-                       all, "the shared buffer differs from the source");
-    });
+    const cudasim::CpAsyncLanding saved = cudasim::cp_async_landing();
+    for (cudasim::CpAsyncLanding landing : {cudasim::CpAsyncLanding::AtWait, cudasim::CpAsyncLanding::AtIssue}) {
+        cudasim::set_cp_async_landing(landing);
+        const bool at_wait = landing == cudasim::CpAsyncLanding::AtWait;
+        cudasim::for_each_order([&](cudasim::Order o) {
+            const std::string tag = std::string("cp.async landing at the ") + (at_wait ? "wait" : "issue") + " (" +
+                                    cudasim::order_name(o) + ")";
+            cudasim::launch(cp_async_kernel, dim3(2), dim3(64), 0, nullptr, dseen.ptr, ddst.ptr,
+                            (const uint4*)dsrc.ptr);
+            std::vector<int> seen = dseen.fetch();
+            std::vector<uint4> dst = ddst.fetch();
+            bool groups = true;
+            for (int s : seen) groups = groups && s == (at_wait ? 3 : 1);
+            testing::check(tag + (at_wait ? ": wait_group 1 completes the older group and leaves the newest pending"
+                                          : ": both groups have landed at wait_group 1"),
+                           groups, "thread 0 saw %d (1: own group-1 chunk landed, 2: group-2 chunk still pending)",
+                           seen[0]);
+            bool all = std::memcmp(dst.data(), src.data(), 128 * sizeof(uint4)) == 0;
+            for (int i = 128; i < 192; i++)
+                all = all && dst[i].x == 0 && dst[i].y == 0 && dst[i].z == 0 && dst[i].w == 0;
+            testing::check(tag + ": after wait_group 0 + __syncthreads every thread sees every copy (zero-fill "
+                                 "included)", all, "the shared buffer differs from the source");
+        });
+    }
+    cudasim::set_cp_async_landing(saved);
+}
+
+// The refill race of refill_kernel: invisible when copies land at the wait (the copy lands after the barrier that
+// the late reader must reach first), shown under the warp-serial orders when they land at the issue; the loop with
+// the refill after the barrier is right either way.
+void test_cp_async_refill_race() {
+    std::vector<uint4> src(kRefillTiles * 64);
+    for (uint32_t i = 0; i < src.size(); i++) src[i] = make_uint4(i * 2654435761u + 7u, 0u, 0u, 0u);
+    std::vector<uint32_t> want(64, 0);
+    for (int t = 0; t < 64; t++)
+        for (int k = 0; k < kRefillTiles; k++) want[t] = want[t] * 31u + src[k * 64 + (t ^ 32)].x;
+    const DeviceArray<uint4> dsrc(src);
+    const DeviceArray<uint32_t> dsums(std::vector<uint32_t>(64, 0));
+    auto right_in = [&](bool refill_before_barrier, cudasim::Order o) {
+        cudasim::set_thread_order(o, 0x5eed);
+        cudasim::launch(refill_kernel, dim3(1), dim3(64), 0, nullptr, dsums.ptr, (const uint4*)dsrc.ptr,
+                        refill_before_barrier);
+        return dsums.fetch() == want;
+    };
+    const cudasim::CpAsyncLanding saved = cudasim::cp_async_landing();
+    const cudasim::Order saved_order = cudasim::thread_order();
+    const uint64_t saved_seed = cudasim::thread_order_seed();
+    const cudasim::Order orders[] = {cudasim::Order::Forward, cudasim::Order::Reverse, cudasim::Order::Shuffled,
+                                     cudasim::Order::WarpSerial, cudasim::Order::WarpSerialReverse};
+    for (cudasim::CpAsyncLanding landing : {cudasim::CpAsyncLanding::AtWait, cudasim::CpAsyncLanding::AtIssue}) {
+        cudasim::set_cp_async_landing(landing);
+        const bool at_wait = landing == cudasim::CpAsyncLanding::AtWait;
+        const std::string mode = at_wait ? "landing at the wait" : "landing at the issue";
+        for (cudasim::Order o : orders)
+            testing::check(std::string("cp.async refill after the barrier, ") + mode + " (" + cudasim::order_name(o) +
+                           "): right", right_in(false, o), "the sums differ");
+        std::string wrong_in;
+        for (cudasim::Order o : orders)
+            if (!right_in(true, o)) wrong_in += std::string(" ") + cudasim::order_name(o);
+        if (at_wait)
+            testing::check("cp.async refill before the barrier, landing at the wait: the race cannot show",
+                           wrong_in.empty(), "wrong under%s", wrong_in.c_str());
+        else
+            testing::check("cp.async refill before the barrier, landing at the issue: wrong under both warp-serial "
+                           "orders", (wrong_in + " ").find(" warp-serial ") != std::string::npos &&
+                                         (wrong_in + " ").find(" warp-serial-reverse ") != std::string::npos,
+                           "wrong only under:%s", wrong_in.c_str());
+    }
+    cudasim::set_cp_async_landing(saved);
+    cudasim::set_thread_order(saved_order, saved_seed);
 }
 
 void test_ptx_text() {
@@ -306,6 +387,7 @@ int main() {
     test_mma();
     test_ldmatrix();
     test_cp_async();
+    test_cp_async_refill_race();
     test_ptx_text();
     return testing::finish();
 }

@@ -15,9 +15,12 @@
 // section 9.7.14.5.15 "Warp-level matrix load instruction: ldmatrix"; docs/cudasim.md has the tables). The product
 // of the 16 exact bf16 x bf16 terms is summed in double and added to c, then rounded once to fp32.
 //
-// cp.async is emulated strictly: a copy happens when the issuing thread waits for its group (cp_async_wait), not when
-// it is issued. So a thread that reads the destination before waiting, or another thread that reads it before the
-// barrier that follows the wait, sees the old (poisoned) shared memory, as it may on a GPU.
+// cp.async is emulated strictly: by default a copy happens when the issuing thread waits for its group (cp_async_wait),
+// not when it is issued. So a thread that reads the destination before waiting, or another thread that reads it
+// before the barrier that follows the wait, sees the old (poisoned) shared memory, as it may on a GPU. A GPU may also
+// land a copy as soon as it is issued: set_cp_async_landing(CpAsyncLanding::AtIssue) (or CUDASIM_CP_ASYNC=at-issue)
+// writes the destination at the issue instead, so a copy issued into a buffer that another warp may still be reading
+// (no barrier between that warp's last read and the issue) overwrites it under a warp-serial order.
 #pragma once
 
 #include <cstdint>
@@ -45,5 +48,14 @@ void cp_async(void* dst_shared, const void* src_global, int size, int src_bytes)
 void cp_async_commit();
 // Completes the thread's committed groups except the newest `pending` ones (cp.async.wait_group pending).
 void cp_async_wait(int pending);
+
+// When a copy writes its destination: at the wait that covers its group (the latest a GPU may: exposes reads before
+// the wait or the barrier after it), or when it is issued (the earliest: exposes a copy issued into a buffer still
+// being read). Either way a block must wait for every copy it issued. The initial mode comes from the environment
+// variable CUDASIM_CP_ASYNC=at-wait|at-issue (default at-wait). A change applies to the copies executed after it
+// (grids run when the stream scheduler reaches them: synchronise before changing it).
+enum class CpAsyncLanding { AtWait, AtIssue };
+void set_cp_async_landing(CpAsyncLanding landing);
+CpAsyncLanding cp_async_landing();
 
 }  // namespace cudasim
