@@ -473,6 +473,31 @@ void test_workspace_refused(CudaBackend& gpu) {
     testing::check("attention backward with B = 0 returns at once", runs_empty(0, T), "it failed");
 }
 
+// The backward's passes: the dK/dV kernel's grid has the pass's heads as gridDim.y, at most 65535 on every GPU, and a
+// pass's dS must fit the workspace. Host arithmetic only (a launch with 65536 heads is too slow to simulate).
+void test_heads_per_pass() {
+    const size_t head = llmc::attention_backward_min_workspace(64), lots = head * 200000;
+    testing::check("backward passes: 70000 heads with room for all run as 2 passes of 35000 (gridDim.y <= 65535)",
+                   llmc::attention_heads_per_pass(70000, 64, 1, lots) == 35000, "got %zu",
+                   llmc::attention_heads_per_pass(70000, 64, 1, lots));
+    testing::check("backward passes: 65535 heads run in one pass",
+                   llmc::attention_heads_per_pass(5, 64, 13107, lots) == 65535, "got %zu",
+                   llmc::attention_heads_per_pass(5, 64, 13107, lots));
+    bool fits = true, capped = true;
+    for (size_t BH : {1, 7, 768, 65536, 131071})
+        for (size_t room : {1, 2, 3, 361, 65534, 65536, 100000}) {
+            const size_t per = llmc::attention_heads_per_pass(BH, 64, 1, room * head + head / 2);
+            const size_t most = std::min(std::min(BH, room), (size_t)65535);  // the heads one pass may hold
+            fits = fits && per >= 1 && per * head <= room * head + head / 2 && per <= BH;
+            capped = capped && per <= 65535 && llmc::ceil_div(BH, per) == llmc::ceil_div(BH, most);
+        }
+    testing::check("backward passes: a pass's dS always fits the workspace", fits, "a pass overflows it");
+    testing::check("backward passes: at most 65535 heads, in as few passes as the room allows", capped,
+                   "a pass exceeds 65535 heads or there are more passes than needed");
+    testing::check("backward passes: none when one head does not fit",
+                   llmc::attention_heads_per_pass(4, 64, 1, head - 1) == 0, "a pass was planned");
+}
+
 }  // namespace
 
 int main() {
@@ -496,6 +521,7 @@ int main() {
         testing::check("attention refuses C not divisible by NH",
                        testing::throws_with([] { CudaBackend::check_attention_shape(100, 3); }, "not a multiple"));
         test_workspace_refused(gpu);
+        test_heads_per_pass();
     } catch (const llmc::Error& e) {
         testing::fail("sim_attention", "%s", e.what());
     }
