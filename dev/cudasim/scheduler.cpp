@@ -306,6 +306,14 @@ void run_grid(const void* kernel, const std::string& name, dim3 grid, dim3 block
         // Shared memory starts with garbage on the GPU: poison it so reads before writes give NaN.
         poison_dynamic_shared(shared_bytes);
         run_block(rng);
+        if (const int n = threads_with_unwaited_copies(); n > 0) {
+            char buf[512];
+            std::snprintf(buf, sizeof buf, "kernel %s, block (%u,%u,%u): %d threads exited with cp.async copies they "
+                          "never waited for (cp.async.wait_group / wait_all): on a GPU they land in shared memory "
+                          "that may already belong to another block", name.c_str(), g_blockIdx.x, g_blockIdx.y,
+                          g_blockIdx.z, n);
+            die(buf);
+        }
         if (const long at = dynamic_shared_slack_write(shared_bytes); at >= 0) {
             char buf[512];
             std::snprintf(buf, sizeof buf, "out-of-bounds write to dynamic shared memory by kernel %s, block (%u,%u,%u)"

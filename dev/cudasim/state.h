@@ -65,6 +65,11 @@ void poison_static_shared();
 // The limit set with cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n), or the default.
 size_t max_dynamic_shared(const void* kernel);
 
+// ---- cp.async (warp_mma.cpp) -----------------------------------------------------------------------------------
+// How many threads of the block that just ran left cp.async copies they never waited for (empty committed groups
+// do not count); forgets them. On a GPU such copies land in shared memory that may already be another block's.
+int threads_with_unwaited_copies();
+
 // ---- symbols of the running program (symbols.cpp) ------------------------------------------------------------
 // The demangled name of the function at `addr` ("llmc::layernorm_forward_kernel(...)" shortened to its name), or a
 // hex address when the executable has no symbol table.

@@ -11,6 +11,7 @@
 
 #include "dev/cudasim/include/cudasim.h"
 #include "dev/cudasim/include/cudasim_mma.h"
+#include "dev/cudasim/state.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -86,20 +87,16 @@ AsyncState& async_state() {
     static AsyncState s;
     return s;
 }
-// The calling thread's queues; a new block (or launch) starts empty. A thread of the previous block that left copies
-// it never waited for is reported (empty committed groups are fine): on a GPU they would land in a shared memory
-// that no longer belongs to anyone. (A kernel's last block is not checked: nothing runs after it.)
+bool is_current_block(const AsyncState& s) {
+    const uint3 b = blockIdx;
+    return s.launch == launch_count() && s.block.x == b.x && s.block.y == b.y && s.block.z == b.z;
+}
+// The calling thread's queues; a new block (or launch) starts empty. (The scheduler checks at the end of every block
+// that no thread left copies it never waited for: detail::threads_with_unwaited_copies.)
 ThreadCopies& my_copies() {
     AsyncState& s = async_state();
     const uint3 b = blockIdx;
-    if (s.launch != launch_count() || s.block.x != b.x || s.block.y != b.y || s.block.z != b.z) {
-        for (const ThreadCopies& t : s.threads) {
-            bool pending = !t.open.empty();
-            for (const std::vector<Copy>& grp : t.groups) pending = pending || !grp.empty();
-            if (pending)
-                detail::device_fail("a thread of the previous block exited with cp.async copies it never waited for "
-                                    "(cp.async.wait_group / wait_all)");
-        }
+    if (!is_current_block(s)) {
         s.launch = launch_count();
         s.block = b;
         s.threads.assign((size_t)blockDim.x * blockDim.y * blockDim.z, ThreadCopies());
@@ -185,6 +182,21 @@ void cp_async_wait(int pending) {
         t.groups.pop_front();
     }
 }
+
+namespace detail {
+int threads_with_unwaited_copies() {
+    AsyncState& s = async_state();
+    if (!is_current_block(s)) return 0;  // the block issued no copy
+    int n = 0;
+    for (ThreadCopies& t : s.threads) {
+        bool pending = !t.open.empty();
+        for (const std::vector<Copy>& grp : t.groups) pending = pending || !grp.empty();
+        n += pending;
+        t = ThreadCopies();
+    }
+    return n;
+}
+}  // namespace detail
 
 void set_cp_async_landing(CpAsyncLanding landing) { landing_mode() = landing; }
 CpAsyncLanding cp_async_landing() { return landing_mode(); }

@@ -9,7 +9,8 @@
 //    B operand from a [n][k] tile, B operand from a [k][n] tile); then ldmatrix + mma must give the plain product.
 // 3. cp.async: a copy lands when its thread waits for its group (wait_group N leaves the N newest groups pending),
 //    zero-fill, and the data is visible to the other threads after wait + __syncthreads; with the landing at the
-//    issue (CUDASIM_CP_ASYNC=at-issue) a copy issued into a buffer another warp may still be reading overwrites it.
+//    issue (CUDASIM_CP_ASYNC=at-issue) a copy issued into a buffer another warp may still be reading overwrites it;
+//    a block that exits with copies it never waited for is reported (a grid's only block too).
 // 4. The instruction text: the simulator executes the string mma.cuh gives nvcc (dev/cudasim/ptx.cpp), so other
 //    forms of it (.x2, .x1, .trans, an 8-byte cp.async.ca) do what their text says.
 // Every kernel runs under every thread order of the simulator (the text test under the default one).
@@ -24,6 +25,7 @@
 #include "llmc/bf16.h"
 #include "llmc/cuda/common.cuh"
 #include "llmc/cuda/mma.cuh"
+#include "test/fixtures/death_test.h"
 #include "test/fixtures/testing.h"
 
 namespace {
@@ -136,6 +138,15 @@ __global__ void refill_kernel(uint32_t* sums, const uint4* src, bool refill_befo
         sum = sum * 31u + buf[k % 2][t ^ 32].x;
     }
     sums[t] = sum;
+}
+
+// One copy per thread, committed; waited for unless `leave_pending`: a block that exits with it pending is reported
+// (on a GPU the copy would land in shared memory that may already be another block's), the last one included.
+__global__ void unwaited_copy_kernel(const uint4* src, bool leave_pending) {
+    __shared__ __align__(16) uint4 buf[32];
+    llmc::cp_async_16(&buf[threadIdx.x], &src[threadIdx.x], true);
+    llmc::cp_async_commit();
+    if (!leave_pending) llmc::cp_async_wait<0>();
 }
 
 // A device copy of a host array, freed with the object.
@@ -310,6 +321,28 @@ void test_cp_async() {
     cudasim::set_cp_async_landing(saved);
 }
 
+// A block that never waits for its copies is reported when it ends, even as a grid's only (last) block.
+void test_cp_async_unwaited() {
+    const DeviceArray<uint4> dsrc(std::vector<uint4>(32, make_uint4(1u, 2u, 3u, 4u)));
+    const uint4* src = dsrc.ptr;
+    for (unsigned blocks : {1u, 3u}) {
+        auto run = [=](bool leave_pending) {
+            return [=] {
+                cudasim::launch(unwaited_copy_kernel, dim3(blocks), dim3(32), 0, nullptr, src, leave_pending);
+                cudaDeviceSynchronize();
+            };
+        };
+        const std::string grid = std::to_string(blocks) + (blocks == 1 ? " block" : " blocks");
+        std::string err;
+        const bool reported =
+            testing::aborts_with(run(true), {"unwaited_copy_kernel, block (", "never waited for"}, err);
+        testing::check("cp.async left pending at a block's exit (grid of " + grid + "): reported, naming the kernel "
+                       "and the block", reported, "stderr: %s", err.c_str());
+        testing::check("cp.async waited for before the exit (grid of " + grid + "): nothing reported",
+                       testing::runs_clean(run(false), err), "stderr: %s", err.c_str());
+    }
+}
+
 // The refill race of refill_kernel: invisible when copies land at the wait (the copy lands after the barrier that
 // the late reader must reach first), shown under the warp-serial orders when they land at the issue; the loop with
 // the refill after the barrier is right either way.
@@ -384,6 +417,7 @@ void test_ptx_text() {
 }  // namespace
 
 int main() {
+    test_cp_async_unwaited();  // death tests fork: first
     test_mma();
     test_ldmatrix();
     test_cp_async();
