@@ -92,9 +92,20 @@ gemm_choices() { grep '^gemm-choice' "$1" | sed 's/ : \([0-9]* [0-9]* [-0-9]* [-
 gemm_choices_reused() {  # the resume reused the first run's choices: the same lines without timing, none timed (ms -1)
     local first="$LOGS/nccl_one_rank_train.log" resumed="$LOGS/nccl_one_rank_resume.log"
     [ -n "$(gemm_choices "$first")" ] || { echo "no gemm-choice lines in $first"; return 1; }
-    [ "$(gemm_choices "$first")" == "$(gemm_choices "$resumed")" ] || { echo "the choices differ"; return 1; }
-    if grep '^gemm-choice' "$resumed" | grep -vq ' -1.0000 : '; then echo "the resume timed a plan"; return 1; fi
-    echo "the resume reused all $(gemm_choices "$first" | wc -l) choices"
+    [ "$(gemm_choices "$first")" == "$(gemm_choices "$resumed")" ] || { echo "the resume chose other GEMM algorithms"; return 1; }
+    if grep '^gemm-choice' "$resumed" | grep -vq ' -1.0000 : '; then echo "the resume timed a GEMM plan"; return 1; fi
+    echo "the resume reused all $(gemm_choices "$first" | wc -l) GEMM choices"
+}
+
+# One NCCL rank end to end: 20 steps with checkpoints, then a resume to step 30 that must reuse the GEMM choices.
+# One check, since the resume needs the first run's checkpoint (a later call with --from starts on a bare machine).
+nccl_one_rank() {
+    local args=(-i "$TR" -j "$VA" -e d6 -b 8 -t 512 -v 10 -m 2 -s 0 -n 10 -o "$WORK/run_d6")
+    "$B/bin/train_gpt2" "${args[@]}" -x 20 >"$LOGS/nccl_one_rank_train.log" 2>&1 ||
+        { echo "the first run failed (nccl_one_rank_train.log)"; return 1; }
+    "$B/bin/train_gpt2" "${args[@]}" -x 30 -y 1 >"$LOGS/nccl_one_rank_resume.log" 2>&1 ||
+        { echo "the resume failed (nccl_one_rank_resume.log)"; return 1; }
+    gemm_choices_reused
 }
 
 kernel_bench() {  # NAME: one dev/cuda benchmark from the bundle
@@ -184,9 +195,7 @@ CHECKS=(
     "test_gpt2_small|\"\$B/bin/test_gpt2\" --ref \"\$B/ref/small\""
     "test_gpt2_odd|\"\$B/bin/test_gpt2\" --ref \"\$B/ref/odd\""
     "sanitizer_memcheck|sanitizer memcheck"
-    "nccl_one_rank_train|\"\$B/bin/train_gpt2\" -i \"\$TR\" -j \"\$VA\" -e d6 -b 8 -t 512 -x 20 -v 10 -m 2 -s 0 -n 10 -o \"\$WORK/run_d6\""
-    "nccl_one_rank_resume|\"\$B/bin/train_gpt2\" -i \"\$TR\" -j \"\$VA\" -e d6 -b 8 -t 512 -x 30 -v 10 -m 2 -s 0 -n 10 -y 1 -o \"\$WORK/run_d6\""
-    "gemm_choices_reused_on_resume|gemm_choices_reused"
+    "nccl_one_rank_train_resume|nccl_one_rank"
     "gpt2_124M_B64|train_124M run_124M_B64 -b 64"
     "dry_run_B64|dry_run_plan"
     "kernel_attention|kernel_bench attention"
@@ -282,7 +291,7 @@ for c in "${CHECKS[@]}"; do
         0) outcome=ok ;;
         "$SKIP") outcome="skipped: $(tail -n 1 "$LOGS/$name.log")" ;;
         124|137) outcome="FAILED: stopped at its ${limit} s limit" ;;
-        *) outcome="FAILED rc=$rc" ;;
+        *) outcome="FAILED rc=$rc: $(tail -n 1 "$LOGS/$name.log" | cut -c 1-100)" ;;
     esac
     printf '%-36s %s (%ds)\n' "$name" "$outcome" $((SECONDS - t0)) | tee -a "$summary"
     save_logs

@@ -20,11 +20,14 @@ cat >"$BUNDLE/bin/test_gpt2" <<'EOF'
 [[ "$2" == */small ]] && { echo "all checks passed"; exit 0; }
 echo "logits differ"; exit 1
 EOF
-# train_gpt2: writes 3 steps of metrics into -o's folder (the second and third at 100 ms, 655360 tokens/s).
+# train_gpt2: writes 3 steps of metrics into -o's folder (the second and third at 100 ms, 655360 tokens/s) and one
+# GEMM choice line, timed (0.1234 ms) unless resumed (-y 1: -1.0000, reused) or FAKE_RETIME is set.
 cat >"$BUNDLE/bin/train_gpt2" <<'EOF'
 #!/usr/bin/env bash
-out=""; while [ $# -gt 0 ]; do [ "$1" == "-o" ] && out="$2"; shift; done
+out="" ms=0.1234
+while [ $# -gt 0 ]; do [ "$1" == "-o" ] && out="$2"; [ "$1" == "-y" ] && [ -z "${FAKE_RETIME:-}" ] && ms=-1.0000; shift; done
 [ -n "$out" ] || { echo "device memory per rank: 21.85 GiB"; exit 0; }
+echo "gemm-choice gemm 1 0 2304 65536 768 : 0 8 21 1 $ms : 0a0b"
 mkdir -p "$out"
 for s in 1 2 3; do
     ms=$([ $s -eq 1 ] && echo 900 || echo 100)
@@ -70,10 +73,11 @@ expect_error "kit refuses an unknown argument" "unknown argument '--fast'" env G
 expect_error "kit refuses a missing bundle" "run dev/gpu/pack.sh first" \
     env GPU_BUNDLE="$T/none" OUT="$T/res" GPU_WORK="$T/work" bash "$KIT" --only test_gpt2_small
 
-kit --only test_gpt2_small,test_gpt2_odd,sanitizer_memcheck,gpt2_124M_B64,dry_run_B64,kernel_attention,hybrid_matches_flat
+kit --only test_gpt2_small,test_gpt2_odd,sanitizer_memcheck,nccl_one_rank_train_resume,gpt2_124M_B64,dry_run_B64,kernel_attention,hybrid_matches_flat
 has test_gpt2_small ' ok \([0-9]+s\)$'
-has test_gpt2_odd ' FAILED rc=1 '
+has test_gpt2_odd ' FAILED rc=1: logits differ '
 has sanitizer_memcheck ' ok '
+has nccl_one_rank_train_resume ' ok '
 has gpt2_124M_B64 ' ok '
 has hybrid_matches_flat ' skipped: needs 4 GPUs '
 has nccl_one_rank_train '^$'
@@ -88,6 +92,9 @@ if tar xzf "$T/res/logs.tgz" -O logs/test_gpt2_odd.log 2>/dev/null | grep -q "lo
 else fail "kit: logs.tgz" "$(tar tzf "$T/res/logs.tgz" 2>&1 | head -5)"; fi
 ! grep -q "time budget" "$T/res/summary.txt" && pass "kit: within its budget, nothing reported as not run" ||
     fail "kit: within its budget" "a 'time budget' line: $(grep "time budget" "$T/res/summary.txt")"
+
+FAKE_RETIME=1 kit --only nccl_one_rank_train_resume
+has nccl_one_rank_train_resume ' FAILED rc=1: the resume timed a GEMM plan '
 
 # A hanging check is stopped at its limit and the next one runs; then the budget is spent (less than 30 s left).
 FAKE_HANG=1 GPU_STEP_TIMEOUT_S=6 GPU_CHECKS_BUDGET_S=40 kit --only test_gpt2_small,test_gpt2_odd,gpt2_124M_B64
