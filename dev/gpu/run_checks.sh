@@ -26,7 +26,8 @@
 #     the recomputing and 16-rows-per-warp backwards with the same bits checked, and the kernels from before the
 #     head-major grid) and PyTorch's scaled_dot_product_attention at the same shapes (flash, cuDNN and
 #     memory-efficient backends, each forced)
-#   - the other kernel benchmarks (dev/cuda): GEMM tuning and epilogues, classifier, column sums, layernorm, ...;
+#   - the other kernel benchmarks (dev/cuda): GEMM tuning and epilogues, classifier, column sums, the host side
+#     (one-rank NCCL, pageable uploads), layernorm, ...;
 #     dev/cuda/cublaslt_rules (a MISMATCH line means the simulator's cuBLASLt is too lax)
 #   - the simulator's device profile and resource check against the driver (dev/gpu/driver_check.py), the SASS
 #     check with the toolkit's cuobjdump
@@ -209,6 +210,7 @@ CHECKS=(
     "gpt2_124M_B64_classifier_chunk65536|train_124M run_124M_B64_classifier_chunk65536 -b 64 --classifier-chunk 65536"
     "kernel_classifier|kernel_bench classifier"
     "kernel_reduce|kernel_bench reduce"
+    "kernel_host_side|kernel_bench host_side"
     "gpt2_124M_B64_brown|TRAIN=\"\$B/data/brown_train_*.bin\" VAL=\"\$B/data/brown_val_*.bin\" train_124M run_124M_B64_brown -b 64"
     "gpt2_124M_B16|train_124M run_124M_B16 -b 16"
     "gpt2_124M_B32|train_124M run_124M_B32 -b 32"
@@ -315,8 +317,8 @@ PY
 grep -h "tokens/s\|MiB" "$LOGS"/pytorch_124M*.log "$LOGS"/gpt2_124M_B*.log 2>/dev/null | head -20 >>"$summary"
 grep -h "attention\|# check\|sdpa\|^# new\|^# before\|^# backward" "$LOGS"/kernel_attention.log "$LOGS"/pytorch_sdpa.log \
     2>/dev/null >>"$summary"
-grep -h "column_sums_into\|fused_classifier\|prefetch" "$LOGS"/kernel_reduce.log "$LOGS"/kernel_classifier.log \
-    2>/dev/null >>"$summary"
+grep -h "column_sums_into\|fused_classifier\|prefetch\|one-rank\|batch upload" "$LOGS"/kernel_reduce.log \
+    "$LOGS"/kernel_classifier.log "$LOGS"/kernel_host_side.log 2>/dev/null >>"$summary"
 [ -z "$out_of_time" ] || echo "time budget spent: go on with  bash dev/gpu/run_checks.sh --from $out_of_time" \
     | tee -a "$summary"
 save_logs
