@@ -275,6 +275,10 @@ selected() {  # NAME: whether --from / --only pick this check
     [ -z "$FROM" ]
 }
 
+failure_line() {  # LOG: its first error line (stderr is unbuffered, so it may precede stdout's last lines), else its last
+    grep -m1 -i -E '^error|error:|^FAIL' "$1" || tail -n 1 "$1"
+}
+
 out_of_time=""
 for c in "${CHECKS[@]}"; do
     name="${c%%|*}" cmd="${c#*|}"
@@ -293,7 +297,7 @@ for c in "${CHECKS[@]}"; do
         0) outcome=ok ;;
         "$SKIP") outcome="skipped: $(tail -n 1 "$LOGS/$name.log")" ;;
         124|137) outcome="FAILED: stopped at its ${limit} s limit" ;;
-        *) outcome="FAILED rc=$rc: $(tail -n 1 "$LOGS/$name.log" | cut -c 1-100)" ;;
+        *) outcome="FAILED rc=$rc: $(failure_line "$LOGS/$name.log" | cut -c 1-100)" ;;
     esac
     printf '%-36s %s (%ds)\n' "$name" "$outcome" $((SECONDS - t0)) | tee -a "$summary"
     save_logs
