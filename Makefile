@@ -116,7 +116,8 @@ BENCH_BINS := $(patsubst dev/cuda/%.cu,$(BUILD)/cuda-bench/%,$(wildcard dev/cuda
 cuda-bench: $(BENCH_BINS)
 $(BUILD)/cuda-bench/%: dev/cuda/%.cu
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) $< -lcublasLt -o $@
+	$(NVCC) $(NVCCFLAGS) $< -lcublasLt $(BENCH_LIBS) -o $@
+$(BUILD)/cuda-bench/host_side: BENCH_LIBS := -lnccl
 
 deps:
 	@bash scripts/install_deps.sh
