@@ -73,7 +73,7 @@ void bench_one_rank_allreduce(const bench::Device& dev, cudaStream_t stream) {
         }
     }, stream, 10);
     bench::report(dev, "one-rank NCCL: " + std::to_string(ranges.size()) + " all-reduces (before)", ms, 8.0 * n, 0);
-    std::printf("%-48s %9.3f ms  (no collective at world size 1)\n", "one-rank Comm (now)", 0.0);
+    std::printf("# now: no collective at world size 1 (the single-process Comm), so none of this time\n");
     NCCL_OK(ncclCommDestroy(comm));
     CUDA_CHECK(cudaFree(grads));
 }
@@ -92,10 +92,9 @@ void bench_upload(cudaStream_t stream) {
         const double us_pageable = host_us_of_upload(dev, pageable.data(), nullptr, bytes, stream, busy);
         const double us_pinned = host_us_of_upload(dev, pageable.data(), pinned, bytes, stream, busy);
         if (pass == 0) continue;
-        std::printf("%-48s %9.3f ms  (host blocked, stream busy for 2 ms)\n", "batch upload from pageable memory (before)",
-                    us_pageable * 1e-3);
-        std::printf("%-48s %9.3f ms  (host blocked, stream busy for 2 ms)\n", "batch upload through pinned memory (now)",
-                    us_pinned * 1e-3);
+        const char* line = "%-48s %9.3f ms  (host blocked, stream busy for 2 ms)\n";
+        std::printf(line, "batch upload from pageable memory (before)", us_pageable * 1e-3);
+        std::printf(line, "batch upload through pinned memory (now)", us_pinned * 1e-3);
     }
     CUDA_CHECK(cudaFreeHost(pinned));
     CUDA_CHECK(cudaFree(dev));

@@ -14,7 +14,8 @@
 #
 # What they are (docs/benchmarks.md, "GPU"):
 #   - ./test_gpt2 against the PyTorch references (bf16 tolerances); compute-sanitizer memcheck, racecheck and
-#     synccheck on ./test_gpt2 (small reference)
+#     synccheck on ./test_gpt2 (small reference), and memcheck on the attention benchmark at B = 1 (its backward in
+#     3 passes of 4 heads in the trainer's workspace: the multi-pass path that ./test_gpt2's small shapes do not reach)
 #   - one NCCL rank end to end: ./train_gpt2 on synthetic shards, with checkpoints and a resume that must reuse the
 #     run's GEMM algorithm choices
 #   - GPT-2 124M throughput: ./train_gpt2 -e d12 -t 1024 at B = 16, 32, 64 (tokens/s, MFU, peak memory) on uniform
@@ -83,9 +84,11 @@ train_124M() {  # RUN-NAME EXTRA-ARGS...: 20 steps of GPT-2 124M at T = 1024 on 
         -o "$WORK/$name" "$@"
 }
 
-sanitizer() {  # TOOL
+sanitizer() {  # TOOL [PROGRAM ARGS...]: ./test_gpt2 on the small reference unless a program is named
     command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer is not on this machine"; return $SKIP; }
-    compute-sanitizer --tool "$1" --error-exitcode 9 "$B/bin/test_gpt2" --ref "$B/ref/small"
+    local tool="$1"; shift
+    [ $# -gt 0 ] || set -- "$B/bin/test_gpt2" --ref "$B/ref/small"
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$@"
 }
 
 gemm_choices() { grep '^gemm-choice' "$1" | sed 's/ : \([0-9]* [0-9]* [-0-9]* [-0-9]*\) [-0-9.]* : / : \1 : /'; }
@@ -93,7 +96,8 @@ gemm_choices() { grep '^gemm-choice' "$1" | sed 's/ : \([0-9]* [0-9]* [-0-9]* [-
 gemm_choices_reused() {  # the resume reused the first run's choices: the same lines without timing, none timed (ms -1)
     local first="$LOGS/nccl_one_rank_train.log" resumed="$LOGS/nccl_one_rank_resume.log"
     [ -n "$(gemm_choices "$first")" ] || { echo "no gemm-choice lines in $first"; return 1; }
-    [ "$(gemm_choices "$first")" == "$(gemm_choices "$resumed")" ] || { echo "the resume chose other GEMM algorithms"; return 1; }
+    [ "$(gemm_choices "$first")" == "$(gemm_choices "$resumed")" ] ||
+        { echo "the resume chose other GEMM algorithms"; return 1; }
     if grep '^gemm-choice' "$resumed" | grep -vq ' -1.0000 : '; then echo "the resume timed a GEMM plan"; return 1; fi
     echo "the resume reused all $(gemm_choices "$first" | wc -l) GEMM choices"
 }
@@ -204,6 +208,7 @@ CHECKS=(
     "pytorch_124M_B64|python3 dev/bench/pytorch_gpu_step.py --batch 64 --seq-len 1024 --steps 20"
     "sanitizer_racecheck|sanitizer racecheck"
     "sanitizer_synccheck|sanitizer synccheck"
+    "sanitizer_memcheck_attention|sanitizer memcheck \"\$B/bin/attention\" 1"
     "driver_limits_and_resources|python3 dev/gpu/driver_check.py \"\$B/bin/train_gpt2\" \"\$B/launches.tsv\""
     "gpt2_124M_B64_untuned|train_124M run_124M_B64_untuned -b 64 --gemm-tuning 0"
     "kernel_matmul|kernel_bench matmul"

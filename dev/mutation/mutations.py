@@ -166,6 +166,12 @@ MUTATIONS = [
         "dK/dV kernel: no barrier between query tiles: tiles read before other threads' copies landed, buffers "
         "refilled while other warps read them"),
     Mutation(
+        "attention-dkv-refill-before-barrier", "shared", "llmc/cuda/attention.cuh",
+        "        __syncthreads();\n        if (qt + 1 < num_qt) load_queries(qt + 1, 1 - cur);\n",
+        "        if (qt + 1 < num_qt) load_queries(qt + 1, 1 - cur);\n        __syncthreads();\n",
+        "dK/dV kernel: the next query tile's copies are issued before the barrier, into the buffer other warps may "
+        "still be reading (only a copy that lands at its issue shows it: sim_attention_cp_async_at_issue)"),
+    Mutation(
         "attention-store-rows-no-syncwarp", "shared", "llmc/cuda/attention.cuh",
         "    __syncwarp();\n    for (int c = lane; c < 16 * MT * kChunks; c += 32) {\n",
         "    for (int c = lane; c < 16 * MT * kChunks; c += 32) {\n",

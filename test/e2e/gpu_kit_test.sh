@@ -73,7 +73,8 @@ expect_error "kit refuses an unknown argument" "unknown argument '--fast'" env G
 expect_error "kit refuses a missing bundle" "run dev/gpu/pack.sh first" \
     env GPU_BUNDLE="$T/none" OUT="$T/res" GPU_WORK="$T/work" bash "$KIT" --only test_gpt2_small
 
-kit --only test_gpt2_small,test_gpt2_odd,sanitizer_memcheck,nccl_one_rank_train_resume,gpt2_124M_B64,dry_run_B64,kernel_attention,hybrid_matches_flat
+kit --only test_gpt2_small,test_gpt2_odd,sanitizer_memcheck,nccl_one_rank_train_resume,gpt2_124M_B64,dry_run_B64,\
+kernel_attention,hybrid_matches_flat
 has test_gpt2_small ' ok \([0-9]+s\)$'
 has test_gpt2_odd ' FAILED rc=1: logits differ '
 has sanitizer_memcheck ' ok '
