@@ -169,8 +169,24 @@ MUTATIONS = [
         "attention-dkv-refill-before-barrier", "shared", "llmc/cuda/attention.cuh",
         "        __syncthreads();\n        if (qt + 1 < num_qt) load_queries(qt + 1, 1 - cur);\n",
         "        if (qt + 1 < num_qt) load_queries(qt + 1, 1 - cur);\n        __syncthreads();\n",
-        "dK/dV kernel: the next query tile's copies are issued before the barrier, into the buffer other warps may "
-        "still be reading (only a copy that lands at its issue shows it: sim_attention_cp_async_at_issue)"),
+        "dK/dV kernel: the next query tile's copies and L / D stores are issued before the barrier, into the buffer "
+        "other warps may still be reading"),
+    Mutation(
+        "attention-dkv-copies-before-barrier", "shared", "llmc/cuda/attention.cuh",
+        "        __syncthreads();\n        if (qt + 1 < num_qt) load_queries(qt + 1, 1 - cur);\n",
+        "        if (qt + 1 < num_qt) {\n"
+        "            load_tile_async<HS, BQ, NTHREADS>(sQ + (1 - cur) * BQ * S, q, 3 * C, (qt + 1) * BQ, T, tid);\n"
+        "            load_tile_async<HS, BQ, NTHREADS>(sdO + (1 - cur) * BQ * S, dO, C, (qt + 1) * BQ, T, tid);\n"
+        "        }\n"
+        "        __syncthreads();\n"
+        "        if (qt + 1 < num_qt && tid < BQ) {\n"
+        "            const int row = (qt + 1) * BQ + tid;\n"
+        "            sL[(1 - cur) * BQ + tid] = row < T ? Lg[row] : 0.0f;\n"
+        "            sD[(1 - cur) * BQ + tid] = row < T ? Dg[row] : 0.0f;\n"
+        "        }\n",
+        "dK/dV kernel: only the next query tile's cp.async copies are issued before the barrier (the L / D stores "
+        "after it): a copy landing at once overwrites Q / dO rows other warps still read, which only the simulator's "
+        "CUDASIM_CP_ASYNC=at-issue mode can show (sim_attention_cp_async_at_issue)"),
     Mutation(
         "attention-store-rows-no-syncwarp", "shared", "llmc/cuda/attention.cuh",
         "    __syncwarp();\n    for (int c = lane; c < 16 * MT * kChunks; c += 32) {\n",
