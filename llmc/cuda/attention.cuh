@@ -173,6 +173,19 @@ __device__ __forceinline__ void warp_mma_abt(float (&acc)[MT][NT][4], const bf16
     }
 }
 
+// The bf16 A fragment of k16 step ks of a warp's accumulator tile p (16 MT rows): two adjacent 16x8 accumulator
+// tiles are one 16x16 A fragment (mma.cuh), each value rounded to bf16.
+template <int MT, int NTP>
+__device__ __forceinline__ void pack_a_fragment(uint32_t (&af)[MT][4], const float (&p)[MT][NTP][4], int ks) {
+    LLMC_UNROLL
+    for (int mt = 0; mt < MT; mt++) {
+        af[mt][0] = pack_bf16x2(p[mt][2 * ks][0], p[mt][2 * ks][1]);
+        af[mt][1] = pack_bf16x2(p[mt][2 * ks][2], p[mt][2 * ks][3]);
+        af[mt][2] = pack_bf16x2(p[mt][2 * ks + 1][0], p[mt][2 * ks + 1][1]);
+        af[mt][3] = pack_bf16x2(p[mt][2 * ks + 1][2], p[mt][2 * ks + 1][3]);
+    }
+}
+
 // acc[mt][nt] += P_mt B for a warp: P_mt is 16 x 16 KS in accumulator layout (registers, rounded to bf16 here),
 // B the shared tile `b` stored as [k][n] (16 KS rows of 8 NT columns), read transposed by ldmatrix.
 template <int MT, int KS, int NT>
@@ -182,13 +195,7 @@ __device__ __forceinline__ void warp_mma_pb(float (&acc)[MT][NT][4], const float
     LLMC_UNROLL
     for (int ks = 0; ks < KS; ks++) {
         uint32_t af[MT][4];
-        LLMC_UNROLL
-        for (int mt = 0; mt < MT; mt++) {
-            af[mt][0] = pack_bf16x2(p[mt][2 * ks][0], p[mt][2 * ks][1]);
-            af[mt][1] = pack_bf16x2(p[mt][2 * ks][2], p[mt][2 * ks][3]);
-            af[mt][2] = pack_bf16x2(p[mt][2 * ks + 1][0], p[mt][2 * ks + 1][1]);
-            af[mt][3] = pack_bf16x2(p[mt][2 * ks + 1][2], p[mt][2 * ks + 1][3]);
-        }
+        pack_a_fragment(af, p, ks);
         LLMC_UNROLL
         for (int np = 0; np < NT / 2; np++) {
             uint32_t bf[4];
@@ -249,19 +256,6 @@ __device__ __forceinline__ void lane_mma_fb_step(float (&acc)[MT][NT][4], const 
             mma_bf16_16816(acc[mt][2 * np], af[mt], bf, acc[mt][2 * np]);
             mma_bf16_16816(acc[mt][2 * np + 1], af[mt], bf + 2, acc[mt][2 * np + 1]);
         }
-    }
-}
-
-// The bf16 A fragment of k16 step ks of a warp's accumulator tile p (16 MT rows): two adjacent 16x8 accumulator
-// tiles are one 16x16 A fragment (mma.cuh), each value rounded to bf16 (as warp_mma_pb does).
-template <int MT, int NTP>
-__device__ __forceinline__ void pack_a_fragment(uint32_t (&af)[MT][4], const float (&p)[MT][NTP][4], int ks) {
-    LLMC_UNROLL
-    for (int mt = 0; mt < MT; mt++) {
-        af[mt][0] = pack_bf16x2(p[mt][2 * ks][0], p[mt][2 * ks][1]);
-        af[mt][1] = pack_bf16x2(p[mt][2 * ks][2], p[mt][2 * ks][3]);
-        af[mt][2] = pack_bf16x2(p[mt][2 * ks + 1][0], p[mt][2 * ks + 1][1]);
-        af[mt][3] = pack_bf16x2(p[mt][2 * ks + 1][2], p[mt][2 * ks + 1][3]);
     }
 }
 
