@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
         llmc::DistInfo info = llmc::compute_dist_info(llmc::current_environment(), ov);
         llmc::BackendOptions bo;
         bo.device = info.device, bo.num_threads = opt.threads, bo.recompute_gelu = opt.recompute >= 1;
-        bo.seed = opt.seed, bo.gemm_tuning = opt.gemm_tuning == 1;
+        bo.seed = opt.seed, bo.gemm_tuning = opt.gemm_tuning == 1, bo.bias_grad_epilogue = opt.bias_grad_epilogue == 1;
         Backend backend(bo);
         llmc::CommOptions co;
         co.init = llmc::parse_comm_init(opt.init_method), co.rendezvous_dir = opt.rendezvous_dir;

@@ -49,6 +49,7 @@ struct BackendOptions {
     int num_threads = 0;     // CPU threads (0 = OpenMP default)
     bool recompute_gelu = false;  // -r >= 1 (the model drops the saved GELU output and recomputes it in backward)
     bool gemm_tuning = true;      // CUDA: time the heuristic's GEMM algorithms on first use (docs/cuda.md, "Tuned GEMMs")
+    bool bias_grad_epilogue = true;  // CUDA: bias gradients by cuBLASLt's BGRADB epilogue, else by column sums
     uint64_t seed = 1337;    // base seed of anything random inside the backend
 };
 

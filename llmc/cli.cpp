@@ -144,6 +144,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
         ("r,recompute", "1: recompute GELU in backward; 2: GELU and the layernorms", v(o.recompute))
         ("gemm-tuning", "1: time cuBLASLt's candidate algorithms per GEMM shape on first use; 0: the heuristic's first",
          v(o.gemm_tuning))
+        ("bias-grad-epilogue", "1: bias gradients from the weight-gradient GEMM's BGRADB epilogue; 0: a separate "
+         "column-sum pass (docs/cuda.md, \"Fused epilogues\")", v(o.bias_grad_epilogue))
         ("classifier-chunk", "rows per classifier chunk: the logits buffer holds this many rows of Vp (at least T)",
          v(o.classifier_chunk))
         ("w,master-weights", "fp32 master weights: always kept here (accepted for llm.c's scripts)", v(o.master_weights))
@@ -243,6 +245,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
     parse_preempt_signal(o.preempt_signal);  // fails on a name it does not know
     if (o.recompute < 0 || o.recompute > 2) fail("-r %d: must be 0, 1 or 2", o.recompute);
     if (o.gemm_tuning != 0 && o.gemm_tuning != 1) fail("--gemm-tuning %d: must be 0 or 1", o.gemm_tuning);
+    if (o.bias_grad_epilogue != 0 && o.bias_grad_epilogue != 1)
+        fail("--bias-grad-epilogue %d: must be 0 or 1", o.bias_grad_epilogue);
     if (o.classifier_chunk < 1) fail("--classifier-chunk %d: must be >= 1 (rows)", o.classifier_chunk);
     if (o.master_weights != 0 && o.master_weights != 1) fail("-w %d: must be 0 or 1", o.master_weights);
     if (o.overfit_single_batch != 0 && o.overfit_single_batch != 1) fail("-a %d: must be 0 or 1", o.overfit_single_batch);

@@ -47,6 +47,7 @@ struct TrainOptions {
     int zero_stage = -1;        // -z (-1: 1 with several ranks, 0 with one)
     int recompute = 0;          // -r
     int gemm_tuning = 1;        // --gemm-tuning
+    int bias_grad_epilogue = 1; // --bias-grad-epilogue
     int classifier_chunk = 4096;  // --classifier-chunk: rows per classifier chunk (the logits buffer's rows)
     int master_weights = 1;     // -w
     int overfit_single_batch = 0;  // -a

@@ -299,11 +299,11 @@ void print_placement(const Comm& comm, const Backend& be, const RunShape& s, con
                      const DataLoader& train, const Optimizer<Backend>& opt) {
     const DistInfo& d = comm.info();
     std::printf("placement: rank %d of %d | node %d of %d, local rank %d of %d, gpu %d (%s) | data: sequences "
-                "[%zu, %zu) of each micro-step's %zu | ZeRO-%d shard [%zu, %zu) | dp rank %d = group %d x %d + %d\n",
+                "[%zu, %zu) of each micro-step's %zu | ZeRO-%d shard [%zu, %zu) | dp rank %d = group %d x %d + %d | comm %s\n",
                 d.rank, d.world_size, d.node, d.num_nodes, d.local_rank, d.local_size, be.device(), d.launcher.c_str(),
                 train.slice_begin(), train.slice_begin() + s.B, s.B * (size_t)s.world, s.zero_stage,
                 opt.plan().begin(), opt.plan().end(), mesh.dp_rank, mesh.replica_rank, mesh.shard_size,
-                mesh.shard_rank);
+                mesh.shard_rank, comm.name());
     std::fflush(stdout);
 }
 

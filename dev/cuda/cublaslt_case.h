@@ -15,8 +15,12 @@ struct CublasLtCase {
     cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
     cublasLtMatmulPreference_t pref = nullptr;
     cublasLtMatmulHeuristicResult_t result;
+    uint64_t rows, cols, inner;
+    void* ws = nullptr;
+    uint64_t ws_bytes = 0;
 
-    CublasLtCase(uint64_t m, uint64_t n, uint64_t k, int64_t lda, int batch = 1, int64_t stride_a = 0) {
+    CublasLtCase(uint64_t m, uint64_t n, uint64_t k, int64_t lda, int batch = 1, int64_t stride_a = 0)
+        : rows(m), cols(n), inner(k) {
         cublasLtCreate(&h);
         cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
         cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, m, k, lda);
@@ -57,6 +61,23 @@ struct CublasLtCase {
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p, sizeof p);
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof type);
     }
+    // A workspace the heuristic may count on (default: none) and the matmul gets.
+    void workspace(void* p, uint64_t bytes) {
+        ws = p, ws_bytes = bytes;
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof bytes);
+    }
+    // D in fp32 (m x n, ld m) instead of bf16, as for the trainer's weight gradients.
+    void fp32_output() {
+        cublasLtMatrixLayoutDestroy(ld);
+        cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, rows, cols, (int64_t)rows);
+    }
+    // op(B) = B^T, B stored n x k (ld n), as for the trainer's weight gradients.
+    void transpose_b() {
+        const cublasOperation_t t = CUBLAS_OP_T;
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &t, sizeof t);
+        cublasLtMatrixLayoutDestroy(lb);
+        cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, cols, inner, (int64_t)cols);
+    }
     void aux(void* p, int64_t aux_ld) {
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p, sizeof p);
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
@@ -67,10 +88,10 @@ struct CublasLtCase {
         return cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, ld, ld, pref, 1, &result, &n) ==
                    CUBLAS_STATUS_SUCCESS && n == 1;
     }
-    // The matmul with the heuristic's algorithm (D = A B, beta 0, no workspace, the legacy stream).
+    // The matmul with the heuristic's algorithm (D = A op(B), beta 0, the workspace if any, the legacy stream).
     cublasStatus_t matmul(const void* a, const void* b, void* d) {
         const float one = 1.0f, zero = 0.0f;
-        return cublasLtMatmul(h, desc, &one, a, la, b, lb, &zero, d, ld, d, ld, &result.algo, nullptr, 0, 0);
+        return cublasLtMatmul(h, desc, &one, a, la, b, lb, &zero, d, ld, d, ld, &result.algo, ws, ws_bytes, 0);
     }
     // What happens end to end: "no algorithm", the matmul's error status, the device's error at the synchronisation
     // (a fault), or "success".

@@ -3,13 +3,17 @@
 // library's. The simulator must be at least as strict as the real library, so the trainer's fallbacks run in CI: a
 // configuration the real library refuses but the simulator accepts is a MISMATCH (exit status 1). One the real
 // library accepts but the simulator refuses is fine (the simulator is stricter) and is only noted.
-// The misaligned-bias case goes last: if the real library faults, the CUDA context is lost.
+// Each case runs in a process of its own: a case that faults on the device loses the CUDA context, and every later
+// call of that process would fail (seen on an H200: after the GELU_AUX fault every case answered "no algorithm").
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <sys/wait.h>
 
 #include "dev/cuda/cublaslt_case.h"
 
@@ -26,79 +30,170 @@ void report(const char* rule, const char* simulator, bool sim_refuses, const cha
     std::printf("%-70s | simulator: %-28s | real: %-32s | %s\n", rule, simulator, real, verdict);
 }
 
-}  // namespace
+// What the real library does around the refusals above, to tell which property each one turns on (the size, the
+// workspace, the layout, the output type): printed for the record, no verdict. The trainer's own calls are
+// 3072 x 65536 x 768 and the like, with a 32 MiB workspace (llmc/cuda/matmul.cuh).
+void explore() {
+    void* ws = nullptr;
+    const uint64_t ws_bytes = 32u << 20;
+    __nv_bfloat16* big = nullptr;
+    if (cudaMalloc(&ws, ws_bytes) != cudaSuccess || cudaMalloc(&big, (size_t)6 * 256 * 256 * 4) != cudaSuccess) {
+        std::printf("# explore: no memory\n");
+        return;
+    }
+    cudaMemset(big, 0, (size_t)6 * 256 * 256 * 4);
+    __nv_bfloat16 *a = big, *b = big + 65536, *aux = big + 2 * 65536, *bias = big + 3 * 65536;
+    void* d = big + 4 * 65536;  // room for an fp32 256 x 256 output
+    struct Shape { uint64_t s; bool workspace; };
+    for (Shape sh : {Shape{64, false}, Shape{64, true}, Shape{256, false}, Shape{256, true}}) {
+        char tag[64];
+        std::snprintf(tag, sizeof tag, "%llu^3, %s", (unsigned long long)sh.s, sh.workspace ? "32 MiB workspace" : "no workspace");
+        auto show = [&](const char* what, CublasLtCase& g) {
+            if (sh.workspace) g.workspace(ws, ws_bytes);
+            std::printf("explore %-56s %-28s | real: %s\n", what, tag, g.outcome(a, b, d));
+        };
+        { CublasLtCase g(sh.s, sh.s, sh.s, (int64_t)sh.s); g.epilogue(CUBLASLT_EPILOGUE_DGELU);
+          g.aux(aux, (int64_t)sh.s); show("DGELU, NN, bf16 output", g); }
+        { CublasLtCase g(sh.s, sh.s, sh.s, (int64_t)sh.s); g.epilogue(CUBLASLT_EPILOGUE_DGELU_BGRAD);
+          g.aux(aux, (int64_t)sh.s); g.bias(bias, CUDA_R_16BF); show("DGELU_BGRAD, NN, bf16 output and gradient", g); }
+        { CublasLtCase g(sh.s, sh.s, sh.s, (int64_t)sh.s); g.epilogue(CUBLASLT_EPILOGUE_BGRADB);
+          g.bias(bias, CUDA_R_16BF); show("BGRADB, NN, bf16 output and gradient", g); }
+        { CublasLtCase g(sh.s, sh.s, sh.s, (int64_t)sh.s); g.epilogue(CUBLASLT_EPILOGUE_BGRADB); g.transpose_b();
+          g.bias(bias, CUDA_R_16BF); show("BGRADB, NT, bf16 output and gradient", g); }
+        { CublasLtCase g(sh.s, sh.s, sh.s, (int64_t)sh.s); g.epilogue(CUBLASLT_EPILOGUE_BGRADB); g.transpose_b();
+          g.fp32_output(); g.bias(bias, CUDA_R_32F); show("BGRADB, NT, fp32 output and gradient (the trainer's)", g); }
+        { CublasLtCase g(sh.s, sh.s, sh.s, (int64_t)sh.s); g.epilogue(CUBLASLT_EPILOGUE_BGRADB);
+          g.fp32_output(); g.bias(bias, CUDA_R_32F); show("BGRADB, NN, fp32 output and gradient", g); }
+    }
+    cudaFree(ws);
+    cudaFree(big);
+}
 
-int main() {
-    const uint64_t m = 64, n = 64, k = 64;
+// The cases, in order: each returns the real library's outcome on the device buffer `buf` (65536 bf16, zeroed).
+struct Case {
+    const char* rule;
+    const char* simulator;
+    bool sim_refuses;
+    const char* (*real)(__nv_bfloat16* buf);
+};
+constexpr uint64_t m = 64, n = 64, k = 64;
+const Case kCases[] = {
+    {"A 2-byte aligned, declared 256 (the default)", "CUBLAS_STATUS_NOT_SUPPORTED", true,
+     [](__nv_bfloat16* buf) { CublasLtCase g(m, n, k, (int64_t)m); return g.outcome(buf + 1, buf + 8192, buf + 16384); }},
+    {"A 2-byte aligned, declared 2", "success", false, [](__nv_bfloat16* buf) {
+         CublasLtCase g(m, n, k, (int64_t)m);
+         g.declare_a(2);
+         return g.outcome(buf + 1, buf + 8192, buf + 16384);
+     }},
+    {"A declared 1-byte aligned (below a bf16 element)", "no algorithm", true, [](__nv_bfloat16* buf) {
+         CublasLtCase g(m, n, k, (int64_t)m);
+         g.declare_a(1);
+         return g.outcome(buf + 1, buf + 8192, buf + 16384);
+     }},
+    {"strided batch, odd stride (entry 1 2-byte aligned), declared 16", "CUBLAS_STATUS_NOT_SUPPORTED", true,
+     [](__nv_bfloat16* buf) {
+         CublasLtCase g(m, n, k, (int64_t)m, 2, (int64_t)(m * k + 1));
+         g.declare_a(16);
+         return g.outcome(buf, buf + 8192, buf + 16384);
+     }},
+    {"GELU_AUX with aux LD = rows + 2 (not a multiple of 8)", "no algorithm", true, [](__nv_bfloat16* buf) {
+         CublasLtCase g(m, n, k, (int64_t)m);
+         g.epilogue(CUBLASLT_EPILOGUE_GELU_AUX);
+         g.aux(buf + 32768, (int64_t)m + 2);
+         return g.outcome(buf, buf + 8192, buf + 16384);
+     }},
+    {"BGRADB with an fp32 gradient for a bf16 output", "no algorithm", true, [](__nv_bfloat16* buf) {
+         CublasLtCase g(m, n, k, (int64_t)m);
+         g.epilogue(CUBLASLT_EPILOGUE_BGRADB);
+         g.bias(buf + 32768, CUDA_R_32F);
+         return g.outcome(buf, buf + 8192, buf + 16384);
+     }},
+    {"DGELU without the aux (pre-GELU) input", "no algorithm", true, [](__nv_bfloat16* buf) {
+         CublasLtCase g(m, n, k, (int64_t)m);
+         g.epilogue(CUBLASLT_EPILOGUE_DGELU);
+         return g.outcome(buf, buf + 8192, buf + 16384);
+     }},
+    {"DGELU with aux LD = rows + 2 (not a multiple of 8)", "no algorithm", true, [](__nv_bfloat16* buf) {
+         CublasLtCase g(m, n, k, (int64_t)m);
+         g.epilogue(CUBLASLT_EPILOGUE_DGELU);
+         g.aux(buf + 32768, (int64_t)m + 2);
+         return g.outcome(buf, buf + 8192, buf + 16384);
+     }},
+    {"DGELU with aux LD = rows (a multiple of 8)", "success", false, [](__nv_bfloat16* buf) {
+         CublasLtCase g(m, n, k, (int64_t)m);
+         g.epilogue(CUBLASLT_EPILOGUE_DGELU);
+         g.aux(buf + 32768, (int64_t)m);
+         return g.outcome(buf, buf + 8192, buf + 16384);
+     }},
+    {"DGELU_BGRAD with an fp32 bias gradient for a bf16 output", "no algorithm", true, [](__nv_bfloat16* buf) {
+         CublasLtCase g(m, n, k, (int64_t)m);
+         g.epilogue(CUBLASLT_EPILOGUE_DGELU_BGRAD);
+         g.aux(buf + 32768, (int64_t)m);
+         g.bias(buf + 49152, CUDA_R_32F);
+         return g.outcome(buf, buf + 8192, buf + 16384);
+     }},
+    {"DGELU_BGRAD with a bf16 bias gradient", "success", false, [](__nv_bfloat16* buf) {
+         CublasLtCase g(m, n, k, (int64_t)m);
+         g.epilogue(CUBLASLT_EPILOGUE_DGELU_BGRAD);
+         g.aux(buf + 32768, (int64_t)m);
+         g.bias(buf + 49152, CUDA_R_16BF);
+         return g.outcome(buf, buf + 8192, buf + 16384);
+     }},
+    {"BGRADB with a bf16 gradient for a bf16 output (NN layout)", "success", false, [](__nv_bfloat16* buf) {
+         CublasLtCase g(m, n, k, (int64_t)m);
+         g.epilogue(CUBLASLT_EPILOGUE_BGRADB);
+         g.bias(buf + 49152, CUDA_R_16BF);
+         return g.outcome(buf, buf + 8192, buf + 16384);
+     }},
+    {"BIAS epilogue with a 2-byte aligned bias (may fault)", "device fault (misaligned)", true, [](__nv_bfloat16* buf) {
+         CublasLtCase g(m, n, k, (int64_t)m);
+         g.epilogue(CUBLASLT_EPILOGUE_BIAS);
+         g.bias(buf + 32769, CUDA_R_16BF);  // 2-byte aligned
+         return g.outcome(buf, buf + 8192, buf + 16384);
+     }},
+};
+constexpr int kNumCases = (int)(sizeof kCases / sizeof kCases[0]);
+
+// One case in this process: prints its line; exit status 1 on a mismatch, 2 when the GPU is missing.
+int run_case(int i) {
     __nv_bfloat16* buf = nullptr;
     if (cudaMalloc(&buf, 65536 * sizeof(__nv_bfloat16)) != cudaSuccess) {
         std::fprintf(stderr, "error: cudaMalloc failed (no GPU?)\n");
-        return 1;
+        return 2;
     }
     cudaMemset(buf, 0, 65536 * sizeof(__nv_bfloat16));
-    __nv_bfloat16 *a = buf, *b = buf + 8192, *d = buf + 16384;
-    // Each case: its description, what the simulator does (and whether that is a refusal), and the real outcome.
-    auto probe = [&](const char* rule, const char* simulator, bool sim_refuses, const char* real) {
-        report(rule, simulator, sim_refuses, real, std::strcmp(real, "success") != 0);
-    };
-    {
-        CublasLtCase g(m, n, k, (int64_t)m);
-        probe("A 2-byte aligned, declared 256 (the default)", "CUBLAS_STATUS_NOT_SUPPORTED", true,
-              g.outcome(a + 1, b, d));
-        g.declare_a(2);
-        probe("A 2-byte aligned, declared 2", "success", false, g.outcome(a + 1, b, d));
-        g.declare_a(1);
-        probe("A declared 1-byte aligned (below a bf16 element)", "no algorithm", true, g.outcome(a + 1, b, d));
+    const Case& c = kCases[i];
+    const int before = mismatches;
+    const char* real = c.real(buf);
+    report(c.rule, c.simulator, c.sim_refuses, real, std::strcmp(real, "success") != 0);
+    return mismatches > before ? 1 : 0;
+}
+
+}  // namespace
+
+// Without arguments: every case, each in a child process of its own (`--case I`), since a case that faults on the
+// device leaves the context unusable, and every later call in that process would fail too. `--explore`: the cases
+// of explore() (also in a process of their own).
+int main(int argc, char** argv) {
+    if (argc == 3 && std::strcmp(argv[1], "--case") == 0) return run_case(std::atoi(argv[2]));
+    if (argc == 2 && std::strcmp(argv[1], "--explore") == 0) {
+        explore();
+        return 0;
     }
-    {
-        CublasLtCase g(m, n, k, (int64_t)m, 2, (int64_t)(m * k + 1));
-        g.declare_a(16);
-        probe("strided batch, odd stride (entry 1 2-byte aligned), declared 16", "CUBLAS_STATUS_NOT_SUPPORTED", true,
-              g.outcome(a, b, d));
+    int mismatched = 0;
+    for (int i = 0; i < kNumCases; i++) {
+        const std::string cmd = std::string("'") + argv[0] + "' --case " + std::to_string(i);
+        std::fflush(stdout);
+        const int st = std::system(cmd.c_str());
+        if (!WIFEXITED(st) || WEXITSTATUS(st) == 2) {
+            std::fprintf(stderr, "error: case %d (%s) did not run (status %d)\n", i, kCases[i].rule, st);
+            return 1;
+        }
+        mismatched += WEXITSTATUS(st) == 1;
     }
-    {
-        CublasLtCase g(m, n, k, (int64_t)m);
-        g.epilogue(CUBLASLT_EPILOGUE_GELU_AUX);
-        g.aux(buf + 32768, (int64_t)m + 2);
-        probe("GELU_AUX with aux LD = rows + 2 (not a multiple of 8)", "no algorithm", true, g.outcome(a, b, d));
-    }
-    {
-        CublasLtCase g(m, n, k, (int64_t)m);
-        g.epilogue(CUBLASLT_EPILOGUE_BGRADB);
-        g.bias(buf + 32768, CUDA_R_32F);
-        probe("BGRADB with an fp32 gradient for a bf16 output", "no algorithm", true, g.outcome(a, b, d));
-    }
-    {
-        CublasLtCase g(m, n, k, (int64_t)m);
-        g.epilogue(CUBLASLT_EPILOGUE_DGELU);
-        probe("DGELU without the aux (pre-GELU) input", "no algorithm", true, g.outcome(a, b, d));
-        g.aux(buf + 32768, (int64_t)m + 2);
-        probe("DGELU with aux LD = rows + 2 (not a multiple of 8)", "no algorithm", true, g.outcome(a, b, d));
-        g.aux(buf + 32768, (int64_t)m);
-        probe("DGELU with aux LD = rows (a multiple of 8)", "success", false, g.outcome(a, b, d));
-    }
-    {
-        CublasLtCase g(m, n, k, (int64_t)m);
-        g.epilogue(CUBLASLT_EPILOGUE_DGELU_BGRAD);
-        g.aux(buf + 32768, (int64_t)m);
-        g.bias(buf + 49152, CUDA_R_32F);
-        probe("DGELU_BGRAD with an fp32 bias gradient for a bf16 output", "no algorithm", true, g.outcome(a, b, d));
-        g.bias(buf + 49152, CUDA_R_16BF);
-        probe("DGELU_BGRAD with a bf16 bias gradient", "success", false, g.outcome(a, b, d));
-    }
-    {
-        CublasLtCase g(m, n, k, (int64_t)m);
-        g.epilogue(CUBLASLT_EPILOGUE_BGRADB);
-        g.bias(buf + 49152, CUDA_R_16BF);
-        probe("BGRADB with a bf16 gradient for a bf16 output (NN layout)", "success", false, g.outcome(a, b, d));
-    }
-    {
-        CublasLtCase g(m, n, k, (int64_t)m);
-        g.epilogue(CUBLASLT_EPILOGUE_BIAS);
-        g.bias(buf + 32769, CUDA_R_16BF);  // 2-byte aligned
-        probe("BIAS epilogue with a 2-byte aligned bias (last: may fault)", "device fault (misaligned)", true,
-              g.outcome(a, b, d));
-    }
-    std::printf("# %d mismatch(es)\n", mismatches);
-    return mismatches ? 1 : 0;
+    std::printf("# %d mismatch(es)\n", mismatched);
+    std::fflush(stdout);
+    const std::string cmd = std::string("'") + argv[0] + "' --explore";
+    if (std::system(cmd.c_str()) != 0) std::printf("# explore: did not run\n");
+    return mismatched ? 1 : 0;
 }

@@ -1,7 +1,8 @@
 // Benchmark: the four linear layers of a GPT-2 block, forward and backward (llmc/cuda/matmul.cuh, cuBLASLt), each
 // in the variants that docs/cuda.md ("Tuned GEMMs", "Fused epilogues") compares:
 //   tuning off (the heuristic's first algorithm) / on (the fastest of up to 8, timed on first use);
-//   backward with separate passes (GELU backward in place, bias column sums) / with the DGELU and BGRADB epilogues.
+//   backward with separate passes (GELU backward in place, bias column sums) / with the DGELU and BGRADB epilogues /
+//   with DGELU but the bias column sums (--bias-grad-epilogue 0).
 // FLOPs: forward 2 N C OC; backward 4 N C OC (dinp and dweight). The backward of a layer whose input is a GELU output
 // (fcproj) includes turning its dinp into the gradient of the pre-GELU values (DGELU, or the separate pass).
 #include "bench_common.h"
@@ -44,12 +45,16 @@ int main(int argc, char** argv) {
         CUDA_CHECK(cudaStreamCreate(&st));
         const Layer layers[] = {{"qkv", C, 3 * C, false, false}, {"attproj", C, C, false, false},
                                 {"fc (+gelu)", C, 4 * C, true, false}, {"fcproj (dinp into gelu)", 4 * C, C, false, true}};
-        struct Variant { const char* name; bool tuning, epilogues; };
-        const Variant variants[] = {{"untuned, separate passes", false, false}, {"untuned, fused epilogues", false, true},
-                                    {"tuned, separate passes", true, false}, {"tuned, fused epilogues", true, true}};
+        struct Variant { const char* name; bool tuning, epilogues, bias_grad_epilogue; };
+        const Variant variants[] = {{"untuned, separate passes", false, false, false},
+                                    {"untuned, fused epilogues", false, true, true},
+                                    {"tuned, separate passes", true, false, false},
+                                    {"tuned, fused epilogues", true, true, true},
+                                    {"tuned, DGELU fused, bias gradient by column sums", true, true, false}};
         for (const Variant& v : variants) {
             llmc::GemmRunner gemm(v.tuning);
             gemm.set_backward_epilogues(v.epilogues);
+            gemm.set_bias_grad_epilogue(v.bias_grad_epilogue);
             for (const Layer& l : layers) bench_layer(dev, gemm, v.name, l, N, st);
             std::printf("# [%s] %zu cuBLASLt plans, %zu timed; choices:\n%s", v.name, gemm.num_plans(),
                         gemm.num_timed(), gemm.choices().c_str());

@@ -16,6 +16,12 @@
 // 256), and cublasLtMatmul fails with CUBLAS_STATUS_NOT_SUPPORTED when a matrix (or a strided batch's entry) is less
 // aligned than that algorithm needs; the fused epilogues assume a 16-byte aligned bias and aux buffer (a misaligned
 // one is a device fault, as on a GPU); the GELU aux leading dimension and batch stride must be multiples of 8.
+//
+// Two switches make it decline what a real library (another version, another GPU) may decline, so that the callers'
+// fallbacks run in tests: CUDASIM_CUBLASLT_DECLINE=BIAS,GELU_AUX,GELU_AUX_BIAS,DGELU,BGRADB (any of them, or "all"
+// for every fused epilogue) makes the heuristic offer no algorithm for those epilogues; CUDASIM_CUBLASLT_REFUSE_SPLITK=s
+// makes cublasLtMatmul refuse (CUBLAS_STATUS_NOT_SUPPORTED) the s-way split-K algorithm the heuristic did offer
+// (s = 1: the first, unsplit one).
 #include <cublasLt.h>
 
 #include "dev/cudasim/state.h"
@@ -26,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace {
@@ -332,6 +339,26 @@ void gemm(const Desc& d, const Layout& a, const Layout& b, const Layout& c, cons
     }
 }
 
+// CUDASIM_CUBLASLT_DECLINE names this fused epilogue (or says "all").
+bool epilogue_declined(uint32_t e) {
+    const char* env = std::getenv("CUDASIM_CUBLASLT_DECLINE");
+    if (!env || e == CUBLASLT_EPILOGUE_DEFAULT) return false;
+    const char* name = e == CUBLASLT_EPILOGUE_BIAS            ? "BIAS"
+                       : e == CUBLASLT_EPILOGUE_GELU_AUX      ? "GELU_AUX"
+                       : e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? "GELU_AUX_BIAS"
+                       : e == CUBLASLT_EPILOGUE_DGELU         ? "DGELU"
+                       : e == CUBLASLT_EPILOGUE_BGRADB        ? "BGRADB"
+                                                              : "";
+    const std::string list = std::string(",") + env + ",";
+    return list == ",all," || (*name && list.find(std::string(",") + name + ",") != std::string::npos);
+}
+
+// CUDASIM_CUBLASLT_REFUSE_SPLITK names this algorithm's split count.
+bool algorithm_refused(const Algo& algo) {
+    const char* env = std::getenv("CUDASIM_CUBLASLT_REFUSE_SPLITK");
+    return env && std::strtoul(env, nullptr, 10) == algo.splits;
+}
+
 }  // namespace
 
 extern "C" {
@@ -462,6 +489,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     *count = 0;
     Problem p;
     if (validate(*D(desc), *L(a), *L(b), *L(c), *L(d), p) != CUBLAS_STATUS_SUCCESS) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (epilogue_declined(D(desc)->epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;  // the switch above: no line
     Algo algo;
     if (choose_algorithm(*reinterpret_cast<Preference*>(pref), *L(a), *L(b), *L(c), *L(d), algo) !=
         CUBLAS_STATUS_SUCCESS)
@@ -516,6 +544,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
         return complain(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the algo is not one cublasLtMatmulAlgoGetHeuristic "
                                                      "returned");
     }
+    if (algorithm_refused(algo)) return CUBLAS_STATUS_NOT_SUPPORTED;
     const float alpha = *static_cast<const float*>(alpha_p), beta = *static_cast<const float*>(beta_p);
     if (beta != 0.0f && !C) return complain(CUBLAS_STATUS_INVALID_VALUE, "beta != 0 with a null C");
     if (cublasStatus_t s = check_alignment(algo, a, A, "A")) return s;

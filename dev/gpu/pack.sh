@@ -11,7 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=.gpu_bundle
 rm -rf "$OUT" && mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/ref"
-make -j"$(nproc)" train_gpt2 test_gpt2 cuda-bench >/dev/null
+# build/train_gpt2_sim and build/test/sim_classifier_prefetch: the simulated device-profile runs below record their
+# launch configurations with them.
+make -j"$(nproc)" train_gpt2 test_gpt2 cuda-bench build/train_gpt2_sim build/test/sim_classifier_prefetch >/dev/null
 cp train_gpt2 test_gpt2 "$OUT/bin/"
 for k in build/cuda-bench/*; do [[ "$k" == *.d ]] || cp "$k" "$OUT/bin/"; done
 strip --strip-debug "$OUT/bin"/*  # the carried tree is limited to 64 MiB

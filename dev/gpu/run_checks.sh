@@ -81,7 +81,25 @@ with_peak_memory() {  # NAME CMD...: run CMD; its peak device memory (nvidia-smi
 train_124M() {  # RUN-NAME EXTRA-ARGS...: 20 steps of GPT-2 124M at T = 1024 on the synthetic shards (or TRAIN, VAL)
     local name="$1"; shift
     with_peak_memory "$name" "$B/bin/train_gpt2" -i "${TRAIN:-$TR}" -j "${VAL:-$VA}" -e d12 -t 1024 -x 20 -v 0 -s 0 \
-        -o "$WORK/$name" "$@"
+        -o "$WORK/$name" "$@" 2>&1 | tee "$WORK/$name.out"
+    local rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] || return "$rc"
+    no_gemm_fallbacks "$WORK/$name.out"
+}
+
+no_gemm_fallbacks() {  # LOG: a fused epilogue cuBLASLt declined, or a candidate it refused, costs step time: a failure
+    local found
+    found=$(grep -E "cuBLASLt declined|cublasLtMatmul refused" "$1") || return 0
+    echo "FAIL: $(wc -l <<<"$found") GEMM fallback(s), the first: $(head -n 1 <<<"$found")"
+    return 1
+}
+
+# The trainer at a GPT-2 width (C = 768, head size 64) and T = 256, where the kernels that opt in to more than 48 KiB of
+# shared memory run (test_gpt2's small shapes reach none of them); two layers, two steps, no tuning (each timed
+# candidate would run under the tool too).
+memcheck_opt_in() {
+    sanitizer memcheck "$B/bin/train_gpt2" -i "$TR" -j "$VA" -e "L=2,NH=12,C=768,T=256,V=50257" -b 2 -t 256 -x 2 \
+        -v 0 -s 0 --gemm-tuning 0 -o "$WORK/memcheck_opt_in"
 }
 
 sanitizer() {  # TOOL [PROGRAM ARGS...]: ./test_gpt2 on the small reference unless a program is named
@@ -102,15 +120,22 @@ gemm_choices_reused() {  # the resume reused the first run's choices: the same l
     echo "the resume reused all $(gemm_choices "$first" | wc -l) GEMM choices"
 }
 
-# One NCCL rank end to end: 20 steps with checkpoints, then a resume to step 30 that must reuse the GEMM choices.
-# One check, since the resume needs the first run's checkpoint (a later call with --from starts on a bare machine).
+# One NCCL rank end to end (LLMC_NCCL_ONE_RANK=1: a real NCCL communicator, the file rendezvous and the watchdog,
+# which one rank otherwise skips): 20 steps with checkpoints, then a resume to step 30 that must reuse the GEMM
+# choices. One check, since the resume needs the first run's checkpoint (a later call with --from starts on a bare
+# machine).
 nccl_one_rank() {
-    local args=(-i "$TR" -j "$VA" -e d6 -b 8 -t 512 -v 10 -m 2 -s 0 -n 10 -o "$WORK/run_d6")
+    local args=(-i "$TR" -j "$VA" -e d6 -b 8 -t 512 -v 10 -m 2 -s 0 -n 10 -o "$WORK/run_d6" -pi fs -pf "$WORK/rv_d6"
+                --show-placement)
+    mkdir -p "$WORK/rv_d6"
+    export LLMC_NCCL_ONE_RANK=1
     "$B/bin/train_gpt2" "${args[@]}" -x 20 >"$LOGS/nccl_one_rank_train.log" 2>&1 ||
         { echo "the first run failed (nccl_one_rank_train.log)"; return 1; }
+    grep -q "^placement: .* | comm nccl$" "$LOGS/nccl_one_rank_train.log" ||
+        { echo "the run did not use NCCL (its placement line does not say 'comm nccl')"; return 1; }
     "$B/bin/train_gpt2" "${args[@]}" -x 30 -y 1 >"$LOGS/nccl_one_rank_resume.log" 2>&1 ||
         { echo "the resume failed (nccl_one_rank_resume.log)"; return 1; }
-    gemm_choices_reused
+    gemm_choices_reused && no_gemm_fallbacks "$LOGS/nccl_one_rank_train.log"
 }
 
 kernel_bench() {  # NAME: one dev/cuda benchmark from the bundle
@@ -202,16 +227,19 @@ CHECKS=(
     "sanitizer_memcheck|sanitizer memcheck"
     "nccl_one_rank_train_resume|nccl_one_rank"
     "gpt2_124M_B64|train_124M run_124M_B64 -b 64"
+    "gpt2_124M_B64_bias_grad_sums|train_124M run_124M_B64_bias_grad_sums -b 64 --bias-grad-epilogue 0"
     "dry_run_B64|dry_run_plan"
+    "kernel_matmul|kernel_bench matmul"
+    "kernel_cublaslt_rules|kernel_bench cublaslt_rules"
     "kernel_attention|kernel_bench attention"
     "pytorch_sdpa|python3 dev/bench/pytorch_sdpa.py --batch 64"
-    "pytorch_124M_B64|python3 dev/bench/pytorch_gpu_step.py --batch 64 --seq-len 1024 --steps 20"
+    "sanitizer_memcheck_opt_in|memcheck_opt_in"
     "sanitizer_racecheck|sanitizer racecheck"
     "sanitizer_synccheck|sanitizer synccheck"
     "sanitizer_memcheck_attention|sanitizer memcheck \"\$B/bin/attention\" 1"
+    "pytorch_124M_B64|python3 dev/bench/pytorch_gpu_step.py --batch 64 --seq-len 1024 --steps 20"
     "driver_limits_and_resources|python3 dev/gpu/driver_check.py \"\$B/bin/train_gpt2\" \"\$B/launches.tsv\""
     "gpt2_124M_B64_untuned|train_124M run_124M_B64_untuned -b 64 --gemm-tuning 0"
-    "kernel_matmul|kernel_bench matmul"
     "gpt2_124M_B64_classifier_chunk65536|train_124M run_124M_B64_classifier_chunk65536 -b 64 --classifier-chunk 65536"
     "kernel_classifier|kernel_bench classifier"
     "kernel_reduce|kernel_bench reduce"
@@ -220,7 +248,6 @@ CHECKS=(
     "gpt2_124M_B16|train_124M run_124M_B16 -b 16"
     "gpt2_124M_B32|train_124M run_124M_B32 -b 32"
     "sass_check_cuobjdump|sass_check"
-    "kernel_cublaslt_rules|kernel_bench cublaslt_rules"
     "zero2_bit_identical_acc1|zero2_against_zero1 1 0 0"
     "zero2_matches_zero1_acc4|zero2_against_zero1 4 1e-4 1.8e-3 1e-3"
     "pytorch_124M_B16|python3 dev/bench/pytorch_gpu_step.py --batch 16 --seq-len 1024 --steps 20"
@@ -245,12 +272,32 @@ done
 
 # ---- run them --------------------------------------------------------------------------------------------------------
 rm -rf "$WORK" && mkdir -p "$RES" "$LOGS"
-# Libraries: ours first, then the machine's CUDA and NCCL (the toolkit's, or PyTorch's wheel's).
-nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="$PWD/$B/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${nccl_dir}:${LD_LIBRARY_PATH:-}"
+: >"$summary"
+# Libraries: ours first, then the machine's CUDA and NCCL wherever the image has them: the toolkit's folders, and
+# the lib folders of pip's NVIDIA wheels (nvidia/nccl/lib, nvidia/cublas/lib, nvidia/cu13/lib, ...).
+cuda_lib_dirs() {
+    local d
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+        [ -d "$d" ] && printf '%s:' "$d"
+    done
+    python3 -c 'import nvidia, os, glob
+for root in nvidia.__path__:
+    for d in sorted(glob.glob(os.path.join(root, "*", "lib")) + glob.glob(os.path.join(root, "*", "lib64"))):
+        print(d, end=":")' 2>/dev/null
+}
+export LD_LIBRARY_PATH="$PWD/$B/lib:$(cuda_lib_dirs)${LD_LIBRARY_PATH:-}"
+# Every program and carried library must load here: a missing library, or a glibc older than the build machine's
+# (ldd: "version `GLIBC_2.36' not found"), stops the call at once with one line instead of failing every check.
+missing=$(for f in "$B"/bin/* "$B"/lib/*; do ldd "$f" 2>&1 | grep "not found" | sed "s|^|$(basename "$f"): |"; done |
+          sort -u)
+if [ -n "$missing" ]; then
+    echo "error: the bundle cannot load here: $(head -n 1 <<<"$missing" | tr -s ' \t' ' ') ($(wc -l <<<"$missing") line(s) in $RES/summary.txt)" \
+        | tee "$summary" >&2
+    echo "$missing" >>"$summary"
+    exit 1
+fi
 export -f $(compgen -A function)
 export SKIP
-: >"$summary"
 
 save_logs() {
     for d in "$WORK"/run_* "$WORK"/zero*_d12_acc*; do
@@ -261,7 +308,6 @@ save_logs() {
 
 { date -u; nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; } 2>&1 \
     | tee "$LOGS/device.txt" >>"$summary"
-ldd "$B/bin/train_gpt2" | grep "not found" >>"$summary"
 # Synthetic shards (random GPT-2 tokens): enough for the training runs.
 python3 - "$WORK/data" <<'PY' >>"$summary" 2>&1
 import os, sys, numpy as np

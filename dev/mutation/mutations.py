@@ -354,7 +354,8 @@ MUTATIONS = [
     # ---- cuBLASLt alignment and fallbacks ----------------------------------------------------------------------
     Mutation(
         "gemm-no-epilogue-alignment-check", "cublaslt", "llmc/cuda/matmul.cuh",
-        "        if ((g.bias && (uintptr_t)g.bias % 16 != 0) || (g.aux && (uintptr_t)g.aux % 16 != 0)) return false;\n",
+        "        if ((g.bias && (uintptr_t)g.bias % 16 != 0) || (g.aux && (uintptr_t)g.aux % 16 != 0))\n"
+        "            return declined(g, \"its bias or aux pointer is not 16-byte aligned\");\n",
         "",
         "a misaligned bias or pre-GELU buffer goes to the fused epilogue (a device fault) instead of the fallback"),
     Mutation(
@@ -443,6 +444,17 @@ MUTATIONS = [
         "            CUDA_CHECK(cudaMemcpyAsync(g.d, saved, bytes, cudaMemcpyDeviceToDevice, stream));\n",
         "",
         "timing an accumulating GEMM (dweight +=) leaves the timing runs' sums in the gradient"),
+    Mutation(
+        "bias-backward-drops-last-row", "cublaslt", "llmc/cuda/matmul.cuh",
+        "    const size_t r0 = g * rows_per_block, r1 = r0 + rows_per_block < N ? r0 + rows_per_block : N;\n",
+        "    const size_t r0 = g * rows_per_block, r1 = r0 + rows_per_block < N ? r0 + rows_per_block : N - 1;\n",
+        "the bias gradient's column sums (the fallback of a declined BGRADB, or --bias-grad-epilogue 0) leave out the "
+        "last row"),
+    Mutation(
+        "add-bias-pack-reversed", "cublaslt", "llmc/cuda/matmul.cuh",
+        "    for (int e = 0; e < W; e++) o[e] += b[e];\n",
+        "    for (int e = 0; e < W; e++) o[e] += b[W - 1 - e];\n",
+        "the fallback bias add (a declined BIAS epilogue) adds a vector pack's biases in reverse column order"),
     Mutation(
         "gemm-bgradb-overwrites-dbias", "cublaslt", "llmc/cuda/matmul.cuh",
         "        gw.bias = bias_scratch;\n",

@@ -8,7 +8,9 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -93,19 +95,21 @@ class NcclComm final : public Comm {
 public:
     NcclComm(const DistInfo& info, const CommOptions& opt) {
         info_ = info;
-        // ncclAvg and ncclBfloat16 exist from NCCL 2.10 on: an older library would fail at the first reduction
-        // with "invalid argument"; say so here instead.
+        // ncclCommSplit (hybrid sharding) exists from NCCL 2.18 on, ncclAvg and ncclBfloat16 from 2.10: an older
+        // library would fail at the first split or reduction; say so here instead.
         int version = 0;
         NCCL_CHECK(ncclGetVersion(&version));
-        if (version < 21000)  // codes are major*10000 + minor*100 + patch since 2.9 (major*1000 + ... before)
-            fail("NCCL version code %d found, but at least 2.10 (21000) is needed (ncclAvg, ncclBfloat16)", version);
+        if (version < 21800)  // codes are major*10000 + minor*100 + patch since 2.9 (major*1000 + ... before)
+            fail("NCCL version code %d found, but at least 2.18 (21800) is needed (ncclCommSplit)", version);
         ncclUniqueId id;
         std::memset(&id, 0, sizeof id);
         if (info.rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
         CommInit how = CommInit::Auto;
         uint64_t nonce = 0;
         mpi_check_launch(info);  // MPI's view must be the environment's, even for one rank (mpi_env.h)
-        if (info.world_size > 1) {
+        // One rank (forced, see make_nccl_comm) needs no rendezvous; with -pf it goes through the file one, and the
+        // watchdog runs, as on many ranks.
+        if (info.world_size > 1 || !opt.rendezvous_dir.empty()) {
             how = opt.init;
             if (how == CommInit::Auto)
                 how = launched_with_mpi(current_environment()) ? CommInit::Mpi
@@ -129,14 +133,22 @@ public:
         // so that a later launch with the same tag cannot pick up this run's stale id.
         if (info.rank == 0 && !id_file_.empty()) std::remove(id_file_.c_str());
         grow_staging(256);
-        if (opt.watchdog_s > 0 && info.world_size > 1) start_watchdog(info, opt, how, nonce);
+        if (opt.watchdog_s > 0 && how != CommInit::Auto) start_watchdog(info, opt, how, nonce);
     }
-    // A comm split from `root`'s (ncclCommSplit): `comm` is owned; the root's watchdog watches its collectives.
+    // A comm split from `root`'s (ncclCommSplit): `comm` is owned; the root's watchdog watches its collectives, and
+    // aborts this communicator with the root's.
     NcclComm(NcclComm* root, ncclComm_t comm, const DistInfo& info) : root_(root), comm_(comm) {
         info_ = info;
         grow_staging(256);
+        std::lock_guard<std::mutex> lock(root_->comms_mu_);
+        root_->splits_.push_back(comm_);
     }
     ~NcclComm() override {
+        if (root_ != this) {
+            std::lock_guard<std::mutex> lock(root_->comms_mu_);
+            auto& v = root_->splits_;
+            v.erase(std::remove(v.begin(), v.end(), comm_), v.end());
+        }
         watchdog_.reset();  // joins its thread before the communicator and the events go
         for (cudaEvent_t e : all_events_) cudaEventDestroy(e);
         // While an exception unwinds (this rank failed; main() will abort the job), collectives may be in flight
@@ -316,13 +328,20 @@ private:
             if (ncclCommGetAsyncError(comm, &r) != ncclSuccess || r == ncclSuccess || r == ncclInProgress) return "";
             return std::string("NCCL reports an asynchronous error: ") + ncclGetErrorString(r);
         };
-        hooks.abort = [comm] { ncclCommAbort(comm); };
+        // Every communicator of this process: a split's kernels would otherwise spin on after the root's abort.
+        hooks.abort = [this] {
+            std::lock_guard<std::mutex> lock(comms_mu_);
+            for (ncclComm_t c : splits_) ncclCommAbort(c);
+            ncclCommAbort(comm_);
+        };
         watchdog_ = std::make_unique<CommWatchdog>(info.rank, info.world_size, opt.watchdog_s, std::move(census),
                                                    std::move(hooks));
     }
 
     NcclComm* root_ = this;                    // the comm this one was split from (itself for the world's)
     std::unique_ptr<CommWatchdog> watchdog_;  // null: off (one rank, or no timeout, or a split comm)
+    std::mutex comms_mu_;                      // the root's: splits_ is shared with the watchdog's thread
+    std::vector<ncclComm_t> splits_;           // the root's: the live communicators split from it
     std::mutex events_mu_;                     // the pool is shared with the watchdog's thread
     std::vector<cudaEvent_t> all_events_, free_events_;
     int group_depth_ = 0;
@@ -344,8 +363,10 @@ void device_copy(void* dst, const void* src, size_t bytes, Stream stream) {
 std::unique_ptr<Comm> make_nccl_comm(const DistInfo& info, const CommOptions& opt) {
     // One rank: every reduction is the identity, so no NCCL communicator and no collective kernel. An NCCL all-reduce
     // over one rank still reads and rewrites its buffer: ~148 of them per step rewrote the ~0.5 GB of fp32
-    // gradients of GPT-2 124M. The calls are still counted (CommCounters), as on every Comm.
-    if (info.world_size == 1) {
+    // gradients of GPT-2 124M. The calls are still counted (CommCounters), as on every Comm. LLMC_NCCL_ONE_RANK=1
+    // makes one rank use NCCL anyway, so that a single GPU runs the NCCL path (docs/distributed.md).
+    const char* force = std::getenv("LLMC_NCCL_ONE_RANK");
+    if (info.world_size == 1 && !(force && std::strcmp(force, "1") == 0)) {
         mpi_check_launch(info);  // MPI's view must be the environment's, even for one rank (mpi_env.h)
         return make_single_comm(device_copy);
     }

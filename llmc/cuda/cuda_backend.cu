@@ -48,6 +48,7 @@ CudaBackend::CudaBackend(const BackendOptions& opt) : device_(opt.device) {
     CUDA_CHECK(cudaEventCreateWithFlags(&main_done_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
     gemm_.reset(new GemmRunner(opt.gemm_tuning));
+    gemm_->set_bias_grad_epilogue(opt.bias_grad_epilogue);
     scratch(reduce_partials_, kMaxReducePartials * sizeof(float));
 }
 
@@ -99,6 +100,8 @@ std::string CudaBackend::gemm_choices() const { return gemm_->choices(); }
 void CudaBackend::load_gemm_choices(const std::string& text) { gemm_->load_choices(text); }
 size_t CudaBackend::num_gemm_timed() const { return gemm_->num_timed(); }
 size_t CudaBackend::num_gemm_reused() const { return gemm_->num_reused(); }
+size_t CudaBackend::num_gemm_declined() const { return gemm_->num_declined(); }
+size_t CudaBackend::num_gemm_rejected() const { return gemm_->num_rejected(); }
 void CudaBackend::set_gemm_timer(GemmTimer timer) { gemm_->set_timer(std::move(timer)); }
 
 void* CudaBackend::scratch(Scratch& s, size_t bytes) {

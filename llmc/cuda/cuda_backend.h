@@ -128,6 +128,8 @@ public:
     void load_gemm_choices(const std::string& text);
     size_t num_gemm_timed() const;
     size_t num_gemm_reused() const;
+    size_t num_gemm_declined() const;  // GEMM shapes whose fused epilogue cuBLASLt declined (fallback passes)
+    size_t num_gemm_rejected() const;  // heuristic candidates cublasLtMatmul refused (dropped, the next one ran)
     void set_gemm_timer(GemmTimer timer);
     // Op calls whose memory-bound kernels all took the 16-byte vector path, and those where at least one took the
     // scalar path (a row length or count not a multiple of the pack width, or an unaligned pointer: common.cuh).

@@ -24,7 +24,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common.cuh"
@@ -81,15 +83,24 @@ public:
     // Runs the GEMM; returns false (and runs nothing) when cuBLASLt has no algorithm for this configuration, or when
     // a fused epilogue's bias or aux pointer is not 16-byte aligned, so that the caller can fall back to a plainer
     // epilogue. cuBLASLt's alignment preferences do not cover those two pointers: the heuristic may pick a kernel
-    // that assumes 16 bytes and then fault on the device (pytorch#194497), so the check is ours.
+    // that assumes 16 bytes and then fault on the device (pytorch#194497), so the check is ours. A fused epilogue
+    // declined either way is reported once per shape (stderr, num_declined()): the fallback passes cost time that
+    // the step's figures would otherwise hide. A candidate the heuristic offered but cublasLtMatmul rejects is
+    // dropped like one never offered (reported once), and the next one runs.
     bool try_run(const GemmArgs& g, cudaStream_t stream) {
-        if ((g.bias && (uintptr_t)g.bias % 16 != 0) || (g.aux && (uintptr_t)g.aux % 16 != 0)) return false;
+        if ((g.bias && (uintptr_t)g.bias % 16 != 0) || (g.aux && (uintptr_t)g.aux % 16 != 0))
+            return declined(g, "its bias or aux pointer is not 16-byte aligned");
         auto it = plan(g);
         Plan& p = it->second;
-        if (p.algos.empty()) return false;
-        if (p.chosen < 0) choose(it->first, p, g, stream);
-        launch(p, g, p.chosen, stream);
-        return true;
+        if (p.chosen < 0 && !p.algos.empty()) choose(it->first, p, g, stream);
+        while (!p.algos.empty()) {
+            const cublasStatus_t st = launch(p, g, p.chosen, stream);
+            if (st == CUBLAS_STATUS_SUCCESS) return true;
+            drop_candidate(p, g, (size_t)p.chosen, st);
+            p.chosen = fastest(p);
+        }
+        p.chosen = -1;
+        return declined(g, "cuBLASLt offers no algorithm");
     }
     void run(const GemmArgs& g, cudaStream_t stream) {
         if (!try_run(g, stream))
@@ -99,10 +110,14 @@ public:
     size_t num_plans() const { return plans_.size(); }
     size_t num_timed() const { return timed_; }        // plans whose algorithm was chosen by timing
     size_t num_reused() const { return reused_; }      // plans that took a recorded choice
+    size_t num_declined() const { return declined_.size(); }  // shapes whose fused epilogue fell back
+    size_t num_rejected() const { return rejected_; }  // candidates cublasLtMatmul refused (dropped)
     void set_tuning(bool on) { tuning_ = on; }
     // The backward's fused epilogues (DGELU, BGRADB); off: the separate passes they replace (benchmarks compare both).
-    void set_backward_epilogues(bool on) { backward_epilogues_ = on; }
-    bool backward_epilogues() const { return backward_epilogues_; }
+    void set_backward_epilogues(bool on) { dgelu_epilogue_ = bias_grad_epilogue_ = on; }
+    void set_bias_grad_epilogue(bool on) { bias_grad_epilogue_ = on; }  // BGRADB alone (--bias-grad-epilogue)
+    bool dgelu_epilogue() const { return dgelu_epilogue_; }
+    bool bias_grad_epilogue() const { return bias_grad_epilogue_; }
     void set_timer(GemmTimer t) { timer_ = std::move(t); }
 
     // Every choice made so far, one line per plan (the key, the choice, the algorithm's 64 bytes), in key order:
@@ -110,7 +125,7 @@ public:
     std::string choices() const {
         std::string out;
         for (const auto& kv : plans_)
-            if (kv.second.chosen >= 0) out += choice_line(kv.first, kv.second) + "\n";
+            if (kv.second.chosen >= 0 && !kv.second.algos.empty()) out += choice_line(kv.first, kv.second) + "\n";
         return out;
     }
     // Choices recorded by choices(); a plan built later reuses its recorded algorithm. Malformed text throws.
@@ -255,13 +270,49 @@ private:
         return plans_.emplace(key, p).first;
     }
 
-    void launch(Plan& p, const GemmArgs& g, int which, cudaStream_t stream) {
+    // The status of cublasLtMatmul itself: a candidate it refuses is dropped by the caller (try_run, choose).
+    cublasStatus_t launch(Plan& p, const GemmArgs& g, int which, cudaStream_t stream) {
         if (g.bias) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
                                                                 sizeof(g.bias)));
         if (g.aux) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                                &g.aux, sizeof(g.aux)));
-        CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &g.alpha, g.a, p.la, g.b, p.lb, &g.beta, g.d, p.ld, g.d, p.ld,
-                                    &p.algos[(size_t)which], workspace_, kWorkspaceBytes, stream));
+        return cublasLtMatmul(handle_, p.desc, &g.alpha, g.a, p.la, g.b, p.lb, &g.beta, g.d, p.ld, g.d, p.ld,
+                              &p.algos[(size_t)which], workspace_, kWorkspaceBytes, stream);
+    }
+
+    static const char* epilogue_name(cublasLtEpilogue_t e) {
+        switch (e) {
+            case CUBLASLT_EPILOGUE_BIAS: return "BIAS";
+            case CUBLASLT_EPILOGUE_GELU_AUX: return "GELU_AUX";
+            case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "GELU_AUX_BIAS";
+            case CUBLASLT_EPILOGUE_DGELU: return "DGELU";
+            case CUBLASLT_EPILOGUE_BGRADB: return "BGRADB";
+            case CUBLASLT_EPILOGUE_DEFAULT: return "DEFAULT";
+            default: return "another";
+        }
+    }
+    // A fused epilogue that cannot run: reported once per key; a plain GEMM (DEFAULT) has no fallback, run() fails.
+    bool declined(const GemmArgs& g, const char* why) {
+        if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT && declined_.insert({(int)g.epilogue, g.m, g.n, g.k}).second)
+            std::fprintf(stderr, "warning: cuBLASLt declined the %s epilogue for a %zux%zux%zu GEMM (%s): using the "
+                         "separate pass\n", epilogue_name(g.epilogue), g.m, g.n, g.k, why);
+        return false;
+    }
+    void drop_candidate(Plan& p, const GemmArgs& g, size_t i, cublasStatus_t st) {
+        std::fprintf(stderr, "warning: cublasLtMatmul refused the heuristic's candidate %zu (id %d, split-K %d) for a "
+                     "%zux%zux%zu GEMM (%s epilogue, status %d): dropped\n", i, p.candidates[i].id,
+                     p.candidates[i].split_k, g.m, g.n, g.k, epilogue_name(g.epilogue), (int)st);
+        p.algos.erase(p.algos.begin() + (long)i);
+        p.candidates.erase(p.candidates.begin() + (long)i);
+        if (i < p.ms.size()) p.ms.erase(p.ms.begin() + (long)i);
+        rejected_++;
+    }
+    // The timed fastest candidate (ties: the earlier), or the heuristic's first when nothing was timed.
+    static int fastest(const Plan& p) {
+        int best = 0;
+        for (size_t i = 1; i < p.ms.size() && i < p.algos.size(); i++)
+            if (p.ms[i] < p.ms[(size_t)best]) best = (int)i;
+        return best;
     }
 
     // The plan's algorithm: a recorded choice the heuristic still offers; else, with tuning and a choice to make, the
@@ -280,16 +331,20 @@ private:
         timing_stream_ = stream;
         const size_t elem = g.d_type == CUDA_R_32F ? 4 : 2, bytes = g.ldd * (g.n - 1) * elem + g.m * elem;
         void* saved = nullptr;  // allocated at the first launch: a timer that launches nothing costs no memory
+        std::vector<cublasStatus_t> status(p.algos.size(), CUBLAS_STATUS_SUCCESS);
         for (size_t i = 0; i < p.algos.size(); i++)
             p.ms.push_back(timer_(p.candidates[i], [&, i] {
                 if (g.beta != 0.0f && !saved) {
                     CUDA_CHECK(cudaMalloc(&saved, bytes));
                     CUDA_CHECK(cudaMemcpyAsync(saved, g.d, bytes, cudaMemcpyDeviceToDevice, stream));
                 }
-                launch(p, g, (int)i, stream);
+                const cublasStatus_t st = launch(p, g, (int)i, stream);
+                if (st != CUBLAS_STATUS_SUCCESS) status[i] = st;
             }));
-        for (size_t i = 1; i < p.ms.size(); i++)
-            if (p.ms[i] < p.ms[(size_t)p.chosen]) p.chosen = (int)i;
+        // A refused candidate ran nothing, so its time means nothing: drop it (from the back, indices stay valid).
+        for (size_t i = status.size(); i-- > 0;)
+            if (status[i] != CUBLAS_STATUS_SUCCESS) drop_candidate(p, g, i, status[i]);
+        p.chosen = fastest(p);
         if (saved) {
             CUDA_CHECK(cudaMemcpyAsync(g.d, saved, bytes, cudaMemcpyDeviceToDevice, stream));
             CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -363,7 +418,7 @@ private:
 
 
     bool tuning_;
-    bool backward_epilogues_ = true;
+    bool dgelu_epilogue_ = true, bias_grad_epilogue_ = true;
     GemmTimer timer_;
     cudaEvent_t events_[2] = {nullptr, nullptr};
     cudaStream_t timing_stream_ = nullptr;
@@ -371,7 +426,8 @@ private:
     void* workspace_ = nullptr;
     std::map<Key, Plan> plans_;
     std::map<Key, cublasLtMatmulAlgo_t> recorded_;
-    size_t timed_ = 0, reused_ = 0;
+    std::set<std::tuple<int, size_t, size_t, size_t>> declined_;  // epilogue, m, n, k
+    size_t timed_ = 0, reused_ = 0, rejected_ = 0;
 };
 
 // ---- kernels around the matmuls ----------------------------------------------------------------------------------
@@ -490,7 +546,7 @@ inline bool backward_dinp(GemmRunner& gemm, bf16* dinp, const bf16* dout, const 
     gi.d = dinp; gi.a = w; gi.b = dout;
     gi.m = C; gi.n = N; gi.k = OC;
     gi.lda = C; gi.ldb = OC; gi.ldd = C;
-    if (dinp_pre_gelu && C % 8 == 0 && gemm.backward_epilogues()) {
+    if (dinp_pre_gelu && C % 8 == 0 && gemm.dgelu_epilogue()) {
         gi.aux = const_cast<bf16*>(dinp_pre_gelu);  // read, not written, by DGELU
         gi.epilogue = CUBLASLT_EPILOGUE_DGELU;
         if (gemm.try_run(gi, stream)) return true;
@@ -513,7 +569,7 @@ inline bool backward_dweight(GemmRunner& gemm, float* dweight, float* dbias, flo
     gw.lda = C; gw.ldb = OC; gw.ldd = C;
     gw.beta = 1.0f;
     gw.d_type = CUDA_R_32F;
-    if (dbias && gemm.backward_epilogues()) {
+    if (dbias && gemm.bias_grad_epilogue()) {
         gw.bias = bias_scratch;
         gw.bias_type = CUDA_R_32F;
         gw.epilogue = CUBLASLT_EPILOGUE_BGRADB;

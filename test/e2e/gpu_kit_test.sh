@@ -4,7 +4,10 @@
 # checked is the driver's own logic, which a GPU call of 10 minutes cannot afford to find broken: each check's
 # outcome (ok, FAILED, skipped with its reason) in the summary, a hanging check stopped at its own limit while the
 # next still runs, the time budget leaving the rest "not run" with the command that goes on from there, --from and
-# --only, the logs and throughput lines returned, and its refusals of bad arguments.
+# --only, the logs and throughput lines returned, and its refusals of bad arguments. Also: the order (correctness,
+# the 124M step, the GEMM benchmark and the cuBLASLt probe before attention, sanitizers and torch.compile), the
+# CUDA libraries found in a pip-wheel layout (nvidia/*/lib) and a missing one stopping the call with one line, the
+# one-rank NCCL switch, and a GEMM fallback failing a training check.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
 KIT="$PWD/dev/gpu/run_checks.sh"
@@ -21,12 +24,19 @@ cat >"$BUNDLE/bin/test_gpt2" <<'EOF'
 echo "logits differ"; exit 1
 EOF
 # train_gpt2: writes 3 steps of metrics into -o's folder (the second and third at 100 ms, 655360 tokens/s) and one
-# GEMM choice line, timed (0.1234 ms) unless resumed (-y 1: -1.0000, reused) or FAKE_RETIME is set.
+# GEMM choice line, timed (0.1234 ms) unless resumed (-y 1: -1.0000, reused) or FAKE_RETIME is set. With
+# --show-placement its placement line names the comm: nccl under LLMC_NCCL_ONE_RANK=1, else single. FAKE_DECLINE:
+# a fused epilogue declined.
 cat >"$BUNDLE/bin/train_gpt2" <<'EOF'
 #!/usr/bin/env bash
-out="" ms=0.1234
-while [ $# -gt 0 ]; do [ "$1" == "-o" ] && out="$2"; [ "$1" == "-y" ] && [ -z "${FAKE_RETIME:-}" ] && ms=-1.0000; shift; done
+out="" ms=0.1234 place=0
+while [ $# -gt 0 ]; do
+    [ "$1" == "-o" ] && out="$2"; [ "$1" == "-y" ] && [ -z "${FAKE_RETIME:-}" ] && ms=-1.0000
+    [ "$1" == "--show-placement" ] && place=1; shift
+done
 [ -n "$out" ] || { echo "device memory per rank: 21.85 GiB"; exit 0; }
+[ $place = 1 ] && echo "placement: rank 0 of 1 | dp rank 0 = group 0 x 1 + 0 | comm $([ "${LLMC_NCCL_ONE_RANK:-}" = 1 ] && echo nccl || echo single)"
+[ -n "${FAKE_DECLINE:-}" ] && echo "warning: cuBLASLt declined the BGRADB epilogue for a 768x2304x65536 GEMM (x): using the separate pass" >&2
 echo "gemm-choice gemm 1 0 2304 65536 768 : 0 8 21 1 $ms : 0a0b"
 mkdir -p "$out"
 for s in 1 2 3; do
@@ -65,6 +75,13 @@ first=$(head -n 1 "$T/out.txt")
 if [ "$first" == test_gpt2_small ] && grep -qx kernel_gelu "$T/out.txt" && grep -qx hybrid_matches_flat "$T/out.txt"
 then pass "kit --list: $(wc -l <"$T/out.txt") checks, ./test_gpt2 first, unnamed benchmarks appended"
 else fail "kit --list" "$(head -c 300 "$T/out.txt")"; fi
+pos() { grep -nx "$1" "$T/out.txt" | cut -d: -f1; }
+order="sanitizer_memcheck nccl_one_rank_train_resume gpt2_124M_B64 kernel_matmul kernel_cublaslt_rules kernel_attention
+       pytorch_sdpa sanitizer_memcheck_opt_in sanitizer_racecheck pytorch_124M_B64"
+prev=0 ok=1
+for n in $order; do p=$(pos "$n"); [ -n "$p" ] && [ "$p" -gt "$prev" ] || { ok=0; break; }; prev=$p; done
+[ $ok = 1 ] && pass "kit --list: correctness, the 124M step, GEMMs and the cuBLASLt probe, attention, then sanitizers and torch.compile" ||
+    fail "kit --list order" "$n out of order in: $(tr '\n' ' ' <"$T/out.txt")"
 expect_error "kit refuses an unknown check" "no check named 'nope'" \
     env GPU_BUNDLE="$BUNDLE" bash "$KIT" --from nope
 expect_error "kit refuses --from with --only" "exclude each other" \
@@ -96,6 +113,37 @@ else fail "kit: logs.tgz" "$(tar tzf "$T/res/logs.tgz" 2>&1 | head -5)"; fi
 
 FAKE_RETIME=1 kit --only nccl_one_rank_train_resume
 has nccl_one_rank_train_resume ' FAILED rc=1: the resume timed a GEMM plan '
+FAKE_DECLINE=1 kit --only gpt2_124M_B64,nccl_one_rank_train_resume
+has gpt2_124M_B64 ' FAILED rc=1: FAIL: 1 GEMM fallback\(s\), the first: warning: cuBLASLt declined the BGRADB'
+has nccl_one_rank_train_resume ' FAILED rc=1: FAIL: 1 GEMM fallback'
+# The switch is the kit's: a trainer that ignores it (here: LLMC_NCCL_ONE_RANK cleared by a wrapper) fails the check.
+mv "$BUNDLE/bin/train_gpt2" "$BUNDLE/bin/train_gpt2.real"
+printf '#!/usr/bin/env bash\nLLMC_NCCL_ONE_RANK= exec "%s" "$@"\n' "$BUNDLE/bin/train_gpt2.real" >"$BUNDLE/bin/train_gpt2"
+chmod +x "$BUNDLE/bin/train_gpt2"
+kit --only nccl_one_rank_train_resume
+has nccl_one_rank_train_resume " FAILED rc=1: the run did not use NCCL"
+mv "$BUNDLE/bin/train_gpt2.real" "$BUNDLE/bin/train_gpt2"
+
+# CUDA libraries from pip wheels: a real program linked against a library that only a fake nvidia/cu13/lib holds.
+SITE="$T/site"
+mkdir -p "$SITE/nvidia/cu13/lib" "$T/probe_src"
+printf 'int fake_cublas_version(void) { return 13; }\n' >"$T/probe_src/lib.c"
+printf 'int fake_cublas_version(void);\nint main(void) { return fake_cublas_version() == 13 ? 0 : 1; }\n' \
+    >"$T/probe_src/main.c"
+if cc -shared -fPIC -o "$SITE/nvidia/cu13/lib/libfakecublas.so" "$T/probe_src/lib.c" &&
+   cc -o "$BUNDLE/bin/probe" "$T/probe_src/main.c" -L"$SITE/nvidia/cu13/lib" -lfakecublas; then
+    PYTHONPATH="$SITE" kit --only kernel_probe
+    has kernel_probe ' ok '
+    kit --only kernel_probe
+    rc=$?
+    if [ $rc -ne 0 ] && [ "$(grep -c . "$T/out.txt")" -eq 1 ] &&
+       grep -q "^error: the bundle cannot load here: probe: libfakecublas.so => not found" "$T/out.txt"; then
+        pass "kit: a library missing everywhere stops the call with one line (status $rc)"
+    else fail "kit: missing library" "status $rc, output: $(head -c 300 "$T/out.txt")"; fi
+    rm -f "$BUNDLE/bin/probe"
+else
+    fail "kit: build the library probe" "cc failed"
+fi
 
 # A hanging check is stopped at its limit and the next one runs; then the budget is spent (less than 30 s left).
 FAKE_HANG=1 GPU_STEP_TIMEOUT_S=6 GPU_CHECKS_BUDGET_S=40 kit --only test_gpt2_small,test_gpt2_odd,gpt2_124M_B64

@@ -4,7 +4,7 @@
 # reference's name). Two shapes: a small regular one, and one with odd sizes (C=96 with 3 heads, V=100 padded to 128,
 # B=3, T=24 < maxT) and random biases / layernorm weights (--perturb) so that no bias or gain is checked at 0 or 1.
 # Then the CUDA backend's real kernels under the CUDA simulator (build/test_gpt2_sim, bf16 tolerances) on the smallest
-# shape (the simulator runs one fiber per CUDA thread: slow). Then bad input: a wrong magic, a truncated file, a
+# shape (the simulator runs one fiber per CUDA thread: slow), also with every fused cuBLASLt epilogue declined. Then bad input: a wrong magic, a truncated file, a
 # missing directory.
 # Formats and tolerances: docs/reference.md.
 cd "$(dirname "$0")/../.."
@@ -44,6 +44,8 @@ gen odd --layers 3 --heads 3 --channels 96 --max-seq-len 32 --vocab 100 --batch 
 # The simulator under three stream-scheduler seeds (docs/cudasim.md).
 if gen tiny --layers 3 --heads 2 --channels 32 --max-seq-len 8 --vocab 64 --batch 1 --seq-len 8 --seed 3 --perturb; then
     for seed in 1 2 3; do run_ref tiny build/test_gpt2_sim CUDASIM_STREAM_SEED=$seed; done
+    # Every fused cuBLASLt epilogue declined (docs/cudasim.md): the fallback passes carry the whole model.
+    run_ref tiny build/test_gpt2_sim CUDASIM_CUBLASLT_DECLINE=all
 fi
 
 # The CUDA backend on a real GPU (./test_gpt2, bf16 tolerances), when this machine has one: reported as a skip, never

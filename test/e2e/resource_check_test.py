@@ -107,7 +107,10 @@ def elf_symbols(elf, secs_raw=None):
 
 
 def register_counts(elf, secs):
-    """{mangled kernel: registers} from EIATTR_REGCOUNT entries (symbol index, count) of the global .nv.info."""
+    """{mangled kernel: registers} from EIATTR_REGCOUNT entries (symbol index, count) of the global .nv.info (absent
+    from a cubin without kernels, such as the one of a translation unit that defines none)."""
+    if ".nv.info" not in secs:
+        return {}
     off, size, _ = secs[".nv.info"]
     info, syms, out, p = elf[off:off + size], elf_symbols(elf), {}, 0
     while p + 4 <= len(info):

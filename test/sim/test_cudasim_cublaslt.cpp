@@ -2,7 +2,9 @@
 // whose split-K variants change the bits, and the CUDA backend's GEMM runner (llmc/cuda/matmul.cuh) takes its
 // fallbacks for misaligned operands (odd element offsets, misaligned bias and aux (pre-GELU) buffers, aux leading
 // dimensions that are not multiples of 8) and tunes, records and reuses its algorithm choices (docs/cuda.md, "Tuned
-// GEMMs") with an injected timer, so that nothing depends on timings.
+// GEMMs") with an injected timer, so that nothing depends on timings. With the simulator's switches it declines
+// fused epilogues (CUDASIM_CUBLASLT_DECLINE) and refuses an offered algorithm (CUDASIM_CUBLASLT_REFUSE_SPLITK): the
+// runner counts and reports each decline once per shape and drops a refused candidate for the next.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -17,11 +19,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 using testing::aborts_with;
 using testing::check;
@@ -379,6 +384,96 @@ void test_gemm_tuning() {
     check("a malformed choices line is refused, naming the line", threw);
 }
 
+// What `body` writes to stderr (fd 2 redirected into a temporary file meanwhile).
+std::string captured_stderr(const std::function<void()>& body) {
+    std::fflush(stderr);
+    FILE* tmp = std::tmpfile();
+    const int saved = dup(2);
+    dup2(fileno(tmp), 2);
+    body();
+    std::fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    std::string out;
+    std::rewind(tmp);
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, tmp)) > 0;) out.append(buf, n);
+    std::fclose(tmp);
+    return out;
+}
+size_t count_of(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) n++;
+    return n;
+}
+
+// Declined epilogues and refused candidates, injected with the simulator's switches (set for one backend's calls).
+void test_injected_declines() {
+    llmc::BackendOptions off;
+    off.gemm_tuning = false;
+    llmc::CudaBackend plain(off);
+    const BackwardRun fused = backward_once(plain);
+
+    setenv("CUDASIM_CUBLASLT_DECLINE", "BGRADB", 1);
+    llmc::CudaBackend declining(off);
+    BackwardRun fallback, again;
+    const std::string err = captured_stderr([&] {
+        fallback = backward_once(declining);
+        again = backward_once(declining);
+    });
+    unsetenv("CUDASIM_CUBLASLT_DECLINE");
+    check("a declined BGRADB is counted once per shape, over two calls", declining.num_gemm_declined() == 1,
+          "%zu", declining.num_gemm_declined());
+    check("and reported once, naming the epilogue, the shape and the fallback",
+          count_of(err, "warning: cuBLASLt declined the BGRADB epilogue for a 16x24x300 GEMM") == 1 &&
+              count_of(err, "using the separate pass") == 1,
+          "stderr: %s", err.c_str());
+    check("the fallback gives the fused run's dinp and dweight bits", fallback.dinp == fused.dinp &&
+          fallback.dweight == fused.dweight);
+    // dbias: the two-stage column sum (fp32, 300 terms) against the epilogue's sum: within two fp32 summation bounds
+    // of 300 terms of magnitude <= 1, on top of the accumulated value (<= 1).
+    double worst = 0;
+    for (size_t i = 0; i < fused.dbias.size(); i++)
+        worst = std::max(worst, (double)std::fabs(fallback.dbias[i] - fused.dbias[i]));
+    check("the fallback's dbias agrees with the fused one within two fp32 summation bounds",
+          worst <= 2 * 2.0 * 302 * 0x1p-24 * 301, "largest difference %g", worst);
+    check("the repeated call gives the same bits", again == fallback);
+
+    setenv("CUDASIM_CUBLASLT_REFUSE_SPLITK", "1", 1);
+    llmc::CudaBackend refusing(off);
+    BackwardRun r;
+    const std::string err2 = captured_stderr([&] { r = backward_once(refusing); });
+    check("an algorithm the heuristic offered but cublasLtMatmul refuses is dropped, for every plan",
+          refusing.num_gemm_rejected() == refusing.num_gemm_plans() && refusing.num_gemm_declined() == 0,
+          "rejected %zu of %zu plans, declined %zu", refusing.num_gemm_rejected(), refusing.num_gemm_plans(),
+          refusing.num_gemm_declined());
+    check("each dropped candidate is reported", count_of(err2, "warning: cublasLtMatmul refused the heuristic's "
+          "candidate 0 (id 1, split-K 1)") == refusing.num_gemm_plans(), "stderr: %s", err2.c_str());
+    check("the next candidate (split-K 2) ran: dinp within two fp32 summation bounds of the unsplit one", [&] {
+        for (size_t i = 0; i < r.dinp.size(); i++)
+            if (std::fabs(r.dinp[i] - fused.dinp[i]) > 2 * U * (std::fabs(fused.dinp[i]) + 1e-3)) return false;
+        return r.dinp.size() == fused.dinp.size();
+    }());
+    // With tuning, the timer's favourite is the refused one: it is dropped and the next fastest chosen.
+    llmc::CudaBackend tuned;
+    int calls = 0;
+    tuned.set_gemm_timer(preferring(1, &calls));
+    const std::string err3 = captured_stderr([&] { (void)backward_once(tuned); });
+    unsetenv("CUDASIM_CUBLASLT_REFUSE_SPLITK");
+    // Each choice line: "... : <index> <candidates> <id> <split-K> ...": 4 candidates left, none the unsplit one.
+    bool none_unsplit = true;
+    const std::string text = tuned.gemm_choices();
+    for (size_t pos = 0; (pos = text.find(" : ", pos)) != std::string::npos; pos = text.find('\n', pos)) {
+        int index = 0, count = 0, id = 0, split = 0;
+        if (std::sscanf(text.c_str() + pos + 3, "%d %d %d %d", &index, &count, &id, &split) != 4 || count != 4 ||
+            split == 1)
+            none_unsplit = false;
+    }
+    check("tuning: a refused candidate is never chosen, whatever its time (the timer favoured it)",
+          tuned.num_gemm_rejected() == tuned.num_gemm_plans() && none_unsplit && !text.empty(),
+          "rejected %zu of %zu\n%s", tuned.num_gemm_rejected(), tuned.num_gemm_plans(), text.c_str());
+}
+
 }  // namespace
 
 int main() {
@@ -387,5 +482,6 @@ int main() {
     test_several_algorithms();
     test_backend_fallbacks();
     test_gemm_tuning();
+    test_injected_declines();
     return testing::finish();
 }
