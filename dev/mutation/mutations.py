@@ -155,10 +155,10 @@ MUTATIONS = [
         "flash forward's cp.async pipeline waits for one group too few: the key tile in use may not have landed"),
     Mutation(
         "attention-dq-no-cp-async-wait", "shared", "llmc/cuda/attention.cuh",
-        "        cp_async_wait<0>();\n        __syncthreads();  // buffer kb % 2 landed",
-        "        __syncthreads();  // buffer kb % 2 landed",
-        "dQ kernel: the barrier is passed before the thread's cp.async group of K / dS^T has completed, so the MMAs "
-        "read key and dS tiles that have not arrived"),
+        "        cp_async_wait<0>();\n        __syncthreads();\n        if (kt + 1 < num_kt) {\n",
+        "        __syncthreads();\n        if (kt + 1 < num_kt) {\n",
+        "dQ kernel: the barrier is passed before the thread's cp.async group of K / V has completed, so the MMAs "
+        "read key and value tiles that have not arrived"),
     Mutation(
         "attention-dkv-refill-without-barrier", "shared", "llmc/cuda/attention.cuh",
         "        cp_async_wait<0>();\n        __syncthreads();\n        if (qt + 1 < num_qt) load_queries(",
@@ -169,7 +169,7 @@ MUTATIONS = [
         "attention-dkv-refill-before-barrier", "shared", "llmc/cuda/attention.cuh",
         "        __syncthreads();\n        if (qt + 1 < num_qt) load_queries(qt + 1, 1 - cur);\n",
         "        if (qt + 1 < num_qt) load_queries(qt + 1, 1 - cur);\n        __syncthreads();\n",
-        "dK/dV kernel: the next query tile's copies and L / D stores are issued before the barrier, into the buffer "
+        "dK/dV kernel: the next query tile's copies (Q, dO, L, D) are issued before the barrier, into the buffer "
         "other warps may still be reading"),
     Mutation(
         "attention-dkv-copies-before-barrier", "shared", "llmc/cuda/attention.cuh",
@@ -261,22 +261,26 @@ MUTATIONS = [
         "[T](int row, int key) { return key <= row + 1 && key < T; }",
         "flash forward's causal mask is off by one: each query also sees the next key"),
     Mutation(
-        "attention-ds-stored-in-wrong-tile", "bounds", "llmc/cuda/attention.cuh",
-        "    bf16* tile = ds + ds_tile_offset(query0 / kDsTile, key0 / kDsTile)",
-        "    bf16* tile = ds + ds_tile_offset(key0 / kDsTile, query0 / kDsTile)",
-        "the dK/dV kernel stores the dS of an off-diagonal tile (query tile, key tile) where the tile (key tile, "
-        "query tile) would go: the dQ kernel reads stale or another tile's dS"),
+        "attention-dkv-l-d-read-past-t", "bounds", "llmc/cuda/attention.cuh",
+        "            const bool ok = row < T;\n            cp_async_4(sL + nb * BQ + tid, ok ? Lg + row : Lg, ok);\n",
+        "            const bool ok = row <= T;\n            cp_async_4(sL + nb * BQ + tid, ok ? Lg + row : Lg, ok);\n",
+        "the dK/dV kernel copies the L and D of row T (one past the head's rows): the next head's values, or past the "
+        "end of the buffer for the last head"),
     Mutation(
-        "attention-dq-key-steps-reversed", "numerics", "llmc/cuda/attention.cuh",
-        "        for (int ks = 0; ks < BK / 16; ks++) {\n            if (kb * (BK / 16) + ks > last_step) break;",
-        "        for (int ks = BK / 16 - 1; ks >= 0; ks--) {\n            if (kb * (BK / 16) + ks > last_step) continue;",
-        "the dQ kernel adds the k16 steps of each key block in reverse: the right sum in another fp32 order, no longer "
-        "the bits of the recomputing kernel"),
+        "attention-dq-d-of-other-row-half", "numerics", "llmc/cuda/attention.cuh",
+        "                    for (int i = 0; i < 4; i++) s[mt][c * DPK / 8 + nt][i] *= dp[mt][nt][i] - D[mt][i / 2];\n",
+        "                    for (int i = 0; i < 4; i++) s[mt][c * DPK / 8 + nt][i] *= dp[mt][nt][i] - D[mt][i % 2];\n",
+        "the dQ kernel's dS = P (dP - D) takes D of the wrong row of the lane's pair (rows g and g + 8)"),
     Mutation(
-        "attention-dq-passes-share-one-head", "bounds", "llmc/cuda/attention.cuh",
-        "    const bf16* ds_head = ds + (size_t)hp * attention_ds_head_elems(T);\n",
-        "    const bf16* ds_head = ds;\n",
-        "the dQ kernel reads the first head's stored dS for every head of a pass"),
+        "attention-dq-rowdot-of-other-half", "numerics", "llmc/cuda/attention.cuh",
+        "            if (t4 == 0 && row < T) rowdot[(size_t)bh * T + row] = D[mt][hh];\n",
+        "            if (t4 == 0 && row < T) rowdot[(size_t)bh * T + row] = D[mt][1 - hh];\n",
+        "the dQ kernel hands the dK/dV kernel the D of the row 8 away (rows g and g + 8 swapped)"),
+    Mutation(
+        "attention-dq-mask-lets-next-key-in", "tail", "llmc/cuda/attention.cuh",
+        "            mask_tile(s, r0, k0, lane, 0.0f, [T](int row, int key) { return key <= row && key < T && row < T; });\n",
+        "            mask_tile(s, r0, k0, lane, 0.0f, [T](int row, int key) { return key <= row + 1 && key < T && row < T; });\n",
+        "the dQ kernel's causal mask lets each row see the next key (on the tiles that need a mask)"),
     Mutation(
         "attention-dkv-mask-skips-diagonal", "tail", "llmc/cuda/attention.cuh",
         "[T](int key, int query) { return query >= key && query < T && key < T; }",

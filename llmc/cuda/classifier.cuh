@@ -151,8 +151,11 @@ __global__ void __launch_bounds__(kClassifierBlock) fused_classifier_prefetch_ke
         cp_async_wait<0>();  // this thread's copies of row `row` have landed (it reads only its own slots)
         RowSlice<bf16, W, P> slice(buffer, packs, threadIdx.x, blockDim.x);
         slice.src = x;  // packs beyond the registers: from the row in memory
-        // The slots just read are refilled with the next row. The shared loads above were issued first, and a
-        // copy writes its slot only when its global data arrives, hundreds of clocks later.
+        // The slots just read are refilled with the next row. cp.async is not ordered after the thread's earlier
+        // shared loads of the same slots (PTX: asynchronous copies are weak operations, ordered only by waits and
+        // barriers), so the barrier makes those loads complete before any refill is issued. One barrier per row of
+        // several microseconds.
+        __syncthreads();
         int target_next = 0;
         if (next < N) {
             classifier_prefetch<P>(buffer, logits + next * Vp, packs);

@@ -5,6 +5,8 @@
 //   ldmatrix_x4(r, row)          four 8x8 bf16 matrices from shared memory (ldmatrix.sync.aligned.m8n8.x4.b16)
 //   ldmatrix_x4_trans(r, row)    the same, each matrix transposed (.trans)
 //   cp_async_16(dst, src, ok)    16 bytes global -> shared without registers; zero-fill when !ok (cp.async.cg)
+//   cp_async_4(dst, src, ok)     4 bytes likewise (cp.async.ca: .cg copies 16 bytes only), for fp32 rows that are not
+//                                16-byte aligned
 //   cp_async_commit(), cp_async_wait<N>()   close the thread's group of copies; wait until at most N groups pend
 //   exp2_approx(x)               2^x by the special-function unit (ex2.approx.ftz.f32: relative error below 2^-22,
 //                                denormal results flushed to 0), one instruction instead of exp2f's range handling
@@ -43,6 +45,7 @@ namespace llmc {
 #define LLMC_PTX_LDMATRIX_X4 "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
 #define LLMC_PTX_LDMATRIX_X4_TRANS "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
 #define LLMC_PTX_CP_ASYNC_16 "cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+#define LLMC_PTX_CP_ASYNC_4 "cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
 #define LLMC_PTX_CP_ASYNC_COMMIT "cp.async.commit_group;\n"
 #define LLMC_PTX_CP_ASYNC_WAIT "cp.async.wait_group %0;\n"
 #define LLMC_PTX_EX2_APPROX "ex2.approx.ftz.f32 %0, %1;\n"
@@ -63,6 +66,10 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void* row
 __device__ __forceinline__ void cp_async_16(void* dst_shared, const void* src_global, bool ok) {
     const int src_size = ok ? 16 : 0;
     cudasim::ptx(LLMC_PTX_CP_ASYNC_16, {dst_shared, src_global, &src_size});
+}
+__device__ __forceinline__ void cp_async_4(void* dst_shared, const void* src_global, bool ok) {
+    const int src_size = ok ? 4 : 0;
+    cudasim::ptx(LLMC_PTX_CP_ASYNC_4, {dst_shared, src_global, &src_size});
 }
 __device__ __forceinline__ void cp_async_commit() { cudasim::ptx(LLMC_PTX_CP_ASYNC_COMMIT, {}); }
 template <int N>
@@ -101,6 +108,10 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void* row
 }
 __device__ __forceinline__ void cp_async_16(void* dst_shared, const void* src_global, bool ok) {
     asm volatile(LLMC_PTX_CP_ASYNC_16 ::"r"(shared_address(dst_shared)), "l"(src_global), "r"(ok ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_4(void* dst_shared, const void* src_global, bool ok) {
+    asm volatile(LLMC_PTX_CP_ASYNC_4 ::"r"(shared_address(dst_shared)), "l"(src_global), "r"(ok ? 4 : 0)
                  : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile(LLMC_PTX_CP_ASYNC_COMMIT ::: "memory"); }
