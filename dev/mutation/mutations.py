@@ -17,6 +17,9 @@ harness stops on the stale entry and names it, so the list is easy to keep up to
   ptx       the inline-PTX instruction text of llmc/cuda/mma.cuh altered (the simulator executes that text)
   loop      a bug in a grid-stride or chunked loop's second iteration (the CUDASIM_GRID_CAP runs reach it)
   cache     state cached across calls keeping the first caller's pointers (the 3-layer simulated reference)
+  nvcc      the lines of llmc/cuda/mma.cuh only nvcc compiles (the operand kinds of the PTX wrappers, whose operand
+            lists are written once for both builds): caught when nvcc refuses the planted code, else by the checks
+            of the nvcc object (run.py builds the CUDA programs for these and runs sass_check and resource_check)
 """
 from dataclasses import dataclass
 
@@ -415,6 +418,12 @@ MUTATIONS = [
         '    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\\n"\n',
         '    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%9,%8}, {%10,%11,%12,%13};\\n"\n',
         "the mma instruction text names the two B registers in the wrong order"),
+    Mutation(
+        "ptx-nvcc-constant-as-register", "nvcc", "llmc/cuda/mma.cuh",
+        '#define LLMC_CONST(x) "n"(x)\n',
+        '#define LLMC_CONST(x) "r"(x)\n',
+        "nvcc's operand kind for a compile-time constant passes a register: cp.async.wait_group's count must be an "
+        "immediate"),
     Mutation(
         "cp-async-wait-all-groups-pending", "ptx", "llmc/cuda/mma.cuh",
         '#define LLMC_PTX_CP_ASYNC_WAIT "cp.async.wait_group %0;\\n"\n',
