@@ -227,8 +227,18 @@ void test_reference(const std::string& path) {
         const size_t rows = (size_t)in->second.shape[0], cols = (size_t)in->second.shape[1];
         const DVec g = in->second.values(), want = out->second.values();
         const Vec G(g.begin(), g.end());
-        test_newton_schulz(G, rows, cols, "reference ns case " + std::to_string(k) + " (" + std::to_string(rows) +
-                                              "x" + std::to_string(cols) + ")", &want);
+        const std::string tag = "reference ns case " + std::to_string(k) + " (" + std::to_string(rows) + "x" +
+                                std::to_string(cols) + ")";
+        test_newton_schulz(G, rows, cols, tag, &want);
+        // The same iteration written here in double against PyTorch's float64: two double computations of one
+        // formula in different orders, ~1e-15 of the values apart; 1e-12 of the largest leaves room and catches any
+        // difference of convention (which side a tall matrix is multiplied on, the coefficients, the eps).
+        const DVec mine = nsref::newton_schulz(g, rows, cols, llmc::kNewtonSchulzSteps, llmc::kNewtonSchulzEps);
+        double worst = 0, top = 0;
+        for (size_t i = 0; i < want.size(); i++)
+            worst = std::max(worst, std::fabs(mine[i] - want[i])), top = std::max(top, std::fabs(want[i]));
+        testing::check(tag + ": this file's double iteration equals PyTorch's float64 one", worst <= 1e-12 * top,
+                       "max difference %.3g of max %.3g", worst, top);
         cases++;
     }
     testing::check("reference file holds Newton-Schulz cases", cases >= 3, "%d cases in %s", cases, path.c_str());
