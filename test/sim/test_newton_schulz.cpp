@@ -38,12 +38,7 @@ namespace {
 
 std::mt19937_64 rng(31337);
 
-Vec randn(size_t n, float scale = 1.0f) {
-    std::normal_distribution<float> d(0.0f, scale);
-    Vec v(n);
-    for (auto& x : v) x = d(rng);
-    return v;
-}
+Vec randn(size_t n, float scale = 1.0f) { return nsref::random_matrix(rng, n, scale); }
 DVec to_d(const Vec& v) { return DVec(v.begin(), v.end()); }
 bool same_bits(const Vec& a, const Vec& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -58,12 +53,12 @@ void test_iterations(CudaBackend& gpu, GemmRunner& gemm, size_t rows, size_t col
     Arena a(gpu);
     const Vec u = randn(n, 0.3f);
     float* d_u = a.f32(n);
-    a.put(d_u, u);
+    put(gpu, d_u, u);
     void* ws = a.raw(llmc::newton_schulz_workspace_bytes(rows, cols));
     const llmc::NewtonSchulzBuffers w = llmc::newton_schulz_buffers(ws, rows, cols);
-    const Outputs f = run_all_orders(tag + " normalise", vector, [&](bool& vec) {
+    const Outputs f = run_orders_on_path(tag + " normalise", vector, [&](bool& vec) {
         vec = llmc::newton_schulz_normalize(w.x, d_u, w.sumsq, w.partials, n, gpu.stream());
-        return Outputs{a.get(w.x, n)};
+        return Outputs{get(gpu, w.x, n)};
     });
     double ss = 0;
     for (float x : u) ss += (double)x * x;
@@ -79,7 +74,7 @@ void test_iterations(CudaBackend& gpu, GemmRunner& gemm, size_t rows, size_t col
     bf16 *cur = w.x, *next = w.y;
     for (int k = 1; k <= llmc::kNewtonSchulzSteps; k++) {
         llmc::newton_schulz_step(gemm, next, cur, w.a, w.b, rows, cols, gpu.stream());
-        const Vec got = a.get(next, n);
+        const Vec got = get(gpu, next, n);
         const nsref::StepResult s = nsref::step(to_d(prev), rows, cols, U);
         const Vec yf(s.y.begin(), s.y.end());
         check_bound(tag + " iteration " + std::to_string(k) + " from its own bf16 input", got, yf, s.bound);
@@ -87,7 +82,7 @@ void test_iterations(CudaBackend& gpu, GemmRunner& gemm, size_t rows, size_t col
         std::swap(cur, next);
     }
     const bf16* out = llmc::newton_schulz(gemm, d_u, rows, cols, w, gpu.stream());
-    testing::check(tag + ": one call is bitwise the five iterations run one by one", same_bits(a.get(out, n), prev));
+    testing::check(tag + ": one call is bitwise the five iterations run one by one", same_bits(get(gpu, out, n), prev));
 
     // Near-orthogonal: extreme eigenvalues of the Gram matrix by power iteration in double.
     const size_t m = std::min(rows, cols), big = std::max(rows, cols);
@@ -133,14 +128,14 @@ void test_muon_update(CudaBackend& gpu, GemmRunner& gemm, size_t rows, size_t co
     bf16* d_p = a.bf(n);
     float *d_master = a.f32(n), *d_buf = a.f32(n), *d_g = a.f32(n);
     void* ws = a.raw(llmc::speedrun::muon_workspace_bytes(rows, cols));
-    a.put(d_g, g);
-    const Outputs f = run_all_orders(tag, vector, [&](bool& vec) {
-        a.put(d_master, master0);
-        a.put(d_buf, buf0);
+    put(gpu, d_g, g);
+    const Outputs f = run_orders_on_path(tag, vector, [&](bool& vec) {
+        put(gpu, d_master, master0);
+        put(gpu, d_buf, buf0);
         vec = llmc::speedrun::muon_update(gemm, d_p, d_master, d_g, d_buf, rows, cols, lr, mu, nesterov, gs, seed,
                                           offset, ws, gpu.stream());
         // The workspace starts with the fp32 update u (muon.cuh).
-        return Outputs{a.get(d_p, n), a.get(d_master, n), a.get(d_buf, n), a.get((const float*)ws, n)};
+        return Outputs{get(gpu, d_p, n), get(gpu, d_master, n), get(gpu, d_buf, n), get(gpu, (const float*)ws, n)};
     });
     Vec want_buf(n), want_u(n);
     Bound bb(n), bu(n);
@@ -156,9 +151,9 @@ void test_muon_update(CudaBackend& gpu, GemmRunner& gemm, size_t rows, size_t co
 
     // The orthogonalised update: newton_schulz on the same u gives the same bits (checked against double above).
     float* d_u = a.f32(n);
-    a.put(d_u, f[3]);
+    put(gpu, d_u, f[3]);
     void* ws2 = a.raw(llmc::newton_schulz_workspace_bytes(rows, cols));
-    const Vec O = a.get(llmc::newton_schulz(gemm, d_u, rows, cols, llmc::newton_schulz_buffers(ws2, rows, cols),
+    const Vec O = get(gpu, llmc::newton_schulz(gemm, d_u, rows, cols, llmc::newton_schulz_buffers(ws2, rows, cols),
                                             gpu.stream()), n);
     const double step = (double)lr * std::sqrt(std::max(1.0, (double)rows / cols));
     Vec want_master(n), want_p(n);

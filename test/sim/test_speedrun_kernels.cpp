@@ -30,6 +30,14 @@ namespace {
 
 std::mt19937_64 rng(20241106);
 
+// Random values already representable in bf16, so both sides start from identical inputs.
+Vec random_bf16(std::mt19937_64& gen, size_t n, float lo, float hi) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    Vec v(n);
+    for (auto& x : v) x = d(gen);
+    return round_bf16(v);
+}
+
 // ---- RMSNorm -----------------------------------------------------------------------------------------------------
 // rstd = (ss / C + eps)^-1/2 with ss an fp32 sum of C squares on each side (G(C) relative, the terms being positive),
 // halved by the square root, plus rsqrtf's 2 ulp (2^-22) and the CPU's sqrt and division (2^-23) and the division by C
@@ -47,10 +55,10 @@ void test_rmsnorm(CudaBackend& gpu, size_t N, size_t C, size_t offset = 0) {
     llmc::rmsnorm_forward(out_ref.data(), rstd_ref.data(), x.data(), N, C, 1);
     bf16 *d_x = a.bf(N * C + offset) + offset, *d_out = a.bf(N * C + offset) + offset;
     float* d_rstd = a.f32(N);
-    a.put(d_x, x);
-    const Outputs f = run_all_orders(tag + " forward", vector, [&](bool& vec) {
+    put(gpu, d_x, x);
+    const Outputs f = run_orders_on_path(tag + " forward", vector, [&](bool& vec) {
         vec = llmc::speedrun::rmsnorm_forward(d_out, d_rstd, d_x, N, C, gpu.stream());
-        return Outputs{a.get(d_out, N * C), a.get(d_rstd, N)};
+        return Outputs{get(gpu, d_out, N * C), get(gpu, d_rstd, N)};
     });
     const double rel_r = G(C) / 2 + 0x1p-21;
     Bound bo(N * C), br(N);
@@ -67,12 +75,12 @@ void test_rmsnorm(CudaBackend& gpu, size_t N, size_t C, size_t offset = 0) {
     Vec dinp_ref = dinp0;
     llmc::rmsnorm_backward(dinp_ref.data(), dout.data(), x.data(), rstd_ref.data(), N, C, 1);
     bf16 *d_dout = a.bf(N * C + offset) + offset, *d_dinp = a.bf(N * C + offset) + offset;
-    a.put(d_dout, dout);
-    const Outputs b = run_all_orders(tag + " backward", vector, [&](bool& vec) {
-        a.put(d_dinp, dinp0);
-        a.put(d_rstd, rstd_ref);
+    put(gpu, d_dout, dout);
+    const Outputs b = run_orders_on_path(tag + " backward", vector, [&](bool& vec) {
+        put(gpu, d_dinp, dinp0);
+        put(gpu, d_rstd, rstd_ref);
         vec = llmc::speedrun::rmsnorm_backward(d_dinp, d_dout, d_x, d_rstd, N, C, gpu.stream());
-        return Outputs{a.get(d_dinp, N * C)};
+        return Outputs{get(gpu, d_dinp, N * C)};
     });
     Bound bd(N * C);
     for (size_t n = 0; n < N; n++) {
@@ -128,11 +136,11 @@ void test_qk_rotary(CudaBackend& gpu, size_t B, size_t T, size_t C, size_t NH) {
     llmc::qk_norm_rotary_forward(ref.data(), rstd_ref.data(), table.data(), B, T, C, NH, 1);
     bf16* d_qkv = a.bf(n3);
     float *d_rstd = a.f32(nr), *d_table = a.f32(table.size());
-    a.put(d_table, table);
-    const Outputs f = run_all_orders(tag + " forward", vector, [&](bool& vec) {
-        a.put(d_qkv, qkv);
+    put(gpu, d_table, table);
+    const Outputs f = run_orders_on_path(tag + " forward", vector, [&](bool& vec) {
+        put(gpu, d_qkv, qkv);
         vec = llmc::speedrun::qk_norm_rotary_forward(d_qkv, d_rstd, d_table, B, T, C, NH, gpu.stream());
-        return Outputs{a.get(d_qkv, n3), a.get(d_rstd, nr)};
+        return Outputs{get(gpu, d_qkv, n3), get(gpu, d_rstd, nr)};
     });
     const double rel_r = G(hs) / 2 + 0x1p-21;
     Bound by(n3, 0.0), br(nr);
@@ -155,12 +163,12 @@ void test_qk_rotary(CudaBackend& gpu, size_t B, size_t T, size_t C, size_t NH) {
     Vec dref = dy;
     llmc::qk_norm_rotary_backward(dref.data(), y.data(), rstd_ref.data(), table.data(), B, T, C, NH, 1);
     bf16* d_dqkv = a.bf(n3);
-    const Outputs b = run_all_orders(tag + " backward", vector, [&](bool& vec) {
-        a.put(d_qkv, y);
-        a.put(d_dqkv, dy);
-        a.put(d_rstd, rstd_ref);
+    const Outputs b = run_orders_on_path(tag + " backward", vector, [&](bool& vec) {
+        put(gpu, d_qkv, y);
+        put(gpu, d_dqkv, dy);
+        put(gpu, d_rstd, rstd_ref);
         vec = llmc::speedrun::qk_norm_rotary_backward(d_dqkv, d_qkv, d_rstd, d_table, B, T, C, NH, gpu.stream());
-        return Outputs{a.get(d_dqkv, n3)};
+        return Outputs{get(gpu, d_dqkv, n3)};
     });
     Bound bd(n3, 0.0);
     for (size_t p = 0; p < B * T; p++)
@@ -193,12 +201,12 @@ void test_relu2(CudaBackend& gpu, size_t n, size_t offset = 0) {
     llmc::relu2_forward(out_ref.data(), x.data(), n, 1);
     llmc::relu2_backward_inplace(d_ref.data(), x.data(), n, 1);
     bf16 *d_x = a.bf(n + offset) + offset, *d_out = a.bf(n + offset) + offset, *d_d = a.bf(n + offset) + offset;
-    a.put(d_x, x);
-    const Outputs f = run_all_orders(tag, vector, [&](bool& vec) {
-        a.put(d_d, dy);
+    put(gpu, d_x, x);
+    const Outputs f = run_orders_on_path(tag, vector, [&](bool& vec) {
+        put(gpu, d_d, dy);
         vec = llmc::speedrun::relu2_forward(d_out, d_x, n, gpu.stream());
         vec = llmc::speedrun::relu2_backward_inplace(d_d, d_x, n, gpu.stream()) && vec;
-        return Outputs{a.get(d_out, n), a.get(d_d, n)};
+        return Outputs{get(gpu, d_out, n), get(gpu, d_d, n)};
     });
     Bound bo(n), bd(n);
     for (size_t i = 0; i < n; i++) {
@@ -235,14 +243,14 @@ void test_softcap_classifier(CudaBackend& gpu, size_t N, size_t V, size_t Vp, fl
     int* d_tgt = a.i32(tgt);
     int sms = 0;
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-    const Outputs f = run_all_orders(tag, vector, [&](bool& vec) {
-        a.put(d_z, z);
+    const Outputs f = run_orders_on_path(tag, vector, [&](bool& vec) {
+        put(gpu, d_z, z);
         vec = llmc::speedrun::softcap_classifier(d_z, d_loss, d_tgt, dloss, N, V, Vp, false, cap,
                                                  gpu.device_limits(), sms, gpu.stream());
-        const Vec l1 = a.get(d_loss, N), untouched = a.get(d_z, N * Vp);
+        const Vec l1 = get(gpu, d_loss, N), untouched = get(gpu, d_z, N * Vp);
         vec = llmc::speedrun::softcap_classifier(d_z, d_loss, d_tgt, dloss, N, V, Vp, true, cap,
                                                  gpu.device_limits(), sms, gpu.stream()) && vec;
-        return Outputs{a.get(d_loss, N), a.get(d_z, N * Vp), l1, untouched};
+        return Outputs{get(gpu, d_loss, N), get(gpu, d_z, N * Vp), l1, untouched};
     });
     const size_t packs = vector ? Vp / 8 : Vp, block = std::min<size_t>(1024, (packs + 31) / 32 * 32);
     const double rel_s = G(V) + (double)((packs + block - 1) / block + 11) * 0x1p-22;
@@ -292,9 +300,9 @@ void test_softcap_prefetch_bits(CudaBackend& gpu, size_t N, size_t V, size_t Vp,
     llmc::ClassifierLaunch pre = rows;
     pre.prefetch = true, pre.grid = grid, pre.smem = llmc::classifier_prefetch_bytes(Vp / 8, rows.block);
     auto run = [&](const llmc::ClassifierLaunch& L) {
-        a.put(d_z, z);
+        put(gpu, d_z, z);
         llmc::softcap_classifier(d_z, d_loss, d_tgt, 0.5f, N, V, Vp, true, 30.0f, L, gpu.stream());
-        return Outputs{a.get(d_loss, N), a.get(d_z, N * Vp)};
+        return Outputs{get(gpu, d_loss, N), get(gpu, d_z, N * Vp)};
     };
     const Outputs want = run(rows);
     bool same = true;

@@ -26,15 +26,10 @@ using DVec = std::vector<double>;
 
 namespace {
 
-std::mt19937 rng(777);
+std::mt19937_64 rng(777);
 constexpr double u32 = 0x1p-24;
 
-Vec randn(size_t n, float scale = 1.0f) {
-    std::normal_distribution<float> d(0.0f, scale);
-    Vec v(n);
-    for (auto& x : v) x = d(rng);
-    return v;
-}
+Vec randn(size_t n, float scale = 1.0f) { return nsref::random_matrix(rng, n, scale); }
 DVec to_d(const Vec& v) { return DVec(v.begin(), v.end()); }
 
 // |got - want| <= bound elementwise, reporting the largest error / bound.
