@@ -21,6 +21,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "llmc/cpu/cpu_backend.h"
@@ -238,12 +239,13 @@ void load(Model& m, const std::map<std::string, tensor_file::Tensor>& t) {
 }
 
 // One optimizer step as the reference takes it: Muon on each block matrix (qkvw's q, k, v separately), Adam (AdamW,
-// weight decay 0) on the rest, every learning rate times the schedule's factor. Returns that factor.
+// weight decay 0) on the rest, every learning rate times the schedule's factor. Returns that factor and Muon's
+// momentum.
 struct Optim {
     Tensors m, v, buf;
     Vec ws;
 };
-float optimizer_step(Model& md, Optim& o, int step) {
+std::pair<float, float> optimizer_step(Model& md, Optim& o, int step) {
     const Config& c = md.c;
     llmc::ScheduleConfig s;
     s.kind = llmc::LRSchedule::WSD;
@@ -270,7 +272,7 @@ float optimizer_step(Model& md, Optim& o, int step) {
         md.be.adamw_update(pp.data(), pp.data(), md.g[kv.first].data(), mm.data(), vv.data(), pp.size(),
                            kv.second * f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, step + 1, 1);
     }
-    return f;
+    return {f, mu};
 }
 
 // The two-level bound of the header for one tensor after the steps; `step` is the largest per-element step.
@@ -305,16 +307,19 @@ void test_reference(const std::string& path) {
                      scalar ? 4e-5 : 1e-5);
     }
     Optim o;
-    Vec losses, factors;
+    Vec losses, factors, momenta;
     for (size_t s = 0; s < md.c.steps; s++) {
         md.forward();
         md.backward();
         losses.push_back(md.loss);
-        factors.push_back(optimizer_step(md, o, (int)s));
+        const std::pair<float, float> fm = optimizer_step(md, o, (int)s);
+        factors.push_back(fm.first);
+        momenta.push_back(fm.second);
     }
     check_tensor(tag + "step losses", losses, floats(t.at("step_losses")), 1e-5, 0.0);
     check_tensor(tag + "learning-rate factors (WSD: decay fraction = warm-down / steps)", factors,
                  floats(t.at("lr_factors")), 1e-6, 0.0);
+    check_tensor(tag + "Muon momenta (muon_momentum_at)", momenta, floats(t.at("muon_momenta")), 1e-6, 0.0);
     // The largest change of one element in one step: Adam's lr, Muon's 1.25 lr sqrt(max(1, rows / cols)).
     const std::map<std::string, double> step = {{"wte", 0.3}, {"lm_head", 0.002}, {"vlambda", 0.02},
                                                 {"lambdas", 0.02}, {"qkvw", 1.25 * 0.02}, {"attprojw", 1.25 * 0.02},
