@@ -467,10 +467,11 @@ MUTATIONS = [
         "    const float r = rsqrtf(warp_sum(ss) + kRmsNormEps);\n",
         "RMSNorm divides by the root of the sum of squares, not of their mean"),
     Mutation(
-        "rmsnorm-backward-overwrites-dinp", "numerics", "llmc/cuda/rmsnorm.cuh",
+        "rmsnorm-backward-adds-to-dout", "numerics", "llmc/cuda/rmsnorm.cuh",
         "        float d[W];\n        load_floats(d, dx + j * W);\n",
-        "        float d[W] = {};\n",
-        "the RMSNorm backward writes dinp instead of adding to the residual stream's gradient"),
+        "        float d[W];\n        load_floats(d, dout + row * C + j * W);\n",
+        "the RMSNorm backward adds its gradient to dout's values, not to dinp's (the residual stream's gradient is "
+        "lost)"),
     Mutation(
         "rmsnorm-backward-xhat-unscaled", "numerics", "llmc/cuda/rmsnorm.cuh",
         "        for (int e = 0; e < W; e++) d[e] += r * (to_float(g[e]) - to_float(xp[e]) * r * proj);\n",
