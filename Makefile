@@ -2,6 +2,7 @@
 #
 #   make               CPU trainer and tools, CUDA trainer (nvcc), tests
 #   make test          install missing packages, build, generate references, run every test
+#   make check         build what the tests need (no nvcc) and run the quick tier: the inner loop's few minutes
 #   make cpu           only what the CPU needs (no nvcc)
 #   make asan          the CPU programs and tests with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/,
 #                      and a CI-sized run of them (test/e2e/asan_test.sh)
@@ -56,7 +57,7 @@ TOOLS         := $(TOOL_SRCS:dev/tools/%.cpp=%)
 CPU_BINS  := $(addprefix $(BIN_DIR)/,train_gpt2_cpu test_gpt2_cpu $(TOOLS))
 CUDA_BINS := train_gpt2 test_gpt2
 
-.PHONY: all cpu cuda test test-binaries deps clean
+.PHONY: all cpu cuda test check test-binaries deps clean
 all: cpu cuda cuda-bench test-binaries
 cpu: $(CPU_BINS)
 cuda: $(CUDA_BINS)
@@ -144,6 +145,12 @@ test: deps
 	@$(MAKE) --no-print-directory -j$(shell nproc 2>/dev/null || echo 2) all
 	@$(MAKE) --no-print-directory asan-build
 	@bash test/run_tests.sh
+
+# The inner loop: the CPU and simulator programs (nvcc, the CUDA benchmarks and the ASan build are left to `make
+# test`) and the tests test/tests.list marks --quick.
+check: deps
+	@$(MAKE) --no-print-directory -j$(shell nproc 2>/dev/null || echo 2) cpu test-binaries
+	@TEST_TIER=quick bash test/run_tests.sh
 
 # Planted bugs in the CUDA code, each run against the tests that exercise it (dev/mutation/run.py, docs/cudasim.md).
 # Not part of `make test`: it rebuilds and reruns the simulator tests once per mutation (about an hour on 2 cores).

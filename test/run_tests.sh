@@ -56,6 +56,8 @@ run() {
     names+=("$name"); commands+=("$(printf '%q ' "$@")"); slots+=($((n < JOBS ? n : JOBS)))
     afters+=("$after"); quick+=("$is_quick")
 }
+# quick_if TEST...: --quick when the test(1) expression holds (tests.list: one member of a loop in the quick tier).
+quick_if() { if [ "$@" ]; then echo --quick; fi; }
 source test/tests.list
 
 # ---- which tests run, in which order ---------------------------------------------------------------------------------
