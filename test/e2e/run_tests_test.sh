@@ -14,11 +14,12 @@ cp test/run_tests.sh "$REPO/test/"
 printf '#!/usr/bin/env bash\nwhile [ "$1" != -np ]; do shift; done; shift 2; exec "$@"\n' >"$REPO/fakebin/mpirun"
 chmod +x "$REPO/fakebin/mpirun"
 M=$TMP/markers
-# runner LIST-TEXT [ENV...]: run the runner on that list; its output in $TMP/out, its status in $rc.
+# runner LIST-TEXT [ENV...]: run the runner on that list; its output in $TMP/out, its status in $rc. The settings of the
+# run this test is part of (`make check`'s TEST_TIER=quick, a filter) are not passed on.
 runner() {
     printf '%s\n' "$1" >"$REPO/test/tests.list"; shift
     rm -rf "$M" "$REPO/build" && mkdir -p "$M"
-    env "$@" PATH="$REPO/fakebin:$PATH" MARKERS="$M" bash "$REPO/test/run_tests.sh" >"$TMP/out" 2>&1
+    env -u TEST_TIER -u TEST_FILTER -u TEST_FAIL_FAST -u TEST_JOBS "$@" PATH="$REPO/fakebin:$PATH" MARKERS="$M" bash "$REPO/test/run_tests.sh" >"$TMP/out" 2>&1
     rc=$?
 }
 # wait_for FILE: up to 30 s.
