@@ -30,3 +30,17 @@ test_tmp_dir() {
     local d=${TEST_TMPDIR:-$PWD/build/test-tmp/$1}
     rm -rf "$d" && mkdir -p "$d" && echo "$d"
 }
+# cached_reference DIR CMD...: runs CMD (a PyTorch reference generator writing into DIR) unless DIR holds what the same
+# command wrote before: the key, a hash of dev/reference/*, the command and PyTorch's version, is kept in DIR/.key
+# (written last, so an interrupted generation leaves no key). Prints "cached" when it did not run CMD; returns CMD's
+# status otherwise. A change to dev/reference, to the arguments or to PyTorch regenerates.
+cached_reference() {
+    local dir=$1; shift
+    local key
+    key=$({ cat dev/reference/*; printf '%s\n' "$@"
+            /usr/bin/python3 -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null; } | sha256sum)
+    if [ -f "$dir/.key" ] && [ "$(cat "$dir/.key")" = "$key" ]; then echo cached; return 0; fi
+    rm -rf "$dir"
+    "$@" || return
+    echo "$key" >"$dir/.key"
+}
