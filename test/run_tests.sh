@@ -10,7 +10,7 @@
 # Scheduling: a pool of TEST_JOBS slots (default: one per core). A test takes one slot; an `mpirun -np N` entry takes
 # N, and `--slots=N` says so for a script that keeps N processes busy (never more than the pool). Each test gets an
 # empty directory of its own, build/test-tmp/NAME, as $TEST_TMPDIR. A test starts once the tests it names with
-# `--after=NAME` have finished. Start order: the widest first (once the pool is busy, narrower tests would keep
+# `--after=NAME` have finished; a `--last` test once every other test of the run has. Start order: the widest first (once the pool is busy, narrower tests would keep
 # taking the slots a wide one waits for), then the longest of the last run (build/test-logs/durations), tests it did
 # not time (a new clone, a new entry) before the timed ones, in list order.
 #
@@ -19,6 +19,9 @@
 #   TEST_TIER=quick     only the entries marked --quick (`make check`)
 #   TEST_JOBS=N         slots in the pool
 #   TEST_FAIL_FAST=1    once a test has failed, start no other and stop the running ones (mutation testing)
+# Every test runs with CUDASIM_LAUNCH_LOG=build/test-logs/launches.tsv (emptied at the start: the simulated launches of
+# this run, for test/e2e/kernel_coverage_test.py) and TEST_RUN_ALL=1 when the run is every entry (no filter, no tier),
+# 0 otherwise.
 set -u
 cd "$(dirname "$0")/.."
 LOGS=build/test-logs
@@ -32,15 +35,16 @@ case "$TIER" in all|quick) ;; *) echo "run_tests.sh: TEST_TIER is '$TIER', expec
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "run_tests.sh: TEST_JOBS is '$JOBS', expected a positive integer" >&2; exit 2; }
 
 # ---- the list ------------------------------------------------------------------------------------------------------
-names=(); commands=(); slots=(); afters=(); quick=()  # one element per entry, in list order
+names=(); commands=(); slots=(); afters=(); quick=(); lasts=()  # one element per entry, in list order
 declare -A index_of=()
-# run [--quick] [--after=NAME]... [--slots=N] NAME COMMAND...: one entry of test/tests.list.
+# run [--quick] [--after=NAME]... [--last] [--slots=N] NAME COMMAND...: one entry of test/tests.list.
 run() {
-    local is_quick=0 after="" n=""
+    local is_quick=0 is_last=0 after="" n=""
     while [[ "${1:-}" == --* ]]; do
         case "$1" in
             --quick) is_quick=1 ;;
             --after=*) after+=" ${1#--after=}" ;;
+            --last) is_last=1 ;;
             --slots=*) n=${1#--slots=} ;;
             *) echo "test/tests.list: unknown option '$1'" >&2; exit 2 ;;
         esac
@@ -54,7 +58,7 @@ run() {
     fi
     index_of[$name]=${#names[@]}
     names+=("$name"); commands+=("$(printf '%q ' "$@")"); slots+=($((n < JOBS ? n : JOBS)))
-    afters+=("$after"); quick+=("$is_quick")
+    afters+=("$after"); quick+=("$is_quick"); lasts+=("$is_last")
 }
 # quick_if TEST...: --quick when the test(1) expression holds (tests.list: one member of a loop in the quick tier).
 quick_if() { if [ "$@" ]; then echo --quick; fi; }
@@ -91,7 +95,9 @@ while read -r _ i; do order+=("$i"); done < <(
 
 # ---- running -------------------------------------------------------------------------------------------------------
 mkdir -p "$LOGS" "$TMP_ROOT"
-rm -f "$LOGS/durations.new"
+rm -f "$LOGS/durations.new" "$LOGS/launches.tsv"
+export CUDASIM_LAUNCH_LOG=$PWD/$LOGS/launches.tsv
+if [ -z "$FILTER" ] && [ "$TIER" = all ]; then export TEST_RUN_ALL=1; else export TEST_RUN_ALL=0; fi
 passed=0; failed=0; skipped=0; free=$JOBS; run_start=$SECONDS
 failed_tests=()
 declare -A state=() pid_entry=() started=()
@@ -107,9 +113,12 @@ start() {
     pid_entry[$!]=$i; started[$i]=$SECONDS; state[$i]=running
     free=$((free - slots[i]))
 }
-ready() {  # ready I: every test entry I runs after has finished
-    local dep
+ready() {  # ready I: every test entry I runs after has finished (every other test, for a --last entry)
+    local dep j
     for dep in ${afters[$1]}; do [ "${state[${index_of[$dep]}]:-done}" = done ] || return 1; done
+    if [ "${lasts[$1]}" = 1 ]; then
+        for j in "${order[@]}"; do [ "$j" = "$1" ] || [ "${state[$j]}" = done ] || return 1; done
+    fi
 }
 cpu_seconds() {  # cpu_seconds FILE: user + system seconds from a `times` line ("1m2.500s 0m0.250s")
     local line m1 s1 m2 s2

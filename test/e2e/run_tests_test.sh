@@ -82,6 +82,17 @@ runner "$LIST" TEST_TIER=quick TEST_JOBS=2
 [ "$(tail -n 1 "$TMP/out")" = "1 passed, 0 failed, 0 skipped" ] && grep -q '^beta ' "$TMP/out" \
     && pass "TEST_TIER=quick runs the --quick entries only" || fail "TEST_TIER=quick" "$(head -c 600 "$TMP/out")"
 
+# --last starts after every other test; every test sees the run's launch log and whether the run is every entry.
+runner "run --last final bash -c 'ls \$MARKERS | tr -d \"\\n\" | grep -qx ab && echo PASS after all the others'
+run a bash -c 'sleep 1; [ \"\$CUDASIM_LAUNCH_LOG\" = \"\$PWD/build/test-logs/launches.tsv\" ] && [ \"\$TEST_RUN_ALL\" = 1 ] && echo PASS env; touch \$MARKERS/a'
+run b bash -c 'sleep 1; touch \$MARKERS/b; echo PASS b'" TEST_JOBS=2
+[ $rc -eq 0 ] && grep -q '^final  *1 passed' "$TMP/out" && grep -q '^a  *1 passed' "$TMP/out" \
+    && pass "--last starts once every other test has finished; CUDASIM_LAUNCH_LOG and TEST_RUN_ALL are set" \
+    || fail "--last" "$(head -c 600 "$TMP/out")"
+runner "run b bash -c '[ \"\$TEST_RUN_ALL\" = 0 ] && echo PASS filtered'
+run c true" TEST_JOBS=2 TEST_FILTER=b
+grep -q '^b  *1 passed' "$TMP/out" && pass "TEST_RUN_ALL=0 in a filtered run" || fail "TEST_RUN_ALL=0" "$(head -c 600 "$TMP/out")"
+
 # TEST_FAIL_FAST: a failure stops the running tests and starts no other.
 runner "run fails bash -c 'echo FAIL early: planted'
 run long bash -c 'sleep 30; echo PASS long'
