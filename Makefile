@@ -63,53 +63,61 @@ cpu: $(CPU_BINS)
 cuda: $(CUDA_BINS)
 test-binaries: $(TEST_BINS) $(BUILD)/train_gpt2_sim $(BUILD)/test_gpt2_sim
 
+# Quiet: one line per target ("  CXX    build/core/llmc/comm.o"), a compiler's errors and warnings in full;
+# `make V=1` prints the command lines.
+ifeq ($(V),1)
+say =
+else
+say = @printf '  %-6s %s\n' $(1) $@;
+endif
+
 # ---- objects ------------------------------------------------------------------------------------------------
 $(BUILD)/core/%.o: %.cpp
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) -c $< -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) -c $< -o $@
 $(BUILD)/cpu/%.o: %.cpp
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) -O3 -march=x86-64-v2 -c $< -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) -O3 -march=x86-64-v2 -c $< -o $@
 $(BUILD)/cuda/%.o: %.cu
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(call say,NVCC)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 $(BUILD)/sim/%.o: %.cu
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ -c $< -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ -c $< -o $@
 $(BUILD)/sim/%.o: %.cpp
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) $(SIMFLAGS) -c $< -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) -c $< -o $@
 
 # ---- binaries -----------------------------------------------------------------------------------------------
 # The same train_gpt2.cu / test_gpt2.cu: g++ -x c++ gives the CPU backend, nvcc the CUDA backend.
 $(BIN_DIR)/train_gpt2_cpu: train_gpt2.cu $(CORE_OBJS) $(CPU_OBJS)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) -x c++ $< -x none $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) -x c++ $< -x none $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
 $(BIN_DIR)/test_gpt2_cpu: test_gpt2.cu $(CORE_OBJS) $(CPU_OBJS)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) -x c++ $< -x none $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) -x c++ $< -x none $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
 train_gpt2: train_gpt2.cu $(CORE_OBJS) $(CUDA_OBJS)
-	$(NVCC) $(NVCCFLAGS) $< $(CORE_OBJS) $(CUDA_OBJS) $(CUDA_LIBS) -o $@
+	$(call say,NVCC)$(NVCC) $(NVCCFLAGS) $< $(CORE_OBJS) $(CUDA_OBJS) $(CUDA_LIBS) -o $@
 test_gpt2: test_gpt2.cu $(CORE_OBJS) $(CUDA_OBJS)
-	$(NVCC) $(NVCCFLAGS) $< $(CORE_OBJS) $(CUDA_OBJS) $(CUDA_LIBS) -o $@
+	$(call say,NVCC)$(NVCC) $(NVCCFLAGS) $< $(CORE_OBJS) $(CUDA_OBJS) $(CUDA_LIBS) -o $@
 # Command-line tools (tokenizer, data preparation, generation): one dev/tools/NAME.cpp -> ./NAME.
 $(addprefix $(BIN_DIR)/,$(TOOLS)): $(BIN_DIR)/%: dev/tools/%.cpp $(CORE_OBJS) $(CPU_OBJS)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
 
 # The trainer and the reference test built against the simulator: the CUDA backend's real sources on the CPU.
 $(BUILD)/train_gpt2_sim: train_gpt2.cu $(CORE_OBJS) $(SIM_OBJS)
-	$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ $< -x none $(CORE_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ $< -x none $(CORE_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
 $(BUILD)/test_gpt2_sim: test_gpt2.cu $(CORE_OBJS) $(SIM_OBJS)
-	$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ $< -x none $(CORE_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ $< -x none $(CORE_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
 
 # ---- tests --------------------------------------------------------------------------------------------------
 $(BUILD)/test/test_%: test/unit/test_%.cpp $(CORE_OBJS) $(CPU_OBJS)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
 $(BUILD)/test/sim_%: test/sim/test_%.cpp $(CORE_OBJS) $(CPU_OBJS) $(SIM_OBJS)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) $(SIMFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
 
 # Per-kernel benchmarks for real GPUs (nvcc only, not part of `make test`): dev/cuda/NAME.cu -> build/cuda-bench/NAME.
 BENCH_BINS := $(patsubst dev/cuda/%.cu,$(BUILD)/cuda-bench/%,$(wildcard dev/cuda/*.cu))
@@ -117,7 +125,7 @@ BENCH_BINS := $(patsubst dev/cuda/%.cu,$(BUILD)/cuda-bench/%,$(wildcard dev/cuda
 cuda-bench: $(BENCH_BINS)
 $(BUILD)/cuda-bench/%: dev/cuda/%.cu
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) $< -lcublasLt $(BENCH_LIBS) -o $@
+	$(call say,NVCC)$(NVCC) $(NVCCFLAGS) $< -lcublasLt $(BENCH_LIBS) -o $@
 $(BUILD)/cuda-bench/host_side: BENCH_LIBS := -lnccl
 
 deps:
