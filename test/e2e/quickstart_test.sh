@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The CPU quickstart end to end, as a new user runs it (scripts/quickstart.sh, QUICKSTART_DEVICE=cpu), cut to 40
-# training steps on one thread with options the script passes on to the trainer (-x 40 --threads 1; the README's
+# The CPU quickstart end to end, as a new user runs it (scripts/quickstart.sh, QUICKSTART_DEVICE=cpu), cut to 10
+# training steps on one thread with options the script passes on to the trainer (-x 10 --threads 1; the README's
 # command runs 800 steps on every core, and tests that share the machine make threads wait on each other): it
 # finishes, prints no compiler command lines, writes the model, the metrics, the sample and the plot, and ends with
 # the next-steps block. The sample's quality after the whole run is a benchmark, not a test:
@@ -11,7 +11,7 @@ TMP=$(test_tmp_dir quickstart)
 OUT=$TMP/run
 LOG=$TMP/quickstart.log
 
-QUICKSTART_DEVICE=cpu QUICKSTART_OUT="$OUT" bash scripts/quickstart.sh -x 40 --threads 1 >"$LOG" 2>&1
+QUICKSTART_DEVICE=cpu QUICKSTART_OUT="$OUT" bash scripts/quickstart.sh -x 10 --threads 1 >"$LOG" 2>&1
 rc=$?
 [ $rc -eq 0 ] && pass "quickstart (CPU) finishes" || { fail "quickstart (CPU) finishes" "status $rc: $(tail -3 "$LOG")"; finish; }
 
