@@ -45,7 +45,7 @@ run() {
     fi
 }
 
-# Unit tests (every CPU one; the simulator's are not built with sanitizers).
+# Unit tests (the simulator's are not built with sanitizers); the Makefile's ASAN_TESTS builds these.
 for t in layout schedule dataloader cpu_ops adamw sampler checkpoint trainer_host dist_info zero optimizer hellaswag \
          export_hf watchdog utf8_stream; do
     run "$t" "$B/test/test_$t"
