@@ -2,6 +2,7 @@
 #
 #   make               CPU trainer and tools, CUDA trainer (nvcc), tests
 #   make test          install missing packages, build, generate references, run every test
+#   make check         build what the tests need (no nvcc) and run the quick tier: the inner loop's few minutes
 #   make cpu           only what the CPU needs (no nvcc)
 #   make asan          the CPU programs and tests with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/,
 #                      and a CI-sized run of them (test/e2e/asan_test.sh)
@@ -56,59 +57,67 @@ TOOLS         := $(TOOL_SRCS:dev/tools/%.cpp=%)
 CPU_BINS  := $(addprefix $(BIN_DIR)/,train_gpt2_cpu test_gpt2_cpu $(TOOLS))
 CUDA_BINS := train_gpt2 test_gpt2
 
-.PHONY: all cpu cuda test test-binaries deps clean
+.PHONY: all cpu cuda test check test-binaries deps clean
 all: cpu cuda cuda-bench test-binaries
 cpu: $(CPU_BINS)
 cuda: $(CUDA_BINS)
 test-binaries: $(TEST_BINS) $(BUILD)/train_gpt2_sim $(BUILD)/test_gpt2_sim
 
+# Quiet: one line per target ("  CXX    build/core/llmc/comm.o"), a compiler's errors and warnings in full;
+# `make V=1` prints the command lines.
+ifeq ($(V),1)
+say =
+else
+say = @printf '  %-6s %s\n' $(1) $@;
+endif
+
 # ---- objects ------------------------------------------------------------------------------------------------
 $(BUILD)/core/%.o: %.cpp
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) -c $< -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) -c $< -o $@
 $(BUILD)/cpu/%.o: %.cpp
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) -O3 -march=x86-64-v2 -c $< -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) -O3 -march=x86-64-v2 -c $< -o $@
 $(BUILD)/cuda/%.o: %.cu
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(call say,NVCC)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 $(BUILD)/sim/%.o: %.cu
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ -c $< -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ -c $< -o $@
 $(BUILD)/sim/%.o: %.cpp
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) $(SIMFLAGS) -c $< -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) -c $< -o $@
 
 # ---- binaries -----------------------------------------------------------------------------------------------
 # The same train_gpt2.cu / test_gpt2.cu: g++ -x c++ gives the CPU backend, nvcc the CUDA backend.
 $(BIN_DIR)/train_gpt2_cpu: train_gpt2.cu $(CORE_OBJS) $(CPU_OBJS)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) -x c++ $< -x none $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) -x c++ $< -x none $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
 $(BIN_DIR)/test_gpt2_cpu: test_gpt2.cu $(CORE_OBJS) $(CPU_OBJS)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) -x c++ $< -x none $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) -x c++ $< -x none $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
 train_gpt2: train_gpt2.cu $(CORE_OBJS) $(CUDA_OBJS)
-	$(NVCC) $(NVCCFLAGS) $< $(CORE_OBJS) $(CUDA_OBJS) $(CUDA_LIBS) -o $@
+	$(call say,NVCC)$(NVCC) $(NVCCFLAGS) $< $(CORE_OBJS) $(CUDA_OBJS) $(CUDA_LIBS) -o $@
 test_gpt2: test_gpt2.cu $(CORE_OBJS) $(CUDA_OBJS)
-	$(NVCC) $(NVCCFLAGS) $< $(CORE_OBJS) $(CUDA_OBJS) $(CUDA_LIBS) -o $@
+	$(call say,NVCC)$(NVCC) $(NVCCFLAGS) $< $(CORE_OBJS) $(CUDA_OBJS) $(CUDA_LIBS) -o $@
 # Command-line tools (tokenizer, data preparation, generation): one dev/tools/NAME.cpp -> ./NAME.
 $(addprefix $(BIN_DIR)/,$(TOOLS)): $(BIN_DIR)/%: dev/tools/%.cpp $(CORE_OBJS) $(CPU_OBJS)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
 
 # The trainer and the reference test built against the simulator: the CUDA backend's real sources on the CPU.
 $(BUILD)/train_gpt2_sim: train_gpt2.cu $(CORE_OBJS) $(SIM_OBJS)
-	$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ $< -x none $(CORE_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ $< -x none $(CORE_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
 $(BUILD)/test_gpt2_sim: test_gpt2.cu $(CORE_OBJS) $(SIM_OBJS)
-	$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ $< -x none $(CORE_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ $< -x none $(CORE_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
 
 # ---- tests --------------------------------------------------------------------------------------------------
 $(BUILD)/test/test_%: test/unit/test_%.cpp $(CORE_OBJS) $(CPU_OBJS)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
 $(BUILD)/test/sim_%: test/sim/test_%.cpp $(CORE_OBJS) $(CPU_OBJS) $(SIM_OBJS)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) $(SIMFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
 
 # Per-kernel benchmarks for real GPUs (nvcc only, not part of `make test`): dev/cuda/NAME.cu -> build/cuda-bench/NAME.
 BENCH_BINS := $(patsubst dev/cuda/%.cu,$(BUILD)/cuda-bench/%,$(wildcard dev/cuda/*.cu))
@@ -116,7 +125,7 @@ BENCH_BINS := $(patsubst dev/cuda/%.cu,$(BUILD)/cuda-bench/%,$(wildcard dev/cuda
 cuda-bench: $(BENCH_BINS)
 $(BUILD)/cuda-bench/%: dev/cuda/%.cu
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) $< -lcublasLt $(BENCH_LIBS) -o $@
+	$(call say,NVCC)$(NVCC) $(NVCCFLAGS) $< -lcublasLt $(BENCH_LIBS) -o $@
 $(BUILD)/cuda-bench/host_side: BENCH_LIBS := -lnccl
 
 deps:
@@ -136,7 +145,10 @@ asan: deps asan-build
 asan-build:
 	@$(MAKE) --no-print-directory -j$(shell nproc 2>/dev/null || echo 2) BUILD=$(ASAN_DIR) BIN_DIR=$(ASAN_DIR)/bin \
 	    SANITIZE="$(ASAN_FLAGS)" asan-binaries
-asan-binaries: cpu $(TEST_SRCS:test/unit/%.cpp=$(BUILD)/test/%)
+# Only the unit tests test/e2e/asan_test.sh runs (it reports one that is not built as a failure).
+ASAN_TESTS := layout schedule dataloader cpu_ops adamw sampler checkpoint trainer_host dist_info zero optimizer \
+              hellaswag export_hf watchdog utf8_stream tokenizer comm optimizer_mpi
+asan-binaries: cpu $(ASAN_TESTS:%=$(BUILD)/test/test_%)
 
 # deps first (it may install the libraries the build needs), then everything (and the sanitizer build that
 # test/tests.list runs as its last test), then the runner.
@@ -144,6 +156,12 @@ test: deps
 	@$(MAKE) --no-print-directory -j$(shell nproc 2>/dev/null || echo 2) all
 	@$(MAKE) --no-print-directory asan-build
 	@bash test/run_tests.sh
+
+# The inner loop: the CPU and simulator programs (nvcc, the CUDA benchmarks and the ASan build are left to `make
+# test`) and the tests test/tests.list marks --quick.
+check: deps
+	@$(MAKE) --no-print-directory -j$(shell nproc 2>/dev/null || echo 2) cpu test-binaries
+	@TEST_TIER=quick bash test/run_tests.sh
 
 # Planted bugs in the CUDA code, each run against the tests that exercise it (dev/mutation/run.py, docs/cudasim.md).
 # Not part of `make test`: it rebuilds and reruns the simulator tests once per mutation (about an hour on 2 cores).

@@ -7,6 +7,7 @@
 #   bash test/e2e/asan_test.sh [BUILD_DIR]     (default build-asan)
 set -u
 cd "$(dirname "$0")/../.."
+source test/helpers/lib.sh  # gpt2_vocab
 B=${1:-build-asan}
 LOGS="$B/asan-logs"
 rm -rf "$LOGS" && mkdir -p "$LOGS"
@@ -22,12 +23,13 @@ MPI=(mpirun --oversubscribe --allow-run-as-root -x ASAN_OPTIONS -x UBSAN_OPTIONS
      -x OMPI_MCA_mca_base_component_disable_dlclose)
 
 passed=0; failed=0; skipped=0
-# run NAME CMD...: one PASS or FAIL line per test program (its own checks are in $LOGS/NAME.log); its SKIP lines are
-# passed on. A non-zero exit fails it even when every check passed.
+TMP_BASE=${TEST_TMPDIR:-$PWD/build/test-tmp/asan}
+# run NAME CMD...: one PASS or FAIL line per test program (its own checks are in $LOGS/NAME.log, its temporary files in
+# a directory of its own); its SKIP lines are passed on. A non-zero exit fails it even when every check passed.
 run() {
     local name="$1"; shift
     local log="$LOGS/$name.log" start=$SECONDS
-    "$@" >"$log" 2>&1
+    TEST_TMPDIR="$TMP_BASE/$name" "$@" >"$log" 2>&1
     local rc=$? p f r
     # The reports this test's processes wrote (asan.PID, ubsan.PID) take its name: NAME.asan.PID.
     for r in "$LOGS"/asan.* "$LOGS"/ubsan.*; do [ -e "$r" ] && mv "$r" "$LOGS/$name.${r##*/}"; done
@@ -43,12 +45,13 @@ run() {
     fi
 }
 
-# Unit tests (every CPU one; the simulator's are not built with sanitizers).
+# Unit tests (the simulator's are not built with sanitizers); the Makefile's ASAN_TESTS builds these.
 for t in layout schedule dataloader cpu_ops adamw sampler checkpoint trainer_host dist_info zero optimizer hellaswag \
          export_hf watchdog utf8_stream; do
     run "$t" "$B/test/test_$t"
 done
-if [ -f data/gpt2/encoder.json ]; then run tokenizer "$B/test/test_tokenizer" data/gpt2; fi
+if gpt2_vocab; then run tokenizer "$B/test/test_tokenizer" data/gpt2
+else echo "SKIP asan tokenizer: no data/gpt2, and dev/data/fetch_tokenizer.sh cannot fetch it"; skipped=$((skipped + 1)); fi
 run comm_np2 "${MPI[@]}" -np 2 "$B/test/test_comm"
 run optimizer_mpi_np3 "${MPI[@]}" -np 3 "$B/test/test_optimizer_mpi"
 # End to end, on the sanitized binaries: the hostile inputs (every refusal path, the watchdog under mpirun), training,

@@ -9,8 +9,7 @@
 #   6. non-finite steps: skipped and logged; the run stops after --max-bad-steps in a row
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/checkpoint
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir checkpoint)
 BIN=${TRAIN_BIN:-${TOOL_DIR:-.}/train_gpt2_cpu}
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 >/dev/null || { fail "make shards"; finish; }
 common=(-i "$TMP/data/syn_train_*.bin" -j "$TMP/data/syn_val_*.bin" -e "L=2,NH=2,C=32,T=32,V=64" -t 32 -s 0

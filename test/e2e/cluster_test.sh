@@ -16,8 +16,7 @@ cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
 TOOLS=${TOOL_DIR:-.}
 BIN=$TOOLS/train_gpt2_cpu
-TMP=$PWD/build/test-tmp/cluster
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir cluster)
 export OMP_NUM_THREADS=1
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 >/dev/null || { fail "make shards"; finish; }
 common=(-i "$TMP/data/syn_train_*.bin" -j "$TMP/data/syn_val_*.bin" -e "L=2,NH=2,C=32,T=32,V=64" -t 32 -s 0
@@ -173,7 +172,7 @@ refuses "T2 export_hf refuses to overwrite an earlier export" "$TMP/hf/model.saf
 [ "$before" = "$(sha256sum "$TMP/hf"/*)" ] && pass "T2 ... and left it as it was" || fail "T2 the export changed"
 $TOOLS/export_hf --force "$TMP/ref/ckpt_00000004/model.bin" "$TMP/hf" >/dev/null && [ "$before" != "$(sha256sum "$TMP/hf"/*)" ] \
     && pass "T2 ... --force replaces it" || fail "T2 --force"
-if [ -f data/gpt2/encoder.json ]; then
+if gpt2_vocab; then
     echo "not a table" >"$TMP/table.bin"
     refuses "T3 gpt2_tokenizer write-table refuses to overwrite a file" "$TMP/table.bin exists; write-table does not overwrite" \
         $TOOLS/gpt2_tokenizer write-table "$TMP/table.bin"
@@ -181,7 +180,7 @@ if [ -f data/gpt2/encoder.json ]; then
         && [ "$(head -c 4 "$TMP/table.bin" | od -An -tu4 | tr -d ' ')" = 20240328 ] \
         && pass "T3 ... kept it; --force replaces it with a decode table" || fail "T3 write-table --force"
 else
-    skip "T3 write-table" "no data/gpt2 (dev/data/fetch_tokenizer.sh)"
+    skip "T3 write-table" "no data/gpt2, and dev/data/fetch_tokenizer.sh cannot fetch it"
 fi
 mkdir -p "$TMP/text" && printf 'Some text.\n' >"$TMP/text/doc.txt" && gzip -k "$TMP/text/doc.txt"
 refuses "T4 prepare_data refuses a .gz input" "$TMP/text/doc.txt.gz: a gzip-compressed file (decompress it first: gunzip -k), not text" \

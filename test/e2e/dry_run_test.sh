@@ -140,8 +140,7 @@ out=$("$SIM" --dry-run "${NODATA[@]}" -e d12 -b 64 -t 1024 --classifier-chunk 81
 if [[ "$out" == *" 786.0 MiB" ]]; then pass "dry-run: --classifier-chunk 8192 plans 8192 rows of logits"
 else fail "dry-run: --classifier-chunk 8192 plans 8192 rows of logits" "'$out'"; fi
 # A training run (not a dry run) refuses the unsupported head size when it creates the model, before any step.
-TMP=build/test-tmp/dry_run
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir dry_run)
 if /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 2000 --val-tokens 400 >/dev/null; then
     expect_error "the simulated CUDA trainer refuses head size 48 at start-up" "head size C/NH = 96/2 = 48"         "$SIM" -i "$TMP/data/syn_train_*.bin" -j "$TMP/data/syn_val_*.bin" -e "L=1,NH=2,C=96,T=8,V=64" -b 1 -t 8 -x 2
 else

@@ -6,10 +6,10 @@
 # be those of prepare_data run directly on the same documents (the split itself: test/e2e/prepare_data_test.sh).
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/fineweb_script
-rm -rf "$TMP" && mkdir -p "$TMP/stub/datasets" "$TMP/docs"
-if [ ! -f data/gpt2/encoder.json ] || [ ! -f data/gpt2/vocab.bpe ]; then
-    skip fineweb_script "no data/gpt2 tokenizer files (dev/data/fetch_tokenizer.sh)"; finish
+TMP=$(test_tmp_dir fineweb_script)
+mkdir -p "$TMP/stub/datasets" "$TMP/docs"
+if ! gpt2_vocab; then
+    skip fineweb_script "no data/gpt2 tokenizer files, and dev/data/fetch_tokenizer.sh cannot fetch them"; finish
 fi
 [ -x ./prepare_data ] || { fail "fineweb_script" "./prepare_data not built"; finish; }
 for i in $(seq 1 12); do
@@ -26,7 +26,7 @@ def load_dataset(path, name=None, split=None, streaming=False):
     for fn in sorted(os.listdir(d)):
         yield {"text": open(os.path.join(d, fn), encoding="utf-8").read(), "id": fn}
 PY
-export PYTHONPATH="$PWD/$TMP/stub" FAKE_DOCS="$PWD/$TMP/docs" FAKE_LOG="$PWD/$TMP/requests.jsonl"
+export PYTHONPATH="$TMP/stub" FAKE_DOCS="$TMP/docs" FAKE_LOG="$TMP/requests.jsonl"
 run_script() {  # run_script NAME ARGS...
     local name=$1; shift
     DATA_ROOT="$TMP/data" SHARD_SIZE=60 bash dev/data/fineweb.sh "$@" -q >"$TMP/$name.log" 2>&1 \

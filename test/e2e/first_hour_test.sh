@@ -9,8 +9,7 @@
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
 PY=/usr/bin/python3
-TMP=build/test-tmp/first_hour
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir first_hour)
 BIN=./train_gpt2_cpu SIM=build/train_gpt2_sim
 for b in "$BIN" "$SIM" ./prepare_data ./generate; do [ -x "$b" ] || { fail "$b" "not built"; finish; }; done
 
@@ -24,7 +23,7 @@ err=$(CUDASIM_NO_GPU=35 "$SIM" -e "L=1,NH=1,C=8,T=8,V=64" -x 1 2>&1 >/dev/null)
     && pass "no GPU: one line, naming ./train_gpt2_cpu" || fail "no GPU: one line" "$err"
 
 # No flags: a usage with examples, nothing started.
-out=$(cd "$TMP" && timeout 20 ../../../"$BIN" 2>&1); rc=$?
+out=$(top=$PWD; cd "$TMP" && timeout 20 "$top/$BIN" 2>&1); rc=$?
 [ $rc -eq 0 ] && [[ "$out" == "usage: ./train_gpt2_cpu -i"* ]] && [[ "$out" == *"scripts/quickstart.sh"* ]] \
     && [ -z "$(ls "$TMP")" ] && pass "./train_gpt2_cpu with no flags prints a usage with examples, starts nothing" \
     || fail "./train_gpt2_cpu with no flags" "status $rc: $(head -c 300 <<<"$out")"
@@ -106,10 +105,10 @@ grep -q "for py in python3 /usr/bin/python3" scripts/quickstart.sh && grep -q "^
 # install_deps.sh: a disassembler that cannot be installed (here: apt finds no Debian source) is a warning, not a
 # failure; --no-test-tools (the quickstart's) does not try.
 mkdir -p "$TMP/fakebin" && printf '#!/bin/sh\nexit 1\n' >"$TMP/fakebin/apt-get" && chmod +x "$TMP/fakebin/apt-get"
-out=$(PATH="$PWD/$TMP/fakebin:$PATH" NVDISASM_DIR="$TMP/no_nvdisasm" CUDA_DISASM_BIN=/nonexistent bash scripts/install_deps.sh 2>&1); rc=$?
+out=$(PATH="$TMP/fakebin:$PATH" NVDISASM_DIR="$TMP/no_nvdisasm" CUDA_DISASM_BIN=/nonexistent bash scripts/install_deps.sh 2>&1); rc=$?
 [ $rc -eq 0 ] && [[ "$out" == *"warning: no SASS disassembler installed"* ]] \
     && pass "install_deps.sh: a disassembler it cannot install is a warning (exit 0)" || fail "install_deps.sh without a disassembler" "status $rc: $out"
-out=$(PATH="$PWD/$TMP/fakebin:$PATH" NVDISASM_DIR="$TMP/no_nvdisasm" CUDA_DISASM_BIN=/nonexistent bash scripts/install_deps.sh --no-test-tools 2>&1); rc=$?
+out=$(PATH="$TMP/fakebin:$PATH" NVDISASM_DIR="$TMP/no_nvdisasm" CUDA_DISASM_BIN=/nonexistent bash scripts/install_deps.sh --no-test-tools 2>&1); rc=$?
 [ $rc -eq 0 ] && [ -z "$out" ] && pass "install_deps.sh --no-test-tools: silent, exit 0" || fail "install_deps.sh --no-test-tools" "status $rc: $out"
 grep -q "install_deps.sh --no-test-tools" scripts/quickstart.sh && pass "the quickstart skips the test-only tools" \
     || fail "the quickstart installs test-only tools"

@@ -3,8 +3,7 @@
 # excepted. The checker must first report a planted 90-line function, so a broken scanner cannot pass silently.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/function_lengths
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir function_lengths)
 {
     echo "int long_function(int x) {"
     for i in $(seq 1 88); do echo "    x += $i;"; done

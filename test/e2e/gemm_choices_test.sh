@@ -5,8 +5,7 @@
 # the fastest by its modelled cost, which is what the runner ranks by under the simulator (no timings involved).
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/gemm_choices
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir gemm_choices)
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 3000 --val-tokens 300 >/dev/null \
     || { fail "make shards"; finish; }
 BIN=build/train_gpt2_sim

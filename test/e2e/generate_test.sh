@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # ./generate: loads a model file written by the trainer, continues a prompt, is deterministic for a seed, and refuses
-# bad input. Needs GPT-2's vocabulary in data/gpt2 (the tokenizer test fetches it first: dev/data/fetch_tokenizer.sh).
+# bad input. Needs GPT-2's vocabulary in data/gpt2 (fetched when missing: gpt2_vocab, test/helpers/lib.sh).
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
 B=${TOOL_DIR:-.}  # where the binaries are (make asan: build-asan/bin)
-TMP=build/test-tmp/generate
-rm -rf "$TMP" && mkdir -p "$TMP"
-bash dev/data/fetch_tokenizer.sh --no-reference >/dev/null 2>&1 || { fail "fetch the GPT-2 vocabulary"; finish; }
+TMP=$(test_tmp_dir generate)
+gpt2_vocab || { fail "fetch the GPT-2 vocabulary"; finish; }
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 >/dev/null
 # A model with GPT-2's vocabulary (the shards use ids < 64), one step of training so it is a trainer-written file.
 "$B/train_gpt2_cpu" -i "$TMP/data/syn_train_*.bin" -j "$TMP/data/syn_val_*.bin" -e "L=1,NH=2,C=32,T=32" -b 1 -t 32 -x 1 \

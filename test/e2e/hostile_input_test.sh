@@ -18,8 +18,7 @@ source test/helpers/lib.sh
 TOOLS=${TOOL_DIR:-.}
 BIN=$TOOLS/train_gpt2_cpu
 SIM=${BUILD_DIR:-build}/train_gpt2_sim
-TMP=$PWD/build/test-tmp/hostile  # absolute: the left-behind-process check below matches it
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir hostile)  # absolute: the left-behind-process check below matches it
 export OMP_NUM_THREADS=1
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 >/dev/null || { fail "make shards"; finish; }
 common=(-i "$TMP/data/syn_train_*.bin" -j "$TMP/data/syn_val_*.bin" -e "L=2,NH=2,C=32,T=32,V=64" -t 32 -s 0
@@ -256,7 +255,7 @@ refuses "D6 a file shorter than the header" "short_val.bin: truncated data shard
     $BIN "${common[@]}" -j "$TMP/short_val.bin" -x 1
 
 # ---- E. vocabulary files -----------------------------------------------------------------------------------------
-if [ -f data/gpt2/encoder.json ] && [ -f data/gpt2/vocab.bpe ]; then
+if gpt2_vocab; then
     mkdir -p "$TMP/v_cut" "$TMP/v_swap" "$TMP/v_ids" "$TMP/v_fmt"
     cp data/gpt2/encoder.json "$TMP/v_cut/" && head -n 49001 data/gpt2/vocab.bpe >"$TMP/v_cut/vocab.bpe"
     refuses "E1 a vocab.bpe cut at a line boundary (it tokenized silently differently)" \
@@ -282,7 +281,7 @@ json.dump(json.load(open('data/gpt2/encoder.json')), open(sys.argv[1], 'w'), ind
     refuses "E5 prepare_data refuses the cut vocabulary too" "49000 merges" \
         $TOOLS/prepare_data -q -o "$TMP/e5" --vocab "$TMP/v_cut" data/gpt2/vocab.bpe
 else
-    skip "E vocabulary files" "no data/gpt2 (dev/data/fetch_tokenizer.sh)"
+    skip "E, F, G vocabulary files, prepare_data, generate" "no data/gpt2, and dev/data/fetch_tokenizer.sh cannot fetch it"
 fi
 
 # ---- F. prepare_data -----------------------------------------------------------------------------------------------

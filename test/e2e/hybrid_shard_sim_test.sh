@@ -10,8 +10,7 @@
 # a shard all-reduced into the wrong owner, changes the step-1 norm by far more.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/hybrid_shard_sim
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir hybrid_shard_sim)
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 6000 --val-tokens 600 >/dev/null \
     || { fail "make shards"; finish; }
 BIN=build/train_gpt2_sim

@@ -12,8 +12,7 @@
 # wrong data block or a shard reduced to the wrong owner changes a whole step's update: outside.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/hybrid_shard
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir hybrid_shard)
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 30000 >/dev/null || { fail "make shards"; finish; }
 MPI=(mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -x FAKE_NODES_CYCLIC)
 STEPS=12

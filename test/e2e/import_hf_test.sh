@@ -11,8 +11,7 @@
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
 PY=/usr/bin/python3
-TMP=build/test-tmp/import_hf
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir import_hf)
 if ! "$PY" -c "import torch" 2>/dev/null; then fail "pytorch" "$PY cannot import torch (make deps installs it)"; finish; fi
 for bin in ./import_hf ./export_hf ./test_gpt2_cpu ./train_gpt2_cpu; do
     [ -x "$bin" ] || { fail "$bin" "not built"; finish; }
@@ -93,10 +92,10 @@ check "no output file after the refusals" test ! -e "$TMP/x.bin"
 #    downloaded here): the URLs asked for, and the converted model file.
 cat >"$TMP/fake_curl" <<FAKE
 #!/usr/bin/env bash
-echo "\$*" >>"$PWD/$TMP/curl_calls"
+echo "\$*" >>"$TMP/curl_calls"
 out="" url=""
 while [ \$# -gt 0 ]; do case "\$1" in -o) out="\$2"; shift 2 ;; -C|--retry) shift 2 ;; -*) shift ;; *) url="\$1"; shift ;; esac; done
-cp "$PWD/$TMP/hub/\${url##*/}" "\$out"
+cp "$TMP/hub/\${url##*/}" "\$out"
 FAKE
 chmod +x "$TMP/fake_curl"
 if CURL="$TMP/fake_curl" HF_ENDPOINT=https://hub.example HF_DOWNLOAD_DIR="$TMP/dl" MODELS_DIR="$TMP/models" dev/data/fetch_gpt2_weights.sh gpt2-medium >"$TMP/fetch.log" 2>&1; then

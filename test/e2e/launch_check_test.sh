@@ -10,8 +10,7 @@
 # mpirun run of the simulated CUDA trainer).
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/launch_check
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir launch_check)
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 3000 --val-tokens 600 >/dev/null \
     || { fail "make shards"; finish; }
 args=(-i "$TMP/data/syn_train_*.bin" -j "$TMP/data/syn_val_*.bin" -e "L=1,NH=2,C=32,T=8,V=64" -b 1 -t 8 -d 16 -x 2

@@ -16,8 +16,7 @@
 # changes the placement lines, the losses and the checkpoints.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/multinode
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir multinode)
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 20000 >/dev/null || { fail "make shards"; finish; }
 MPI=(mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -np 6)
 args=(-i "$TMP/data/syn_train_*.bin" -j "$TMP/data/syn_val_*.bin" -e "L=3,NH=2,C=32,T=32,V=64" -b 1 -t 32 -d 384

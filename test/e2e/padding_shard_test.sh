@@ -8,8 +8,7 @@
 # trainer under mpirun, then the simulated CUDA trainer on 16 ranks.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/padding_shard
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir padding_shard)
 BIN=${TRAIN_BIN:-./train_gpt2_cpu}
 if ! command -v mpirun >/dev/null; then skip "padding-only shard" "mpirun not found"; finish; fi
 [ -x "$BIN" ] || { fail "$BIN" "not built"; finish; }

@@ -14,8 +14,7 @@
 #     errors are not coherent, so the worst case is far off).
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/reduce_dtype
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir reduce_dtype)
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 20000 --val-tokens 2000 >/dev/null \
     || { fail "make shards"; finish; }
 BIN=./train_gpt2_cpu

@@ -21,12 +21,18 @@ for bin in ./test_gpt2_cpu build/test_gpt2_sim; do
     if [ ! -x "$bin" ]; then fail "$bin" "$bin is not built (make $bin)"; finish; fi
 done
 
-# gen NAME ARGS...: write build/ref/NAME/{model.bin,reference.bin}.
+# gen NAME ARGS...: write build/ref/NAME/{model.bin,reference.bin}, unless the same generator wrote them there with the
+# same arguments before (cached_reference: a SKIP line then, the files are used as they are).
 gen() {
     local name="$1"; shift
-    rm -rf "$OUT/$name"
-    if "$PY" "$GEN" --out "$OUT/$name" "$@"; then pass "generate reference $name"
-    else fail "generate reference $name" "$GEN $*"; return 1; fi
+    local out
+    if out=$(cached_reference "$OUT/$name" "$PY" "$GEN" --out "$OUT/$name" "$@"); then
+        if [ "$(tail -n 1 <<<"$out")" = cached ]; then
+            skip "generate reference $name" "cached in $OUT/$name (dev/reference, the arguments and PyTorch unchanged)"
+        else
+            printf '%s\n' "$out"; pass "generate reference $name"
+        fi
+    else printf '%s\n' "$out"; fail "generate reference $name" "$GEN $*"; return 1; fi
 }
 # run_ref NAME BINARY [ENV...]: BINARY on build/ref/NAME (with the environment ENV), its check lines tagged NAME.
 run_ref() {

@@ -9,8 +9,7 @@
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
 source scripts/gpt2_recipes.sh
-TMP=build/test-tmp/scripts
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir scripts)
 
 # Expected (-b, micro-steps) per GPU count, "-" where the count cannot keep -d: 124M/350M/774M step = 512
 # sequences of 1024, 1558M = 1024.

@@ -18,8 +18,7 @@
 # profile, kernel, threads per block, dynamic shared bytes) for the resource check (test/e2e/resource_check_test.py).
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/sim_device_profiles
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir sim_device_profiles)
 BIN=build/train_gpt2_sim
 [ -x "$BIN" ] || { fail "$BIN" "not built"; finish; }
 [ -x build/test/sim_classifier_prefetch ] || { fail build/test/sim_classifier_prefetch "not built"; finish; }

@@ -6,8 +6,7 @@
 # into the model against its logits, loss, gradients and optimizer steps (build/test/test_speedrun_reference --ref).
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/speedrun_reference
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir speedrun_reference)
 for bin in build/test/test_muon build/test/test_speedrun_reference; do
     [ -x "$bin" ] || { fail "$bin" "not built"; finish; }
 done
@@ -15,21 +14,27 @@ done
 for variant in "record:" "perturbed:--perturb" "record9_perturbed:--record9 --perturb"; do
     name=${variant%%:*}
     args=${variant#*:}
+    # Written once per generator, arguments and PyTorch (cached_reference), into build/ref/speedrun_NAME.
+    ref=build/ref/speedrun_$name
     # shellcheck disable=SC2086
-    if /usr/bin/python3 dev/reference/speedrun_reference.py --out "$TMP/$name" $args >"$TMP/$name.log" 2>&1; then
-        pass "speedrun reference ($name) written"
+    if cached_reference "$ref" /usr/bin/python3 dev/reference/speedrun_reference.py --out "$ref" $args >"$TMP/$name.log" 2>&1; then
+        if [ "$(tail -n 1 "$TMP/$name.log")" = cached ]; then
+            skip "speedrun reference ($name) written" "cached in $ref (dev/reference, the arguments and PyTorch unchanged)"
+        else
+            pass "speedrun reference ($name) written"
+        fi
     else
         fail "speedrun reference ($name) written" "$(tail -2 "$TMP/$name.log" | tr '\n' ' ')"
         continue
     fi
     log="$TMP/${name}_muon.log"
-    if build/test/test_muon --ref "$TMP/$name/speedrun_reference.bin" >"$log" 2>&1; then
+    if build/test/test_muon --ref "$ref/speedrun_reference.bin" >"$log" 2>&1; then
         pass "CPU Newton-Schulz against the reference's float64 cases ($name, $(grep -c '^PASS' "$log") checks)"
     else
         fail "CPU Newton-Schulz against the reference's float64 cases ($name)" "$(grep -m2 '^FAIL' "$log" | tr '\n' ' ')"
     fi
     log="$TMP/${name}_model.log"
-    if build/test/test_speedrun_reference --ref "$TMP/$name/speedrun_reference.bin" >"$log" 2>&1; then
+    if build/test/test_speedrun_reference --ref "$ref/speedrun_reference.bin" >"$log" 2>&1; then
         pass "the recipe's CPU ops as the model: logits, loss, gradients, optimizer steps ($name, $(grep -c '^PASS' "$log") checks)"
     else
         fail "the recipe's CPU ops as the model ($name)" "$(grep -m2 '^FAIL' "$log" | tr '\n' ' ')"

@@ -23,8 +23,7 @@
 #     exact.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/sync_every
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir sync_every)
 BIN=./train_gpt2_cpu
 [ -x "$BIN" ] || { fail "$BIN" "not built"; finish; }
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 20000 --val-tokens 2000 >/dev/null \

@@ -33,8 +33,7 @@
 #       replicas with -b 2.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/sync_hybrid
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir sync_hybrid)
 BIN=./train_gpt2_cpu
 [ -x "$BIN" ] || { fail "$BIN" "not built"; finish; }
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 20000 --val-tokens 2000 >/dev/null \

@@ -3,8 +3,7 @@
 # contract's fields, gradient accumulation matches a larger batch, and bad input stops with one clear error.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/train_cpu
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir train_cpu)
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 >/dev/null || { fail "make shards"; finish; }
 TR="$TMP/data/syn_train_*.bin"; VA="$TMP/data/syn_val_*.bin"
 MODEL="L=2,NH=2,C=32,T=32,V=64"

@@ -12,8 +12,7 @@
 # slice, a sum instead of a mean, a missing rank) that changes even one step's update is caught.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/train_mpi
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir train_mpi)
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 30000 >/dev/null || { fail "make shards"; finish; }
 MPI=(mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1)
 args=(-i "$TMP/data/syn_train_*.bin" -j "$TMP/data/syn_val_*.bin" -e "L=2,NH=2,C=32,T=32,V=64" -b 1 -t 32 -d 384

@@ -24,8 +24,7 @@
 # collectives (a reduce of the same pieces to the same roots), so the same orders at any world size.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/train_sim_mpi
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir train_sim_mpi)
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 3000 --val-tokens 600 >/dev/null \
     || { fail "make shards"; finish; }
 BIN=build/train_gpt2_sim

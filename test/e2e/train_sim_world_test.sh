@@ -13,8 +13,7 @@
 # split (bf16(g/12) against bf16(g/4)/3) moves the step-1 norm by ~4e-4 relative at 3 ranks: outside.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/train_sim_world
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir train_sim_world)
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 6000 --val-tokens 600 >/dev/null \
     || { fail "make shards"; finish; }
 BIN=build/train_gpt2_sim

@@ -12,8 +12,7 @@
 # (checked below: one window of 4 sequences is 9e-4 from the whole set), three orders above the tolerance.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/val_all
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir val_all)
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 8000 --val-tokens 225 >/dev/null \
     && /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/more" --vocab 64 --train-tokens 200 --val-tokens 161 --seed 2 >/dev/null \
     && mv "$TMP/more/syn_val_000000.bin" "$TMP/data/syn_val_000001.bin" || { fail "make shards"; finish; }

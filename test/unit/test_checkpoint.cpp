@@ -26,11 +26,10 @@ static uint32_t crc32c_bitwise(const unsigned char* p, size_t n) {
     return ~c;
 }
 
-static std::string make_tmp() {
-    std::string d = "build/test-tmp/test_checkpoint";
-    std::system(("rm -rf " + d).c_str());
-    make_checkpoint_directory(d);
-    return d;
+// This program's directory, emptied at the first call.
+static const std::string& tmp_root() {
+    static const std::string dir = testing::tmp_dir("test_checkpoint");
+    return dir;
 }
 
 static void test_crc() {
@@ -131,7 +130,7 @@ static void test_meta() {
             "metadata version 1, this program reads versions 2 to 4");
 
     // meta.json's own checksum: written, read back, and any changed byte is caught.
-    const std::string dir = "build/test-tmp/test_checkpoint/meta";
+    const std::string dir = tmp_root() + "/meta";
     make_checkpoint_directory(dir);
     write_checkpoint_meta(dir, m);
     testing::check("meta.json with its checksum reads back", read_checkpoint_meta(dir).data.sequence == 36);
@@ -479,7 +478,7 @@ static void test_sharded_sync_meta() {
 
 int main() {
     try {
-        const std::string tmp = make_tmp();
+        const std::string tmp = tmp_root();
         test_crc();
         test_meta();
         test_optim_files(tmp);

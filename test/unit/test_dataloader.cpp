@@ -76,8 +76,7 @@ static void check_lookahead(const std::string& pattern, size_t B, size_t T, bool
 }
 
 int main() {
-    std::string dir = "build/test-tmp/dataloader";
-    if (std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) != 0) return 1;
+    const std::string dir = testing::tmp_dir("dataloader");
     // Two shards; token value = position + 1000*shard so every window is recognisable.
     const size_t T = 4;
     std::vector<uint16_t> s0(T * 24 + 1), s1(T * 12 + 1);

@@ -17,8 +17,7 @@ using namespace llmc;
 
 int main() {
     try {
-        const std::string dir = "build/test-tmp/export_hf";
-        if (std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) != 0) return 1;
+        const std::string dir = testing::tmp_dir("export_hf");
         GPT2Config cfg;
         if (!parse_model_descriptor("L=2,NH=4,C=32,T=16,V=100", &cfg)) return 1;
         const size_t B = 2, T = 16;

@@ -30,8 +30,7 @@ static void expect_error(const std::string& name, const std::string& path, const
 
 int main() {
     try {
-        const std::string dir = "build/test-tmp/hellaswag";
-        if (std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) != 0) return 1;
+        const std::string dir = testing::tmp_dir("hellaswag");
         CpuBackend be;
         std::unique_ptr<GPT2<CpuBackend>> model_ptr = hellaswag_fixture::make_model(be);
         GPT2<CpuBackend>& model = *model_ptr;

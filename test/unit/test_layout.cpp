@@ -60,9 +60,7 @@ int main() {
                        !ParamLayout::is_decayed(QKVB) && !ParamLayout::is_decayed(LNFB));
 
     // Model files: v3 round trip is exact, v5 rounds to bf16; corrupt files are refused with the reason.
-    std::string dir = "build/test-tmp/layout";
-    std::string mk = "mkdir -p " + dir;
-    if (std::system(mk.c_str()) != 0) return 1;
+    const std::string dir = testing::tmp_dir("layout");
     std::vector<float> params(lay.total);
     for (size_t i = 0; i < params.size(); i++) params[i] = (float)((i * 2654435761u) % 1000) / 997.0f - 0.5f;
     write_model_file(dir + "/m3.bin", custom, params.data(), false);

@@ -49,8 +49,7 @@ int main() {
                    "%s", batch_size_advice(720 * 4, 4, 1).c_str());
 
     // A model file holding a NaN or an infinity is refused when read, naming the tensor and the element.
-    const std::string dir = "build/test-tmp/trainer_host";
-    mkdir("build", 0755), mkdir("build/test-tmp", 0755), mkdir(dir.c_str(), 0755);
+    const std::string dir = testing::tmp_dir("trainer_host");
     GPT2Config c;
     parse_model_descriptor("L=2,NH=2,C=8,T=4,V=16", &c);
     const ParamLayout lay(c);

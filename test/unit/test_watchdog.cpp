@@ -61,8 +61,10 @@ static void test_report() {
 }
 
 // Runs `body` in a child process with stderr captured; returns (exit status, stderr). -1: killed or timed out.
+static std::string tmp;  // this program's directory
+
 static std::pair<int, std::string> in_child(const std::string& tag, const std::function<void()>& body, double limit_s) {
-    const std::string err = "build/test-tmp/test_watchdog/" + tag + ".err";
+    const std::string err = tmp + "/" + tag + ".err";
     std::fflush(stdout);
     const pid_t pid = fork();
     if (pid == 0) {
@@ -88,8 +90,8 @@ static std::pair<int, std::string> in_child(const std::string& tag, const std::f
 
 int main() {
     test_report();
-    const std::string dir = "build/test-tmp/test_watchdog";
-    std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+    tmp = testing::tmp_dir("test_watchdog");
+    const std::string& dir = tmp;
 
     // Rank 0 of 2 enters a collective that never returns; rank 1 never answers: the watchdog fires after the
     // timeout (0.3 s) and the census grace (3 ticks + 1 s), naming rank 1, with exit status 1.
