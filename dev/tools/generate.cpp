@@ -16,6 +16,7 @@
 
 #include "llmc/cpu/cpu_backend.h"
 #include "llmc/cpu/thread_policy.h"
+#include "llmc/cli_errors.h"
 #include "llmc/error.h"
 #include "llmc/model.h"
 #include "llmc/model_file.h"
@@ -29,6 +30,12 @@ static void emit(const std::string& bytes) {
     if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout) != 0)
         llmc::fail("stdout: write failed (%s)", std::strerror(errno));
 }
+
+// nanoGPT's sample.py names for these flags, for the hint of an unknown option.
+static const llmc::FlagHints SAMPLE_PY_NAMES = {
+    {"start", "-p/--prompt"}, {"max_new_tokens", "-n/--tokens"}, {"init_from", "-e/--model"},
+    {"out_dir", "-e/--model (the model file itself)"}, {"temp", "--temperature"}, {"k", "--top-k"},
+};
 
 int main(int argc, char** argv) {
     llmc::use_passive_openmp_wait(argv);  // before OpenMP starts: idle threads sleep (llmc/cpu/thread_policy.h)
@@ -52,7 +59,7 @@ int main(int argc, char** argv) {
         try {
             r = opts.parse(argc, argv);
         } catch (const cxxopts::exceptions::exception& e) {
-            llmc::fail("%s (see --help)", e.what());
+            llmc::fail("%s", llmc::option_error_message(argc, argv, e, SAMPLE_PY_NAMES).c_str());
         }
         if (r.count("help")) {
             std::printf("%s\n", opts.help().c_str());

@@ -154,15 +154,6 @@ size=$(stat -c %s "$d/metrics.jsonl" 2>/dev/null || echo 0)
     || fail "M1 metrics.jsonl on a full disk" "status $rc, $size bytes: $err"
 
 # ---- T. tools refuse what they would misread ----------------------------------------------------------------------
-refuses() {  # NAME WANT CMD...: non-zero exit, exactly one "error: " line, containing WANT
-    local n="$1" want="$2"; shift 2
-    local err rc
-    err=$("$@" 2>&1 >/dev/null); rc=$?
-    if [ $rc -eq 0 ]; then fail "$n" "exited 0"
-    elif [ "$(grep -c '^error: ' <<<"$err")" -ne 1 ]; then fail "$n" "status $rc: $(head -c 300 <<<"$err")"
-    elif ! grep '^error: ' <<<"$err" | grep -qF -- "$want"; then fail "$n" "the error lacks '$want': $(head -c 300 <<<"$err")"
-    else pass "$n"; fi
-}
 refuses "T1 generate refuses an unquoted prompt's other words" "unexpected argument 'jury'" \
     $TOOLS/generate -e "$TMP/ref/model.bin" -p The jury said -n 4
 mkdir -p "$TMP/hf"
