@@ -73,6 +73,9 @@ struct TrainOptions {
     bool show_placement = false;       // --show-placement: every rank prints where it sits and what it owns
     // --preempt-signal: besides SIGTERM and SIGINT, this signal saves a checkpoint and stops (llmc/preemption.h)
     std::string preempt_signal = "USR1";
+    // --preempt-grace: after a signal, the step must end within this many seconds (or 3 times the slowest step so
+    // far, if longer), or the process stops without saving it (llmc/preemption.h); 0: wait for ever
+    double preempt_grace = 120;
 };
 
 // Rewrites llm.c's two-letter short flags to long options; everything else is passed through.

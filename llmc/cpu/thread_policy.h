@@ -7,8 +7,8 @@
 // OMP_WAIT_POLICY=passive, where idle threads sleep at once.
 //
 // libgomp reads OMP_WAIT_POLICY once, when the program is loaded, before main(); so a program that wants passive
-// waiting by default sets the variable and re-executes itself (same process id, same arguments: mpirun and job
-// schedulers see nothing). An OMP_WAIT_POLICY already set (by the user, or by the re-executed program) is kept.
+// waiting by default sets the variable and re-executes itself (same process id, arguments and name: mpirun, job
+// schedulers and `ps` see nothing). An OMP_WAIT_POLICY already set (by the user, or by the re-executed program) is kept.
 #pragma once
 
 namespace llmc {
