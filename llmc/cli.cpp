@@ -80,6 +80,12 @@ void validate_sync_options(const TrainOptions& o) {
     if (!(o.outer_lr > 0.0f && o.outer_lr <= 16.0f)) fail("--outer-lr %g: must be in (0, 16]", o.outer_lr);
     if (!(o.outer_momentum >= 0.0f && o.outer_momentum < 1.0f))
         fail("--outer-momentum %g: must be in [0, 1)", o.outer_momentum);
+    // Alone, --sync-every makes every rank a replica with its whole optimizer state: ZeRO-2 has nothing to shard,
+    // and its bucket buffers cost more memory than -z 1 (about 200 MiB more per rank at 124M: --dry-run).
+    if (o.sync_every > 0 && o.zero_stage == 2 && o.shard_group.empty())
+        fail("-z 2 with --sync-every %d and no --shard-group: every rank trains its own replica, so ZeRO-2 shards "
+             "nothing and only adds buffers; use -z 1, or --shard-group N to shard each replica over N ranks",
+             o.sync_every);
     // With --shard-group the replicas are sharding groups (docs/distributed.md, "Periodic synchronisation"): their
     // gradients are reduced within the group only, where a bf16 wire saves nothing worth its rounding.
     if (o.sync_every > 0 && o.reduce_dtype != "fp32")

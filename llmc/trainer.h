@@ -252,7 +252,7 @@ private:
         ckpt_->load(resumed_);
         batches_->set_position(resumed_.data);
         guard_.set_state(resumed_.guard);
-        if (rank_ == 0) announce_resume(o_, resumed_, max_steps_);
+        if (rank_ == 0) announce_resume(o_, resumed_, run_id_);
         return true;
     }
 

@@ -242,6 +242,16 @@ out=$(timeout -k 5 60 "${MPI[@]}" -np 1 -wdir "$TMP/r7a" "$abs" "${common[@]}" -
 [ "$before" = "$(cd "$TMP" && find r7a r7b -type f ! -name .lock -exec sha256sum {} + | sort -k2)" ] \
     && pass "R7 ... and neither -o changed" || fail "R7 -o changed"
 
+# Flags that change the arithmetic or the handling of signals: mixed reduce dtypes trained a model neither run's (and
+# are undefined behaviour on NCCL); with USR1 saving on one rank and not on the other, the preemption signal killed
+# the second rank (no checkpoint, exit 138).
+disagree "R8 per-rank --reduce-dtype" "the ranks disagree on --reduce-dtype: rank 0 has 'fp32', rank 1 has 'bf16'" \
+    "$TMP/r8" "${mp[@]}" "${e[@]}" -o "$TMP/r8" -- "${mp[@]}" "${e[@]}" --reduce-dtype bf16 -o "$TMP/r8"
+disagree "R9 per-rank --preempt-signal" "the ranks disagree on --preempt-signal: rank 0 has 'SIGUSR1', rank 1 has 'none'" \
+    "$TMP/r9" "${mp[@]}" "${e[@]}" -o "$TMP/r9" -- "${mp[@]}" "${e[@]}" --preempt-signal none -o "$TMP/r9"
+disagree "R10 per-rank --classifier-chunk" "the ranks disagree on --classifier-chunk: rank 0 has 4096, rank 1 has 64" \
+    "$TMP/r10" "${mp[@]}" "${e[@]}" -o "$TMP/r10" -- "${mp[@]}" "${e[@]}" --classifier-chunk 64 -o "$TMP/r10"
+
 # ---- P5. preemption under mpirun -------------------------------------------------------------------------------
 # SIGTERM to rank 1 of 3 only, while step 3 runs: the other ranks learn it at the step's end, every rank writes its
 # part of checkpoint 3 (one optimizer file per rank, meta.json), the job exits 75, and -y 1 resumes exactly.

@@ -166,6 +166,9 @@ resume_from() {  # resume_from SRC STEP NAME NP ARGS...: NAME starts from SRC's 
 if [ -f "$TMP/g4_h4/model.bin" ]; then
     resume_from g4_h4 6 g4_to_f2 2 -b 2 -d 128 --sync-every 4 \
         && close g4_h4 g4_to_f2 "2 replicas of 2 ranks -> 2 replicas of 1 rank (-b 2), resumed at step 6"
+    ! grep -q "^note: each replica" "$TMP/g4_to_f2.log" \
+        && pass "... each replica takes the same sequences (2 ranks x -b 1 = 1 x -b 2): no note" \
+        || fail "a note on a resume whose replicas take the same sequences" "$(grep '^note' "$TMP/g4_to_f2.log")"
     before=$(cd "$TMP/g4_h4" && md5sum ckpt_00000006/* metrics.jsonl)
     expect_error "another number of replicas is refused, naming both layouts" \
         "written by 4 rank(s) as 2 replica(s) of 2 ranks with --sync-every 4, this run has 4 rank(s) as 4 replica(s) of 1 rank" \
