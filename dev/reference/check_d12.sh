@@ -2,8 +2,8 @@
 # The CPU backend against the PyTorch reference at GPT-2 124M's size (d12: L=12 NH=12 C=768 maxT=1024 V=50257, a
 # batch of B=4 x T=64 as llm.c's own test uses): logits, loss, the 16 gradients, 10 AdamW steps (losses, gradient
 # norms, parameters), and the same batch as llm.c's debug state (docs/formats.md). A developer's check, not part of
-# `make test`: about 5 minutes and 6 GiB on a 2-core machine (make test covers the same code at small shapes:
-# test/e2e/reference_test.sh).
+# `make test`: 27 minutes and 7 GiB on a busy 2-core machine (docs/reference.md has that run's figures; make test
+# covers the same code at small shapes: test/e2e/reference_test.sh).
 #
 #   dev/reference/check_d12.sh                  generate build/ref/d12 and check ./test_gpt2_cpu against it
 #   dev/reference/check_d12.sh LLMC_DIR         also check llm.c's own files there: gpt2_124M.bin and
