@@ -64,14 +64,24 @@ std::string program_name(const char* argv0) {
     return slash == std::string::npos ? a : a.substr(slash + 1);
 }
 
-std::string no_flags_text(const std::string& prog) {
-    return "usage: ./" + prog + " -i TRAIN_SHARDS -j VAL_SHARDS -e MODEL [-o OUT_DIR] [flags]   (--help lists them all)\n"
-           "\n"
-           "With no flags nothing is started: the defaults train GPT-2 124M (-e d12) at T=1024, which takes hours\n"
-           "per step on a CPU. To start:\n"
-           "  scripts/quickstart.sh                          build, fetch data, train a small model, print a sample\n"
-           "  ./" + prog + " -i \"data/brown/brown_train_*.bin\" -j \"data/brown/brown_val_*.bin\" \\\n"
-           "      -e \"L=4,NH=4,C=256\" -b 8 -t 128 -x 200 -o runs/small      a small GPT-2 BPE model (README.md)\n";
+// The usage with examples for this build: the CPU build's start is the quickstart's byte-level model, the GPU's a
+// GPT-2 on the Brown corpus' GPT-2 tokens.
+std::string no_flags_text(const std::string& prog, bool cpu) {
+    const std::string head =
+        "usage: ./" + prog + " -i TRAIN_SHARDS -j VAL_SHARDS -e MODEL [-o OUT_DIR] [flags]   (--help lists them all)\n"
+        "\n"
+        "No flags: nothing was started. The defaults would train GPT-2 124M (-e d12) at T=1024 on\n"
+        "data/brown/brown_train_*.bin, " +
+        std::string(cpu ? "hours per step on a CPU" : "which needs a dataset and a run's settings") + ". To start:\n"
+        "  scripts/quickstart.sh      build, fetch the Brown corpus, train a small model, print a sample\n";
+    if (cpu)
+        return head + "  ./" + prog + " -i \"data/brown_bytes/*train*.bin\" -j \"data/brown_bytes/*val*.bin\" \\\n"
+                      "      --tokenizer data/brown_bytes/brown_bytes_tokenizer.bin -e \"L=4,NH=4,C=128,T=64,V=256\" \\\n"
+                      "      -b 32 -t 64 -x 800 -l 4e-3 --beta2 0.99 -u 100 -o runs/bytes     the quickstart's byte-level "
+                      "model\n      (its data: scripts/quickstart.sh once)\n";
+    return head + "  dev/data/prepare_brown.sh  the Brown corpus in GPT-2 tokens: data/brown/\n"
+                  "  ./" + prog + " -i \"data/brown/brown_train_*.bin\" -j \"data/brown/brown_val_*.bin\" \\\n"
+                  "      -e d6 -b 32 -t 256 -x 600 -l 1e-3 -u 50 -o runs/d6     a 6-layer GPT-2 (README.md)\n";
 }
 
 // --sync-every, --outer-lr, --outer-momentum (llmc/outer_sync.h): refused when the outer step is undefined.
@@ -95,16 +105,20 @@ void validate_sync_options(const TrainOptions& o) {
 }
 }  // namespace
 
-TrainOptions parse_train_options(int argc, char** argv) {
+TrainOptions parse_train_options(int argc, char** argv, const char* backend) {
     TrainOptions o;
     const std::string prog = program_name(argc > 0 ? argv[0] : nullptr);
     if (argc == 1) {  // llm.c starts training with its defaults here; on a CPU that is hours of silence
-        std::printf("%s", no_flags_text(prog).c_str());
-        std::exit(0);
+        std::fprintf(stderr, "%s", no_flags_text(prog, std::string(backend) == "cpu").c_str());
+        std::exit(2);  // a usage error: nothing ran
     }
     cxxopts::Options opts(prog, "Train GPT-2 (llm.c-compatible flags; every short flag has a long name).");
     auto v = [](auto& x) { return cxxopts::value(x)->default_value(default_text(x)); };
-    auto s = [](std::string& x) { return cxxopts::value(x)->default_value(x); };
+    auto s = [](std::string& x) {  // an empty default is not shown as (default: "")
+        std::shared_ptr<cxxopts::Value> v = cxxopts::value(x);
+        if (!x.empty()) v->default_value(x);
+        return v;
+    };
     opts.add_options("data and model")
         ("i,train-data", "training shards (glob)", s(o.train_data))
         ("j,val-data", "validation shards (glob)", s(o.val_data))

@@ -81,7 +81,8 @@ struct TrainOptions {
 // Rewrites llm.c's two-letter short flags to long options; everything else is passed through.
 std::vector<std::string> normalize_args(int argc, char** argv);
 // Parses and validates the flags that can be checked without the model or the data. Prints --help (naming the
-// program as it was run) and exits 0 when asked, or a short usage with examples when no flag is given; fails (llmc::Error) naming the flag on anything unknown or invalid.
-TrainOptions parse_train_options(int argc, char** argv);
+// program as it was run) and exits 0 when asked; with no flag at all, prints a usage with examples for `backend`'s
+// build ("cpu" or "cuda") on stderr and exits 2; fails (llmc::Error) naming the flag on anything unknown or invalid.
+TrainOptions parse_train_options(int argc, char** argv, const char* backend = "cpu");
 
 }  // namespace llmc

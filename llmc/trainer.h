@@ -228,7 +228,9 @@ private:
     int stop_preempted(int step) {
         if (rank_ != 0) return EXIT_PREEMPTED;
         const int sig = PreemptionHandlers::received();
-        const std::string who = sig ? std::string(signal_name(sig)) + " here" : "a signal on another rank";
+        std::string who = sig ? std::string(signal_name(sig)) + " here" : "a signal on another rank";
+        if (sig == SIGTERM && comm_.info().launcher == "openmpi")  // Open MPI's mpirun turns Ctrl-C into SIGTERM
+            who += " (from mpirun: a Ctrl-C or a SIGTERM to it)";
         if (o_.output_dir.empty())
             std::printf("preempted  by %s after step %d of %d; no -o, nothing saved; exiting with status %d\n",
                         who.c_str(), step, max_steps_, EXIT_PREEMPTED);

@@ -18,6 +18,7 @@
 #include "llmc/cpu/thread_policy.h"
 #include "llmc/cli_errors.h"
 #include "llmc/error.h"
+#include "llmc/layout.h"
 #include "llmc/model.h"
 #include "llmc/model_file.h"
 #include "llmc/sampler.h"
@@ -53,7 +54,8 @@ int main(int argc, char** argv) {
             ("top-k", "sample among the k most likely tokens (0: all)", cxxopts::value(top_k)->default_value("40"))
             ("seed", "sampling seed", cxxopts::value(seed)->default_value("1337"))
             ("vocab", "directory with encoder.json and vocab.bpe", cxxopts::value(vocab)->default_value("data/gpt2"))
-            ("threads", "CPU threads (0: one per core)", cxxopts::value(threads)->default_value("0"))
+            ("threads", "CPU threads (0: one for a model under 1 GFLOP per forward pass, such as the quickstart's; "
+                        "else one per core)", cxxopts::value(threads)->default_value("0"))
             ("h,help", "print this help");
         cxxopts::ParseResult r;
         try {
@@ -86,8 +88,9 @@ int main(int argc, char** argv) {
         std::vector<int> ids = {tok.eot()};
         for (int id : byte_level ? llmc::encode_bytes(prompt) : tok.encode(prompt)) ids.push_back(id);
 
-        llmc::BackendOptions bo;
-        bo.num_threads = threads;
+        llmc::BackendOptions bo;  // a small model's default is one thread (llmc/cpu/thread_policy.h)
+        const double flops_per_forward = 2.0 * (double)llmc::ParamLayout(mf.config).total * (double)mf.config.max_seq_len;
+        bo.num_threads = threads > 0 ? threads : llmc::generation_threads(flops_per_forward);
         llmc::CpuBackend be(bo);
         const size_t T = mf.config.max_seq_len;
         llmc::GPT2<llmc::CpuBackend> model(be, mf.config, 1, T);

@@ -7,6 +7,8 @@
 
 namespace llmc {
 
+int generation_threads(double flops_per_forward) { return flops_per_forward < 1e9 ? 1 : 0; }
+
 void use_passive_openmp_wait(char** argv) {
     if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
     // The program's own path, not /proc/self/exe: the kernel names a process after the file it executes, and

@@ -13,6 +13,11 @@
 
 namespace llmc {
 
+// ./generate's threads when --threads is 0: one for a model whose forward pass over its whole context is under
+// 1 GFLOP (the quickstart's: about 0.1), where a parallel region costs more than its share of the work and a busy
+// machine made the default 3 to 13 times slower than one thread; else 0 (one per core).
+int generation_threads(double flops_per_forward);
+
 // Call first thing in main(): re-executes the program with OMP_WAIT_POLICY=passive unless the variable is set.
 // Returns normally when it is set, or when the re-execution is impossible (the program then runs as it is).
 void use_passive_openmp_wait(char** argv);

@@ -4,7 +4,7 @@
 #   R. the ranks agree before step 1: mpirun with per-rank -e, -l, -b, --seed, -o stops before step 1, naming the
 #      item, with nothing written
 #   P. preemption: a signal finishes the step, every rank saves it, exit status 75; -y 1 then ends exactly like an
-#      uninterrupted run; a second signal stops at once and leaves the earlier checkpoints intact
+#      uninterrupted run; a second signal stops at once and leaves the earlier checkpoints intact; Ctrl-C to mpirun
 #   A. scripts/autoresume.sh forwards a signal, waits, leaves no trainer behind, keeps every earlier log
 #   M. metrics.jsonl on a full disk: never half a line
 #   T. the tools: generate's stray words, export_hf and write-table overwrites, prepare_data on compressed or binary
@@ -271,4 +271,22 @@ files=$(cd "$d/ckpt_00000003" 2>/dev/null && ls | tr '\n' ' ')
 "${MPI[@]}" -np 3 $BIN "${m[@]}" -o "$d" -y 1 >"$d.resume.log" 2>&1 && grep -q "^resume .*ckpt_00000003: step 3" "$d.resume.log" \
     && same_run "$TMP/p5ref" "$d" && pass "P5 ... -y 1 resumes from step 3 and ends bit-identical" \
     || fail "P5 resume" "$(grep -m2 -e resume -e error "$d.resume.log")"
+
+# ---- P6. Ctrl-C to mpirun ---------------------------------------------------------------------------------------
+# SIGINT to mpirun (a Ctrl-C in its terminal): Open MPI sends every rank SIGTERM, they save step 3 and say where the
+# SIGTERM came from; mpirun's own status is 1 (a job it was told to end). SIGUSR1 to mpirun is forwarded as SIGUSR1:
+# the same save, and mpirun exits with the ranks' 75.
+for sig in INT USR1; do
+    d=$TMP/p6_$sig
+    "${MPI[@]}" -x LLMC_TEST_WAIT_FOR_SIGNAL=0:3 -np 3 $BIN "${m[@]}" -o "$d" >"$d.log" 2>&1 &
+    pid=$!
+    wait_for "$d.log" "waits for a signal" $pid && kill -$sig $pid
+    wait $pid; rc=$?
+    files=$(cd "$d/ckpt_00000003" 2>/dev/null && ls | tr '\n' ' ')
+    if [ $sig = INT ]; then want_rc=1 want="preempted  by SIGTERM here (from mpirun: a Ctrl-C or a SIGTERM to it) after step 3"
+    else want_rc=75 want="preempted  by SIGUSR1 here after step 3"; fi
+    [ $rc -eq $want_rc ] && [ "$files" = "meta.json model.bin optim_00000.bin optim_00001.bin optim_00002.bin " ] \
+        && grep -qF "$want" "$d.log" && pass "P6 SIG$sig to mpirun: every rank saved step 3, mpirun exits $rc" \
+        || fail "P6 SIG$sig to mpirun" "status $rc, files '$files': $(grep -m2 -e preempted -e error "$d.log")"
+done
 finish
