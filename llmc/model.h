@@ -280,9 +280,7 @@ public:
                                    N, C);
             // Attention: res2 = res_in + attproj(attention(qkv(ln1(res_in))))
             be_.matmul_backward(d_.buf_c, gw.attprojw, gw.attprojb, d_.residual, a.atty, w.attprojw, N, C, C);
-            // d_.buf_4c (d fch) is dead from here to the next layer's MLP backward: the attention's workspace
-            be_.attention_backward(d_.buf_3c, d_.buf_c, a.qkv, a.atty, a.att_state, B, T, C, NH, d_.buf_4c,
-                                   grad_4c_bytes_);
+            be_.attention_backward(d_.buf_3c, d_.buf_c, a.qkv, a.atty, a.att_state, B, T, C, NH);
             if (opt_.recompute_layernorm)
                 be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
             be_.matmul_backward(d_.buf_c, gw.qkvw, gw.qkvb, d_.buf_3c, a.ln1, w.qkvw, N, C, 3 * C);
@@ -353,10 +351,7 @@ public:
         p[GRAD_RESIDUAL] = {"d residual", "N x C", N * C, A};
         p[GRAD_C] = {"d (N, C)", "N x C", N * C, A};
         p[GRAD_3C] = {"d qkv", "N x 3C", N * 3 * C, A};
-        // d fch doubles as the attention backward's workspace (its dS, docs/cuda.md), which needs at least one head
-        const size_t att_ws = (Backend::attention_backward_min_workspace(T) + A - 1) / A;
-        p[GRAD_4C] = {"d fch, attention workspace", "max(N x 4C, one head's dS)",
-                      N * 4 * C > att_ws ? N * 4 * C : att_ws, A};
+        p[GRAD_4C] = {"d fch", "N x 4C", N * 4 * C, A};
         p[GRAD_WTE_CLASSIFIER] = {"d wte (classifier)", "Vp x C, fp32", cfg.padded_vocab_size * C, F};
         return p;
     }
@@ -433,7 +428,6 @@ private:
         d_.buf_c = (act_t*)buf[GRAD_C];
         d_.buf_3c = (act_t*)buf[GRAD_3C];
         d_.buf_4c = (act_t*)buf[GRAD_4C];
-        grad_4c_bytes_ = plan[GRAD_4C].bytes();
         d_.wte_classifier = (float*)buf[GRAD_WTE_CLASSIFIER];
     }
 
@@ -506,7 +500,6 @@ private:
     GradActs d_{};
     std::vector<void*> owned_;
     size_t cur_B_ = 0, cur_T_ = 0;
-    size_t grad_4c_bytes_ = 0;  // d_.buf_4c, also the attention backward's workspace
     float grad_scale_ = 0.0f;
     bool has_targets_ = false;
     bool logits_valid_ = false;  // the logits buffer holds the last forward's logits (classifier_forward)
