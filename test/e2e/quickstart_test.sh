@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The CPU quickstart end to end, as a new user runs it (scripts/quickstart.sh, QUICKSTART_DEVICE=cpu): it finishes,
-# prints no compiler command lines, its sample is mostly real English words (scripts/english_words.py against
-# Debian's word list), and it ends with the next-steps block. About 2-3 minutes of CPU: the byte-level model's whole
-# training run (README.md, "Quickstart").
+# prints no compiler command lines, a quarter of its sample's words of 4+ letters are real English words
+# (scripts/english_words.py against Debian's word list), and it ends with the next-steps block. About 2-3 minutes
+# of CPU: the byte-level model's whole training run (README.md, "Quickstart").
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
 OUT=build/test-tmp/quickstart
@@ -17,15 +17,18 @@ rc=$?
 cmds=$(grep -cE '^(ccache |g\+\+|c\+\+|gcc|cc |nvcc|/usr/local/cuda/bin/nvcc|mpicxx)' "$LOG")
 [ "$cmds" -eq 0 ] && pass "quickstart prints no compiler command lines" || fail "quickstart prints compiler lines" "$cmds lines"
 
-# The sample: at least 60% of its words are in the word list. A byte-level model that has only learned letter and
-# bigram statistics scores about 40-50% on this measure (short common words come out by chance); the quickstart's
-# model scores about 70% (docs/benchmarks.md, "Quickstart"), so 60% separates the two with margin for the run-to-run
-# difference between machines (thread counts change the order of the CPU's float sums).
+# The sample: at least 25% of its words of 4+ letters are in the word list (scripts/english_words.py leaves out
+# single letters and function words, which a model of letter statistics produces by chance). Measured at
+# temperature 0.7, 600 bytes (what the quickstart prints): the model after 100 steps, still on the letter-pair
+# plateau, scores 7-11% (seeds 2-4 and 1); the 800-step model 35-53% (seeds 1-5). A sample has about 50 such words,
+# so its share has a standard deviation of about 7 points at 40%: 25% is 10 points below the trained model's lowest
+# and 14 above the plateau's highest. Thread counts change the order of the CPU's float sums, so another machine's
+# sample differs (docs/benchmarks.md, "Quickstart").
 if [ -s "$OUT/sample.txt" ]; then
-    verdict=$(/usr/bin/python3 scripts/english_words.py "$OUT/sample.txt" 0.6 2>&1); ok=$?
-    share=$(grep -oE '[0-9]+ of [0-9]+ words \([0-9]+%\)' <<<"$verdict")
-    [ $ok -eq 0 ] && pass "quickstart sample is mostly English words ($share)" \
-        || fail "quickstart sample is mostly English words" "$verdict"
+    verdict=$(/usr/bin/python3 scripts/english_words.py "$OUT/sample.txt" 0.25 2>&1); ok=$?
+    share=$(grep -oE '[0-9]+ of [0-9]+ words of 4\+ letters \([0-9]+%\)' <<<"$verdict")
+    [ $ok -eq 0 ] && pass "quickstart sample: at least 25% of its words of 4+ letters are English ($share)" \
+        || fail "quickstart sample: 25% English words of 4+ letters" "$verdict"
 else
     fail "quickstart sample" "$OUT/sample.txt missing or empty"
 fi
