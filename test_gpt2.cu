@@ -11,7 +11,9 @@
 //   each of the 16 parameter gradients of that loss;
 //   10 AdamW steps on the same batch (weight decay on the 2-D tensors only, gradient clipping): the loss and the
 //   global gradient norm of each step, and the parameters after the last step.
-// The reference file format is documented in docs/reference.md.
+// The reference file format is documented in docs/reference.md. llm.c's own debug state (its train_gpt2.py's
+// gpt2_124M_debug_state.bin, docs/formats.md) is read too: `--model gpt2_124M.bin --llmc-debug-state FILE`, or as a
+// --ref directory's reference.bin (by its magic number); it has the logits, the loss and the gradients, no steps.
 #include <cxxopts.hpp>
 
 #include <algorithm>
@@ -115,6 +117,70 @@ static Reference read_reference(const std::string& path) {
         throw;
     }
     return r;
+}
+
+// ---- llm.c's debug state (docs/formats.md) ------------------------------------------------------------------------
+// What llm.c's train_gpt2.py writes for its own test (gpt2_124M_debug_state.bin): the batch, the logits of its V real
+// columns, the loss and every gradient (wte with its Vp padded rows), for the model in the accompanying model file.
+// It holds no optimizer steps.
+constexpr int32_t LLMC_STATE_MAGIC = 20240327;
+constexpr int32_t LLMC_STATE_VERSION = 2;
+
+static Reference read_llmc_debug_state(const std::string& path, const llmc::GPT2Config& cfg) {
+    const size_t file_bytes = llmc::file_size_or_fail(path);
+    if (file_bytes < 256 * sizeof(int32_t))
+        fail("%s: %zu bytes is too short for a debug state header (1024 bytes)", path.c_str(), file_bytes);
+    FILE* f = llmc::open_or_fail(path, "rb");
+    Reference r;
+    r.cfg = cfg, r.num_params = llmc::ParamLayout(cfg).total;
+    try {
+        int32_t h[256];
+        llmc::read_exact(f, h, sizeof h, path);
+        if (h[0] != LLMC_STATE_MAGIC) fail("%s: bad magic number %d (expected %d)", path.c_str(), h[0], LLMC_STATE_MAGIC);
+        if (h[1] != LLMC_STATE_VERSION)
+            fail("%s: llm.c debug state version %d (expected %d)", path.c_str(), h[1], LLMC_STATE_VERSION);
+        if (h[2] <= 0 || h[3] <= 0 || (size_t)h[3] > cfg.max_seq_len)
+            fail("%s: B=%d T=%d (expected B > 0 and 0 < T <= maxT = %zu)", path.c_str(), h[2], h[3], cfg.max_seq_len);
+        r.B = (size_t)h[2], r.T = (size_t)h[3];
+        const size_t N = r.B * r.T, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
+        const size_t want = sizeof h + 4 * (2 * N + N * V + 1 + r.num_params);
+        if (file_bytes != want)
+            fail("%s: file is %zu bytes, but B=%zu T=%zu and the model %s imply %zu (another model's state%s?)",
+                 path.c_str(), file_bytes, r.B, r.T, cfg.describe().c_str(), want, file_bytes < want ? ", or truncated" : "");
+        r.inputs.resize(N), r.targets.resize(N), r.grads.resize(r.num_params);
+        llmc::read_exact(f, r.inputs.data(), N * 4, path);
+        llmc::read_exact(f, r.targets.data(), N * 4, path);
+        std::vector<float> rows(N * V);
+        llmc::read_exact(f, rows.data(), rows.size() * 4, path);
+        r.logits.assign(N * Vp, 0.0f);  // the padded columns: wte's rows there are zero, so are their logits
+        for (size_t i = 0; i < N; i++) std::memcpy(&r.logits[i * Vp], &rows[i * V], V * 4);
+        llmc::read_exact(f, &r.loss, 4, path);
+        llmc::read_exact(f, r.grads.data(), r.num_params * 4, path);
+        std::fclose(f);
+    } catch (...) {
+        std::fclose(f);
+        throw;
+    }
+    return r;
+}
+
+// The file's first int32: which of the two formats it is.
+static int32_t magic_of(const std::string& path) {
+    FILE* f = llmc::open_or_fail(path, "rb");
+    int32_t magic = 0;
+    const bool got = std::fread(&magic, 4, 1, f) == 1;
+    std::fclose(f);
+    if (!got) fail("%s: empty file (expected a reference or an llm.c debug state)", path.c_str());
+    return magic;
+}
+
+// Every input and target a token id of the model.
+static void check_tokens(const Reference& r, const std::string& path) {
+    for (size_t i = 0; i < r.inputs.size(); i++)
+        if (r.inputs[i] < 0 || r.targets[i] < 0 || (size_t)r.inputs[i] >= r.cfg.vocab_size ||
+            (size_t)r.targets[i] >= r.cfg.vocab_size)
+            fail("%s: token %zu of the batch (input %d, target %d) is outside the vocabulary [0, %zu)", path.c_str(), i,
+                 r.inputs[i], r.targets[i], r.cfg.vocab_size);
 }
 
 // ---- tolerances ------------------------------------------------------------------------------------------------
@@ -263,14 +329,16 @@ static void check_final_params(const Reference& ref, const std::vector<float>& g
 }
 
 // ---- the test --------------------------------------------------------------------------------------------------
-static int run(const std::string& dir) {
-    const std::string model_path = dir + "/model.bin", ref_path = dir + "/reference.bin";
+// ref_path: a reference file (docs/reference.md) or llm.c's debug state, told apart by their magic numbers.
+static int run(const std::string& model_path, const std::string& ref_path) {
     llmc::ModelFile mf = llmc::read_model_file(model_path);
-    Reference ref = read_reference(ref_path);
+    const bool llmc_state = magic_of(ref_path) == LLMC_STATE_MAGIC;
+    Reference ref = llmc_state ? read_llmc_debug_state(ref_path, mf.config) : read_reference(ref_path);
     if (!(mf.config == ref.cfg))
         fail("%s (%s) and %s (%s) describe different models", model_path.c_str(), mf.config.describe().c_str(),
              ref_path.c_str(), ref.cfg.describe().c_str());
     if (ref.T > ref.cfg.max_seq_len) fail("%s: T=%zu exceeds maxT=%zu", ref_path.c_str(), ref.T, ref.cfg.max_seq_len);
+    check_tokens(ref, ref_path);
     const size_t B = ref.B, T = ref.T, N = B * T, Vp = ref.cfg.padded_vocab_size;
     const Tolerances tol = kBf16 ? bf16_tolerances(ref.cfg.num_layers) : kFp32Tol;
     std::printf("# %s backend, %s, B=%zu T=%zu, %zu parameters, %zu AdamW steps (lr %g, wd %g, clip %g)\n",
@@ -306,6 +374,10 @@ static int run(const std::string& dir) {
                      tol.grad_rtol, tol.grad_atol * max_abs_of(want, n));
     }
 
+    if (ref.steps == 0) {
+        testing::skip("AdamW steps", ref_path + " is llm.c's debug state, which holds no optimizer steps");
+        return testing::finish();
+    }
     // Training on the same batch: AdamW with the reference's hyperparameters, ZeRO stage 0, one process.
     model.zero_grads();
     auto comm = llmc::make_single_comm();
@@ -340,7 +412,11 @@ static int run(const std::string& dir) {
 int main(int argc, char** argv) {
     cxxopts::Options opts(argv[0], "Check the model, its gradients and AdamW against the PyTorch reference "
                                    "(dev/reference/gpt2_reference.py; format in docs/reference.md).");
-    opts.add_options()("ref", "reference directory holding model.bin and reference.bin", cxxopts::value<std::string>())
+    opts.add_options()("ref", "reference directory holding model.bin and reference.bin (a reference file, or llm.c's "
+                              "debug state)", cxxopts::value<std::string>())
+        ("model", "with --llmc-debug-state: the model file (llm.c's gpt2_124M.bin)", cxxopts::value<std::string>())
+        ("llmc-debug-state", "llm.c's debug state for --model (its gpt2_124M_debug_state.bin): the logits, the loss "
+                             "and every gradient are checked", cxxopts::value<std::string>())
         ("h,help", "print this help");
     try {
         cxxopts::ParseResult r = opts.parse(argc, argv);
@@ -349,8 +425,14 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (!r.unmatched().empty()) fail("unexpected argument '%s' (usage: --ref DIR)", r.unmatched()[0].c_str());
+        if (r.count("llmc-debug-state") || r.count("model")) {
+            if (!r.count("llmc-debug-state") || !r.count("model") || r.count("ref"))
+                fail("--llmc-debug-state FILE goes with --model FILE (and without --ref)");
+            return run(r["model"].as<std::string>(), r["llmc-debug-state"].as<std::string>());
+        }
         if (!r.count("ref")) fail("missing --ref DIR (the directory written by dev/reference/gpt2_reference.py)");
-        return run(r["ref"].as<std::string>());
+        const std::string dir = r["ref"].as<std::string>();
+        return run(dir + "/model.bin", dir + "/reference.bin");
     } catch (const cxxopts::exceptions::exception& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
     } catch (const std::exception& e) {

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
     llmc::use_passive_openmp_wait(argv);  // before OpenMP starts: idle threads sleep (llmc/cpu/thread_policy.h)
 #endif
     try {
-        llmc::TrainOptions opt = llmc::parse_train_options(argc, argv);
+        llmc::TrainOptions opt = llmc::parse_train_options(argc, argv, Backend::name);
         if (opt.dry_run) {  // before any device memory exists; -pn plans for another world size
             llmc::BackendOptions bo;
             bo.num_threads = opt.threads;

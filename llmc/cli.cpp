@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "cli_errors.h"
 #include "dp_mesh.h"
 #include "error.h"
 #include "preemption.h"
@@ -21,35 +22,30 @@ const std::map<std::string, std::string> TWO_LETTER = {
     {"-pf", "--rendezvous-dir"}, {"-ps", "--server-ip"},
 };
 // Default values as text: %g for floats, so 1e-8 is not printed (and re-parsed) as 0.000000.
-std::string default_text(float x) {
+std::string default_text(double x) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", x);
     return buf;
 }
+std::string default_text(float x) { return default_text((double)x); }
 template <class I>
 std::string default_text(I x) {
     return std::to_string(x);
 }
-// The flag whose value `text` is, as the user typed it ("-l" for `-l nan`, "--eps" for `--eps=inf`), or "" when it
-// cannot be told. cxxopts's "Argument 'x' failed to parse" names the value only.
-std::string flag_of_value(int argc, char** argv, const std::string& text) {
-    for (int i = 1; i < argc; i++) {
-        const std::string a = argv[i];
-        if (a == text && i > 1 && argv[i - 1][0] == '-') return argv[i - 1];
-        const size_t eq = a.find('=');
-        if (a.size() > 2 && a.compare(0, 2, "--") == 0 && eq != std::string::npos && a.substr(eq + 1) == text)
-            return a.substr(0, eq);
-        if (a.size() > 2 && a[0] == '-' && a[1] != '-' && a.substr(2) == text) return a.substr(0, 2);
-    }
-    return "";
-}
-// The text between cxxopts's quotes in one of its messages.
-std::string quoted_in(const std::string& msg) {
-    const size_t a = msg.find(cxxopts::LQUOTE);
-    if (a == std::string::npos) return "";
-    const size_t b = msg.find(cxxopts::RQUOTE, a + cxxopts::LQUOTE.size());
-    return b == std::string::npos ? "" : msg.substr(a + cxxopts::LQUOTE.size(), b - a - cxxopts::LQUOTE.size());
-}
+// Other trainers' names for this trainer's flags (nanoGPT's train.py, llm.c's train_gpt2.py), for the hint of an
+// unknown option.
+const FlagHints FOREIGN_NAMES = {
+    {"lr", "-l/--learning-rate"},          {"learning_rate", "-l/--learning-rate"},
+    {"max_iters", "-x/--max-steps"},       {"num_iterations", "-x/--max-steps"},  {"steps", "-x/--max-steps"},
+    {"batch_size", "-b/--batch-size"},     {"block_size", "-t/--seq-len"},        {"sequence_length", "-t/--seq-len"},
+    {"total_batch_size", "-d/--total-batch (tokens per step)"},
+    {"gradient_accumulation_steps", "-d/--total-batch (tokens per step; the micro-steps follow from it)"},
+    {"warmup_iters", "-u/--warmup"},       {"warmup_steps", "-u/--warmup"},       {"weight_decay", "-c/--weight-decay"},
+    {"min_lr", "-q/--final-lr-frac (a fraction of -l)"},                     {"decay_lr", "-k/--lr-schedule"},
+    {"out_dir", "-o/--output-dir"},        {"input_bin", "-i/--train-data"},      {"input_val_bin", "-j/--val-data"},
+    {"init_from", "-e/--model"},           {"eval_interval", "-v/--val-every"},   {"val_loss_every", "-v/--val-every"},
+    {"eval_iters", "-m/--val-batches"},    {"val_max_steps", "-m/--val-batches"}, {"zero_stage", "-z/--zero-stage"},
+};
 }  // namespace
 
 std::vector<std::string> normalize_args(int argc, char** argv) {
@@ -68,14 +64,24 @@ std::string program_name(const char* argv0) {
     return slash == std::string::npos ? a : a.substr(slash + 1);
 }
 
-std::string no_flags_text(const std::string& prog) {
-    return "usage: ./" + prog + " -i TRAIN_SHARDS -j VAL_SHARDS -e MODEL [-o OUT_DIR] [flags]   (--help lists them all)\n"
-           "\n"
-           "With no flags nothing is started: the defaults train GPT-2 124M (-e d12) at T=1024, which takes hours\n"
-           "per step on a CPU. To start:\n"
-           "  scripts/quickstart.sh                          build, fetch data, train a small model, print a sample\n"
-           "  ./" + prog + " -i \"data/brown/brown_train_*.bin\" -j \"data/brown/brown_val_*.bin\" \\\n"
-           "      -e \"L=4,NH=4,C=256\" -b 8 -t 128 -x 200 -o runs/small      a small GPT-2 BPE model (README.md)\n";
+// The usage with examples for this build: the CPU build's start is the quickstart's byte-level model, the GPU's a
+// GPT-2 on the Brown corpus' GPT-2 tokens.
+std::string no_flags_text(const std::string& prog, bool cpu) {
+    const std::string head =
+        "usage: ./" + prog + " -i TRAIN_SHARDS -j VAL_SHARDS -e MODEL [-o OUT_DIR] [flags]   (--help lists them all)\n"
+        "\n"
+        "No flags: nothing was started. The defaults would train GPT-2 124M (-e d12) at T=1024 on\n"
+        "data/brown/brown_train_*.bin, " +
+        std::string(cpu ? "hours per step on a CPU" : "which needs a dataset and a run's settings") + ". To start:\n"
+        "  scripts/quickstart.sh      build, fetch the Brown corpus, train a small model, print a sample\n";
+    if (cpu)
+        return head + "  ./" + prog + " -i \"data/brown_bytes/*train*.bin\" -j \"data/brown_bytes/*val*.bin\" \\\n"
+                      "      --tokenizer data/brown_bytes/brown_bytes_tokenizer.bin -e \"L=4,NH=4,C=128,T=64,V=256\" \\\n"
+                      "      -b 32 -t 64 -x 800 -l 4e-3 --beta2 0.99 -u 100 -o runs/bytes     the quickstart's byte-level "
+                      "model\n      (its data: scripts/quickstart.sh once)\n";
+    return head + "  dev/data/prepare_brown.sh  the Brown corpus in GPT-2 tokens: data/brown/\n"
+                  "  ./" + prog + " -i \"data/brown/brown_train_*.bin\" -j \"data/brown/brown_val_*.bin\" \\\n"
+                  "      -e d6 -b 32 -t 256 -x 600 -l 1e-3 -u 50 -o runs/d6     a 6-layer GPT-2 (README.md)\n";
 }
 
 // --sync-every, --outer-lr, --outer-momentum (llmc/outer_sync.h): refused when the outer step is undefined.
@@ -84,6 +90,12 @@ void validate_sync_options(const TrainOptions& o) {
     if (!(o.outer_lr > 0.0f && o.outer_lr <= 16.0f)) fail("--outer-lr %g: must be in (0, 16]", o.outer_lr);
     if (!(o.outer_momentum >= 0.0f && o.outer_momentum < 1.0f))
         fail("--outer-momentum %g: must be in [0, 1)", o.outer_momentum);
+    // Alone, --sync-every makes every rank a replica with its whole optimizer state: ZeRO-2 has nothing to shard,
+    // and its bucket buffers cost more memory than -z 1 (about 200 MiB more per rank at 124M: --dry-run).
+    if (o.sync_every > 0 && o.zero_stage == 2 && o.shard_group.empty())
+        fail("-z 2 with --sync-every %d and no --shard-group: every rank trains its own replica, so ZeRO-2 shards "
+             "nothing and only adds buffers; use -z 1, or --shard-group N to shard each replica over N ranks",
+             o.sync_every);
     // With --shard-group the replicas are sharding groups (docs/distributed.md, "Periodic synchronisation"): their
     // gradients are reduced within the group only, where a bf16 wire saves nothing worth its rounding.
     if (o.sync_every > 0 && o.reduce_dtype != "fp32")
@@ -93,16 +105,20 @@ void validate_sync_options(const TrainOptions& o) {
 }
 }  // namespace
 
-TrainOptions parse_train_options(int argc, char** argv) {
+TrainOptions parse_train_options(int argc, char** argv, const char* backend) {
     TrainOptions o;
     const std::string prog = program_name(argc > 0 ? argv[0] : nullptr);
     if (argc == 1) {  // llm.c starts training with its defaults here; on a CPU that is hours of silence
-        std::printf("%s", no_flags_text(prog).c_str());
-        std::exit(0);
+        std::fprintf(stderr, "%s", no_flags_text(prog, std::string(backend) == "cpu").c_str());
+        std::exit(2);  // a usage error: nothing ran
     }
     cxxopts::Options opts(prog, "Train GPT-2 (llm.c-compatible flags; every short flag has a long name).");
     auto v = [](auto& x) { return cxxopts::value(x)->default_value(default_text(x)); };
-    auto s = [](std::string& x) { return cxxopts::value(x)->default_value(x); };
+    auto s = [](std::string& x) {  // an empty default is not shown as (default: "")
+        std::shared_ptr<cxxopts::Value> v = cxxopts::value(x);
+        if (!x.empty()) v->default_value(x);
+        return v;
+    };
     opts.add_options("data and model")
         ("i,train-data", "training shards (glob)", s(o.train_data))
         ("j,val-data", "validation shards (glob)", s(o.val_data))
@@ -179,6 +195,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
          cxxopts::value(o.show_placement))
         ("preempt-signal", "besides SIGTERM and SIGINT, this signal finishes the step, saves a checkpoint and exits "
                            "75: USR1, USR2, HUP or none (for sbatch --signal)", s(o.preempt_signal))
+        ("preempt-grace", "seconds the step may take after such a signal (at least 3x the slowest step so far) "
+                          "before the process stops without saving it (0: no limit)", v(o.preempt_grace))
         ("h,help", "print this help");
 
     // llm.c's `-h 1` turns HellaSwag on; here -h is --help, so such a script would print the help and stop.
@@ -192,12 +210,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
     try {
         r = opts.parse((int)cargs.size(), cargs.data());
         if (!r.unmatched().empty()) fail("unexpected argument '%s'", r.unmatched()[0].c_str());
-    } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
-        const std::string value = quoted_in(e.what()), flag = flag_of_value(argc, argv, value);
-        if (flag.empty()) fail("%s (see --help)", e.what());
-        fail("%s '%s': not a valid value for this flag (see --help)", flag.c_str(), value.c_str());
     } catch (const cxxopts::exceptions::exception& e) {
-        fail("%s (see --help)", e.what());
+        fail("%s", option_error_message(argc, argv, e, FOREIGN_NAMES).c_str());
     }
     if (r.count("help")) {
         std::printf("%s\n", opts.help({"data and model", "batch", "optimisation", "evaluation and output",
@@ -243,6 +257,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
         fail("--start-over and -y 1 exclude each other: -y 1 continues the run in -o, --start-over starts a new one");
     if (o.start_over && o.output_dir.empty()) fail("--start-over needs -o (the directory to start over in)");
     parse_preempt_signal(o.preempt_signal);  // fails on a name it does not know
+    if (!(o.preempt_grace >= 0 && o.preempt_grace <= 1e6))
+        fail("--preempt-grace %g: expected seconds in [0, 1e6] (0: no limit)", o.preempt_grace);
     if (o.recompute < 0 || o.recompute > 2) fail("-r %d: must be 0, 1 or 2", o.recompute);
     if (o.gemm_tuning != 0 && o.gemm_tuning != 1) fail("--gemm-tuning %d: must be 0 or 1", o.gemm_tuning);
     if (o.bias_grad_epilogue != 0 && o.bias_grad_epilogue != 1)

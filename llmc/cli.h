@@ -73,12 +73,16 @@ struct TrainOptions {
     bool show_placement = false;       // --show-placement: every rank prints where it sits and what it owns
     // --preempt-signal: besides SIGTERM and SIGINT, this signal saves a checkpoint and stops (llmc/preemption.h)
     std::string preempt_signal = "USR1";
+    // --preempt-grace: after a signal, the step must end within this many seconds (or 3 times the slowest step so
+    // far, if longer), or the process stops without saving it (llmc/preemption.h); 0: wait for ever
+    double preempt_grace = 120;
 };
 
 // Rewrites llm.c's two-letter short flags to long options; everything else is passed through.
 std::vector<std::string> normalize_args(int argc, char** argv);
 // Parses and validates the flags that can be checked without the model or the data. Prints --help (naming the
-// program as it was run) and exits 0 when asked, or a short usage with examples when no flag is given; fails (llmc::Error) naming the flag on anything unknown or invalid.
-TrainOptions parse_train_options(int argc, char** argv);
+// program as it was run) and exits 0 when asked; with no flag at all, prints a usage with examples for `backend`'s
+// build ("cpu" or "cuda") on stderr and exits 2; fails (llmc::Error) naming the flag on anything unknown or invalid.
+TrainOptions parse_train_options(int argc, char** argv, const char* backend = "cpu");
 
 }  // namespace llmc

@@ -78,7 +78,12 @@ std::vector<std::string> expand_glob(const std::string& pattern) {
     if (rc == 0)
         for (size_t i = 0; i < g.gl_pathc; i++) out.emplace_back(g.gl_pathv[i]);
     globfree(&g);
-    if (out.empty()) fail("no data files match '%s'", pattern.c_str());
+    if (out.empty())  // the default -i and README's examples name data/brown/: say what makes it
+        fail("no data files match '%s' (%s)", pattern.c_str(),
+             pattern.find("data/brown/") != std::string::npos
+                 ? "dev/data/prepare_brown.sh makes data/brown/, the Brown corpus in GPT-2 tokens; the CPU quickstart's "
+                   "byte-level shards are data/brown_bytes/"
+                 : "prepare data first: docs/data.md");
     std::sort(out.begin(), out.end());
     return out;
 }

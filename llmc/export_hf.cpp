@@ -10,6 +10,7 @@
 #include "error.h"
 #include "file_util.h"
 #include "layout.h"
+#include "tokenizer.h"
 
 namespace llmc {
 
@@ -56,7 +57,11 @@ std::vector<HfTensor> hf_tensors(const GPT2Config& cfg, const std::vector<float>
 }
 
 std::string hf_config_json(const GPT2Config& cfg) {
-    const int eot = cfg.vocab_size > 50256 ? 50256 : (int)cfg.vocab_size - 1;
+    // <|endoftext|>: GPT-2's id 50256, or byte 0 of the byte-level vocabulary (prepare_data --bytes); another
+    // vocabulary's is unknown here, and its last id is the usual guess.
+    const int eot = cfg.vocab_size == (size_t)BYTE_VOCAB_SIZE ? BYTE_EOT
+                    : cfg.vocab_size > 50256                  ? 50256
+                                                              : (int)cfg.vocab_size - 1;
     nlohmann::ordered_json j = {
         {"architectures", {"GPT2LMHeadModel"}},
         {"model_type", "gpt2"},
@@ -94,16 +99,17 @@ void export_hf(const GPT2Config& cfg, const std::vector<float>& params, const st
     }
     std::string text = header.dump();
     while (text.size() % 8 != 0) text += ' ';
-    const std::string st = dir + "/model.safetensors";
-    write_atomically(st, [&](FILE* f) {
-        const uint64_t n = text.size();  // little-endian hosts only, as every format here
-        write_exact(f, &n, sizeof n, st);
-        write_exact(f, text.data(), text.size(), st);
-        for (const HfTensor& t : tensors) write_exact(f, t.data.data(), t.data.size() * sizeof(float), st);
-    });
+    const std::string st = dir + "/model.safetensors", cj = dir + "/config.json";
     const std::string cfg_text = hf_config_json(cfg);
-    const std::string cj = dir + "/config.json";
-    write_atomically(cj, [&](FILE* f) { write_exact(f, cfg_text.data(), cfg_text.size(), cj); });
+    // Both or neither: a disk that fills after the first would leave a safetensors file without its config.json.
+    write_files_atomically({{st, [&](FILE* f) {
+                                 const uint64_t n = text.size();  // little-endian hosts only, as every format here
+                                 write_exact(f, &n, sizeof n, st);
+                                 write_exact(f, text.data(), text.size(), st);
+                                 for (const HfTensor& t : tensors)
+                                     write_exact(f, t.data.data(), t.data.size() * sizeof(float), st);
+                             }},
+                            {cj, [&](FILE* f) { write_exact(f, cfg_text.data(), cfg_text.size(), cj); }}});
 }
 
 }  // namespace llmc

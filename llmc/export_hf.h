@@ -39,7 +39,8 @@ struct HfTensor {
 std::vector<HfTensor> hf_tensors(const GPT2Config& cfg, const std::vector<float>& params);
 // config.json's text for GPT2LMHeadModel.
 std::string hf_config_json(const GPT2Config& cfg);
-// Writes dir/model.safetensors and dir/config.json (atomically, each); creates dir and its parents.
+// Writes dir/model.safetensors and dir/config.json, atomically and as a pair (both or neither); creates dir and its
+// parents.
 void export_hf(const GPT2Config& cfg, const std::vector<float>& params, const std::string& dir);
 
 }  // namespace llmc

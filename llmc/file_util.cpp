@@ -77,7 +77,11 @@ void make_dirs(const std::string& dir) {
     if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail("%s: not a directory", dir.c_str());
 }
 
-void write_atomically(const std::string& path, const std::function<void(FILE*)>& write) {
+namespace {
+
+// Fills `path`'s temporary (same directory) through `write` and flushes it to disk; returns its name. On any error
+// the temporary is removed and the error rethrown.
+std::string write_temporary(const std::string& path, const std::function<void(FILE*)>& write) {
     std::string tmp = path + ".tmp." + std::to_string(getpid());
     FILE* f = std::fopen(tmp.c_str(), "wb");
     if (!f) fail("%s: cannot create (%s)", tmp.c_str(), std::strerror(errno));
@@ -94,11 +98,32 @@ void write_atomically(const std::string& path, const std::function<void(FILE*)>&
         std::remove(tmp.c_str());
         fail("%s: close failed (%s)", tmp.c_str(), std::strerror(errno));
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        fail("%s: cannot rename into place (%s)", path.c_str(), std::strerror(errno));
+    return tmp;
+}
+
+}  // namespace
+
+void write_atomically(const std::string& path, const std::function<void(FILE*)>& write) {
+    write_files_atomically({{path, write}});
+}
+
+void write_files_atomically(const std::vector<std::pair<std::string, std::function<void(FILE*)>>>& files) {
+    std::vector<std::string> temps;
+    try {
+        for (const auto& [path, write] : files) temps.push_back(write_temporary(path, write));
+    } catch (...) {
+        for (const std::string& t : temps) std::remove(t.c_str());
+        throw;
     }
-    fsync_dir(parent_dir(path));
+    for (size_t i = 0; i < files.size(); i++) {
+        const std::string& path = files[i].first;
+        if (std::rename(temps[i].c_str(), path.c_str()) != 0) {
+            const int err = errno;
+            for (size_t j = i; j < temps.size(); j++) std::remove(temps[j].c_str());
+            fail("%s: cannot rename into place (%s)", path.c_str(), std::strerror(err));
+        }
+        fsync_dir(parent_dir(path));
+    }
 }
 
 }  // namespace llmc

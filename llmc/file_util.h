@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace llmc {
 
@@ -21,6 +23,9 @@ void read_exact(FILE* f, void* dst, size_t n, const std::string& path);
 // renamed over `path` (then the directory is fsync'ed). If `write` throws, the temporary is removed and `path` is
 // untouched.
 void write_atomically(const std::string& path, const std::function<void(FILE*)>& write);
+// Several files that belong together (a model and its config): every temporary is written and flushed first, and
+// only then are they renamed into place, so a write that fails part-way (a full disk) leaves none of them.
+void write_files_atomically(const std::vector<std::pair<std::string, std::function<void(FILE*)>>>& files);
 // fwrite that fails with the path on a short write.
 void write_exact(FILE* f, const void* src, size_t n, const std::string& path);
 // mkdir -p: creates `dir` and every missing parent (0755); fails naming the first one that cannot be made, or `dir`

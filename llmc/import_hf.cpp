@@ -5,30 +5,63 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
+#include <new>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "error.h"
+#include "file_util.h"
 #include "layout.h"
 
 namespace llmc {
 
 namespace {
 
+// A JSON value as an error line shows it: a scalar as written (a long string cut short), an array or an object by its
+// kind and size only. Never dump() a value from the file: one nested 100,000 deep overflows dump()'s recursion, and
+// a line of 60 KB of brackets says nothing.
+std::string shown(const nlohmann::json& v) {
+    if (v.is_array()) return "an array of " + std::to_string(v.size()) + " element(s)";
+    if (v.is_object()) return "an object of " + std::to_string(v.size()) + " key(s)";
+    const std::string s = v.dump();
+    return s.size() <= 60 ? s : s.substr(0, 57) + "...";
+}
+
 size_t positive_field(const nlohmann::json& j, const char* key, const std::string& path) {
-    if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<long long>() <= 0)
-        fail("%s: \"%s\" is missing or not a positive integer", path.c_str(), key);
-    return j[key].get<size_t>();
+    if (!j.contains(key)) fail("%s: \"%s\" is missing (expected a positive integer)", path.c_str(), key);
+    const nlohmann::json& v = j[key];
+    if (!v.is_number_unsigned() || v.get<unsigned long long>() == 0 || v.get<unsigned long long>() > (1ull << 40))
+        fail("%s: \"%s\" is %s, expected a positive integer", path.c_str(), key, shown(v).c_str());
+    return v.get<size_t>();
 }
 
 // Fails unless j[key] is absent (HF's default applies) or equals `want`.
 template <class T>
 void require_default(const nlohmann::json& j, const char* key, const T& want, const char* why, const std::string& path) {
     if (j.contains(key) && !j[key].is_null() && j[key] != nlohmann::json(want))
-        fail("%s: \"%s\" is %s, this model supports only %s (%s)", path.c_str(), key, j[key].dump().c_str(),
+        fail("%s: \"%s\" is %s, this model supports only %s (%s)", path.c_str(), key, shown(j[key]).c_str(),
              nlohmann::json(want).dump().c_str(), why);
+}
+
+// The whole file as one JSON value: text after it (a second object, a stray character) is refused, not ignored.
+nlohmann::json read_json_file(const std::string& path) {
+    const size_t bytes = file_size_or_fail(path);
+    if (bytes > (16u << 20)) fail("%s: %zu bytes, more than a config.json (at most 16 MiB)", path.c_str(), bytes);
+    std::string text(bytes, '\0');
+    FILE* f = open_or_fail(path, "rb");
+    try {
+        read_exact(f, text.data(), bytes, path);
+    } catch (...) {
+        std::fclose(f);
+        throw;
+    }
+    std::fclose(f);
+    try {
+        return nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        fail("%s: not valid JSON (syntax error at byte %zu of %zu)", path.c_str(), e.byte, bytes);
+    }
 }
 
 std::string shape_text(const std::vector<size_t>& s) {
@@ -54,21 +87,32 @@ void read_into(const SafetensorsFile& st, const std::string& name, const std::ve
         for (size_t c = 0; c < out; c++) dst[c * in + r] = v[r * out + c];
 }
 
+// Zeroed room for the parameters (wte's padded rows stay zero), allocated only once the file is known to hold as
+// many values as config.json implies: a config.json of a far larger model (n_embd 262144) is refused here, naming
+// both files, instead of zero-filling gigabytes first.
+std::vector<float> allocate_params(const GPT2Config& cfg, const ParamLayout& lay, const SafetensorsFile& st) {
+    const size_t needed = lay.total - (cfg.padded_vocab_size - cfg.vocab_size) * cfg.channels;
+    size_t held = 0;
+    for (const auto& [name, e] : st.tensors()) held += (e.end - e.begin) / safetensors_dtype_size(e.dtype);
+    if (held < needed)
+        fail("%s: holds %zu values in all, but its config.json describes %s with %zu parameters", st.path().c_str(),
+             held, cfg.describe().c_str(), needed);
+    try {
+        return std::vector<float>(lay.total, 0.0f);
+    } catch (const std::bad_alloc&) {
+        fail("%s: not enough memory for the %zu parameters of %s (%.1f GiB)", st.path().c_str(), lay.total,
+             cfg.describe().c_str(), (double)lay.total * 4 / (1 << 30));
+    }
+}
+
 }  // namespace
 
 GPT2Config hf_config_from_json(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) fail("%s: cannot open (%s)", path.c_str(), std::strerror(errno));
-    nlohmann::json j;
-    try {
-        in >> j;
-    } catch (const std::exception&) {
-        fail("%s: not valid JSON", path.c_str());
-    }
+    const nlohmann::json j = read_json_file(path);
     if (!j.is_object()) fail("%s: not a JSON object", path.c_str());
-    if (j.value("model_type", std::string()) != "gpt2")
+    if (!j.contains("model_type") || j["model_type"] != "gpt2")
         fail("%s: model_type is %s (expected \"gpt2\")", path.c_str(),
-             j.contains("model_type") ? j["model_type"].dump().c_str() : "missing");
+             j.contains("model_type") ? shown(j["model_type"]).c_str() : "missing");
     GPT2Config c;
     c.num_layers = positive_field(j, "n_layer", path);
     c.num_heads = positive_field(j, "n_head", path);
@@ -81,9 +125,11 @@ GPT2Config hf_config_from_json(const std::string& path) {
     require_default(j, "tie_word_embeddings", true, "lm_head tied to wte", path);
     require_default(j, "scale_attn_by_inverse_layer_idx", false, "plain 1/sqrt(head size) attention", path);
     require_default(j, "reorder_and_upcast_attn", false, "plain attention", path);
-    if (j.contains("layer_norm_epsilon") && std::fabs(j["layer_norm_epsilon"].get<double>() - 1e-5) > 1e-12)
-        fail("%s: layer_norm_epsilon is %g, this model's layernorm uses 1e-5", path.c_str(),
-             j["layer_norm_epsilon"].get<double>());
+    if (j.contains("layer_norm_epsilon") && !j["layer_norm_epsilon"].is_null()) {
+        const nlohmann::json& eps = j["layer_norm_epsilon"];
+        if (!eps.is_number() || std::fabs(eps.get<double>() - 1e-5) > 1e-12)
+            fail("%s: \"layer_norm_epsilon\" is %s, this model's layernorm uses 1e-5", path.c_str(), shown(eps).c_str());
+    }
     try {
         validate_config(c);
     } catch (const std::exception& e) {
@@ -95,7 +141,7 @@ GPT2Config hf_config_from_json(const std::string& path) {
 std::vector<float> params_from_hf(const GPT2Config& cfg, const SafetensorsFile& st) {
     const std::string pre = st.has("transformer.wte.weight") ? "transformer." : "";
     const ParamLayout lay(cfg);
-    std::vector<float> p(lay.total, 0.0f);  // wte's padded rows stay zero
+    std::vector<float> p = allocate_params(cfg, lay, st);
     const size_t C = cfg.channels, V = cfg.vocab_size, T = cfg.max_seq_len;
     std::set<std::string> used;
     auto get = [&](const std::string& name, std::vector<size_t> shape, bool transpose, float* dst) {

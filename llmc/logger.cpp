@@ -17,8 +17,10 @@ namespace llmc {
 
 MetricsLogger::MetricsLogger(const std::string& path, bool append) : path_(path) {
     // A new file is created exclusively (O_EXCL): an existing one (an earlier run's) is never truncated.
-    fd_ = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | (append ? O_CREAT : O_CREAT | O_EXCL), 0644);
+    // Never through a symbolic link: the lines would go into whatever file it names.
+    fd_ = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | (append ? O_CREAT : O_CREAT | O_EXCL), 0644);
     if (fd_ < 0 && errno == EEXIST) fail("%s: exists; an earlier run's metrics are never overwritten", path.c_str());
+    if (fd_ < 0 && errno == ELOOP) fail("%s is a symbolic link: metrics are never written through one", path.c_str());
     if (fd_ < 0) fail("%s: cannot open for writing (%s)", path.c_str(), std::strerror(errno));
 }
 
@@ -96,9 +98,12 @@ std::string check_metrics_prefix(const std::string& path, int64_t bytes, int ste
 
 void truncate_metrics(const std::string& path, int64_t bytes) {
     struct stat st;
-    if (bytes < 0 || stat(path.c_str(), &st) != 0 || st.st_size <= bytes) return;
-    if (truncate(path.c_str(), (off_t)bytes) != 0)
-        fail("%s: cannot truncate to %lld bytes (%s)", path.c_str(), (long long)bytes, std::strerror(errno));
+    if (bytes < 0 || lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= bytes) return;
+    const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);  // not a link's target
+    const bool cut = fd >= 0 && ftruncate(fd, (off_t)bytes) == 0;
+    const int err = errno;
+    if (fd >= 0) close(fd);
+    if (!cut) fail("%s: cannot truncate to %lld bytes (%s)", path.c_str(), (long long)bytes, std::strerror(err));
 }
 
 std::string format_duration(double seconds) {

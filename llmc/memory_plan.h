@@ -1,4 +1,5 @@
-// The device memory one rank of a training run allocates, computed without allocating anything (--dry-run).
+// The device memory one rank of a training run allocates (host memory on the CPU backend), computed without
+// allocating anything (--dry-run).
 //
 // Exact by construction: every line comes from the function the allocating code itself uses, never from a second
 // copy of a formula:
@@ -84,6 +85,12 @@ inline DpMesh dry_run_mesh(const TrainOptions& o, int world, int per_node) {
     return make_dp_mesh(all, 0, resolve_shard_group(o.shard_group, all, zero_stage_for(o, world)));
 }
 
+// What the backend's memory is: the CPU backend's "device" memory is the host's.
+template <class Backend>
+const char* memory_kind() {
+    return std::string(Backend::name) == "cpu" ? "host" : "device";
+}
+
 struct MemoryPlan {
     struct Group {
         std::string title;
@@ -92,6 +99,7 @@ struct MemoryPlan {
     std::vector<Group> groups;
     std::vector<BufferSize> host;  // held in host memory, not counted in total(): --sync-every's outer state
     std::string heading;
+    std::string kind = "device";  // memory_kind()
 
     size_t total() const {
         size_t t = 0;
@@ -133,9 +141,10 @@ MemoryPlan plan_training_memory(const TrainOptions& o, const GPT2Config& cfg, co
 
     MemoryPlan p;
     char head[640];
-    std::snprintf(head, sizeof head, "device memory plan per rank: %s, B=%zu T=%zu, %s backend, %d rank%s, %s, -r %d",
-                  cfg.describe().c_str(), B, T, Backend::name, world, world == 1 ? "" : "s",
+    std::snprintf(head, sizeof head, "%s memory plan per rank: %s, B=%zu T=%zu, %s backend, %d rank%s, %s, -r %d",
+                  memory_kind<Backend>(), cfg.describe().c_str(), B, T, Backend::name, world, world == 1 ? "" : "s",
                   describe_sharding(o, mesh, stage).c_str(), o.recompute);
+    p.kind = memory_kind<Backend>();
     p.heading = head;
     const char* act_type = A == 2 ? "bf16" : "fp32";
     const std::string state = stage == 0           ? "fp32, full"
@@ -161,7 +170,7 @@ MemoryPlan plan_training_memory(const TrainOptions& o, const GPT2Config& cfg, co
     return p;
 }
 
-// The plan as text, ending with the line "device memory per rank: X.XX GiB".
+// The plan as text, ending with the line "device memory per rank: X.XX GiB" ("host memory" on the CPU backend).
 inline std::string render_memory_plan(const MemoryPlan& p) {
     auto mib = [](size_t bytes) {
         char b[32];
@@ -186,7 +195,8 @@ inline std::string render_memory_plan(const MemoryPlan& p) {
         s += line;
     }
     s += "  not included: the CUDA context, NCCL's buffers, allocator rounding, checkpoint/eval transients\n";
-    std::snprintf(line, sizeof line, "device memory per rank: %.2f GiB\n", (double)p.total() / (1024.0 * 1024.0 * 1024.0));
+    std::snprintf(line, sizeof line, "%s memory per rank: %.2f GiB\n", p.kind.c_str(),
+                  (double)p.total() / (1024.0 * 1024.0 * 1024.0));
     return s + line;
 }
 

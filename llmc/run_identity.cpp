@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "crc32c.h"
 #include "error.h"
+#include "preemption.h"
 
 namespace llmc {
 
@@ -123,6 +124,11 @@ RunIdentity identity_of(const TrainOptions& o, const ResolvedRun& r) {
     id.add_int("--shuffle", o.shuffle);
     id.add_int("-a", o.overfit_single_batch);
     id.add_int("-z (ZeRO stage)", r.zero_stage);
+    id.add_text("--shard-group", o.shard_group);
+    id.add_text("--reduce-dtype", o.reduce_dtype);  // mixed wire types: a model neither run's (NCCL: undefined)
+    id.add_int("--classifier-chunk", o.classifier_chunk);
+    id.add_int("--gemm-tuning", o.gemm_tuning);
+    id.add_int("--bias-grad-epilogue", o.bias_grad_epilogue);
     id.add_int("--sync-every", o.sync_every);
     id.add_float("--outer-lr", o.outer_lr);
     id.add_float("--outer-momentum", o.outer_momentum);
@@ -134,6 +140,13 @@ RunIdentity identity_of(const TrainOptions& o, const ResolvedRun& r) {
     id.add_int("-m", o.val_batches);
     id.add_text("--hellaswag", o.hellaswag);
     id.add_int("-n", o.checkpoint_every);
+    id.add_int("-nk", o.keep_last);
+    id.add_int("-nm", o.keep_every);
+    // A signal that saves on one rank must save on all: with USR1 on one and none on another, the signal that
+    // reaches every rank (sbatch --signal) would kill the second one (no checkpoint).
+    const int extra_signal = parse_preempt_signal(o.preempt_signal);
+    id.add_text("--preempt-signal", extra_signal ? signal_name(extra_signal) : "none");
+    id.add_float("--preempt-grace", (float)o.preempt_grace);
     id.add_int("-y", o.resume);
     id.add_int("--start-over", o.start_over);
     id.add_text("-o", o.output_dir);

@@ -3,8 +3,9 @@
 //
 // Each rank describes its run as a fixed list of items, each a few 64-bit words: the backend, the model (shape and
 // a checksum of the model file's bytes; a fresh initialisation is a function of the shape and --seed), every flag
-// that changes the math or the sequence of collectives (-b, -t, -d, -x, the lr schedule, AdamW's betas, eps and
-// weight decay, clipping, --seed, ZeRO stage, recompute, the bad-step guard, evaluation and checkpoint intervals),
+// that changes the math, the sequence of collectives or the handling of signals (-b, -t, -d, -x, the lr schedule,
+// AdamW's betas, eps and weight decay, clipping, --seed, ZeRO stage, --shard-group, --reduce-dtype, the kernels'
+// choices, recompute, the bad-step guard, evaluation and checkpoint intervals and retention, --preempt-signal),
 // the data (-i, -j: shard names and sizes, llmc/data_check.h), -o, and, once -o is locked, the checkpoints in it.
 // The ranks exchange their words through an all-gather of a fixed size (first their count, so ranks running other
 // builds of the program are told apart instead of crashing in a mismatched collective), and every rank stops with

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,8 +36,19 @@ std::string read_holder(int fd) {
 
 RunLock::RunLock(const std::string& dir) {
     const std::string path = dir + "/.lock";
-    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // The holder's PID is written into the file (after truncating it): never through a symbolic link, nor into a
+    // file with another name too (a hard link), a FIFO or a device, which could be another run's model.bin.
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (fd < 0 && errno == ELOOP)
+        fail("%s is a symbolic link: the lock file is never written through one (remove it; a trainer makes its own)",
+             path.c_str());
     if (fd < 0) fail("%s: cannot open the output directory's lock file (%s)", path.c_str(), std::strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+        close(fd);
+        fail("%s is not a plain file of its own (%s): the lock file is never written into another file (remove it; "
+             "a trainer makes its own)", path.c_str(), !S_ISREG(st.st_mode) ? "not a regular file" : "a hard link");
+    }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         const int err = errno;
         if (err == EWOULDBLOCK) {

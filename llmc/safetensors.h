@@ -2,7 +2,9 @@
 //   u64 little-endian N, then N bytes of JSON {name: {"dtype", "shape", "data_offsets": [begin, end)}, optional
 //   "__metadata__"}, then the data; offsets are relative to the first byte after the JSON.
 // The header is validated as a whole when the file is opened (every tensor's bytes inside the file and equal to its
-// shape times its dtype's size), so a truncated download is refused before anything is converted. Tensors are read
+// shape times its dtype's size; shapes and offsets non-negative integers; no tensor named twice; no two tensors
+// sharing a byte, as the reference library requires), so a truncated download or a forged header is refused before
+// anything is converted. Tensors are read
 // one at a time (a 1.5B-parameter file need not fit in memory twice).
 #pragma once
 

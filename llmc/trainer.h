@@ -70,9 +70,10 @@ public:
 
     int run() {
         // A signal from here on finishes the step and saves instead of killing the run (llmc/preemption.h).
-        PreemptionHandlers preemption(parse_preempt_signal(o_.preempt_signal));
+        PreemptionHandlers preemption(parse_preempt_signal(o_.preempt_signal), o_.preempt_grace);
         set_up();
         for (int step = start_step_; step <= max_steps_; step++) {  // `step` optimizer steps are done
+            const auto started = std::chrono::steady_clock::now();
             const bool last = step == max_steps_;
             maybe_evaluate(step, last);
             maybe_sample(step, last);
@@ -80,7 +81,9 @@ public:
             const StepStats stats = train_step(step);
             log_step(step + 1, stats);
             if (!gemm_recorded_) record_gemm_choices(true);
+            preemption.step_took(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
             const bool preempted = comm_.any(PreemptionHandlers::received() != 0);  // the same step on every rank
+            if (preempted) PreemptionHandlers::step_ended();  // the save may take its time
             maybe_checkpoint(step + 1, preempted);
             if (preempted) return stop_preempted(step + 1);
         }
@@ -225,7 +228,9 @@ private:
     int stop_preempted(int step) {
         if (rank_ != 0) return EXIT_PREEMPTED;
         const int sig = PreemptionHandlers::received();
-        const std::string who = sig ? std::string(signal_name(sig)) + " here" : "a signal on another rank";
+        std::string who = sig ? std::string(signal_name(sig)) + " here" : "a signal on another rank";
+        if (sig == SIGTERM && comm_.info().launcher == "openmpi")  // Open MPI's mpirun turns Ctrl-C into SIGTERM
+            who += " (from mpirun: a Ctrl-C or a SIGTERM to it)";
         if (o_.output_dir.empty())
             std::printf("preempted  by %s after step %d of %d; no -o, nothing saved; exiting with status %d\n",
                         who.c_str(), step, max_steps_, EXIT_PREEMPTED);
@@ -249,7 +254,7 @@ private:
         ckpt_->load(resumed_);
         batches_->set_position(resumed_.data);
         guard_.set_state(resumed_.guard);
-        if (rank_ == 0) announce_resume(o_, resumed_, max_steps_);
+        if (rank_ == 0) announce_resume(o_, resumed_, run_id_);
         return true;
     }
 

@@ -89,11 +89,28 @@ int find_resume_point(const TrainOptions& o, Comm& comm, Checkpointer<Backend>& 
     return step;
 }
 
-// Rank 0's lines for a resumed run.
-inline void announce_resume(const TrainOptions& o, const CheckpointMeta& resumed, int max_steps) {
-    std::printf("resume     %s: step %d (written by %d rank(s), ZeRO-%d)\n",
-                checkpoint_dir(o.output_dir, resumed.step).c_str(), resumed.step, resumed.world_size,
-                resumed.zero_stage);
+// Rank 0's lines for a resumed run (run_id: what this run is, run_identity()).
+inline void announce_resume(const TrainOptions& o, const CheckpointMeta& resumed, const CheckpointMeta& run_id) {
+    const int max_steps = run_id.max_steps;
+    // meta.json's world_size counts the ranks that wrote optimizer files: with --shard-group, one group's ranks.
+    if (resumed.sync.every > 0)
+        std::printf("resume     %s: step %d (written by %d rank(s) as %d replica(s), ZeRO-%d)\n",
+                    checkpoint_dir(o.output_dir, resumed.step).c_str(), resumed.step, resumed.world_size,
+                    resumed.sync.replicas(resumed.world_size), resumed.zero_stage);
+    else
+        std::printf("resume     %s: step %d (ZeRO-%d, optimizer state in %d shard(s))\n",
+                    checkpoint_dir(o.output_dir, resumed.step).c_str(), resumed.step, resumed.zero_stage,
+                    resumed.world_size);
+    // A replica takes N x B sequences of each micro-step's window (its N ranks' blocks of B): another N x B gives
+    // each replica other sequences (every sequence of a step is still used once).
+    const long long was = resumed.sync.shard_group * resumed.batch_size, now = run_id.sync.shard_group * run_id.batch_size;
+    if (resumed.sync.every > 0 && was != now)
+        std::printf("note: each replica of the checkpoint's run took %lld sequence(s) of each micro-step (%d rank(s) x "
+                    "-b %lld), this run's take %lld (%d x -b %lld): from step %d on each replica trains on other sequences "
+                    "than the checkpoint's run would have (the step's sequences are the same), so the run does not "
+                    "continue it bit for bit\n",
+                    was, resumed.sync.shard_group, resumed.batch_size, now, run_id.sync.shard_group,
+                    run_id.batch_size, resumed.step + 1);
     if (resumed.max_steps != max_steps)
         std::printf("note: the checkpoint's run had %d steps, this one has %d: the learning-rate schedule "
                     "from step %d on is not the one the checkpoint's run would have followed\n",

@@ -4,6 +4,8 @@
 // plan. What the output directory and a resume need is in llmc/trainer_resume.h.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -103,6 +105,19 @@ inline RunShape plan_run(const TrainOptions& o, int world) {
     return s;
 }
 
+// --dry-run on the CPU backend: when `ranks` ranks of the plan (one node's) need more than this machine's memory, a
+// warning says so on stderr, after the plan.
+inline void warn_beyond_host_memory(const MemoryPlan& plan, int ranks) {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (plan.kind != "host" || pages <= 0 || page <= 0) return;
+    const double machine = (double)pages * (double)page, rank = (double)plan.total(), gib = 1024.0 * 1024.0 * 1024.0;
+    if (rank * ranks <= machine) return;
+    std::fflush(stdout);
+    std::fprintf(stderr, "warning: %d rank(s) of %.2f GiB on a node need %.2f GiB, this machine has %.2f GiB of memory: "
+                 "lower -b or -t, or use -r 1 (a GPU's plan: ./train_gpt2 --dry-run)\n", ranks, rank / gib,
+                 rank * ranks / gib, machine / gib);
+}
+
 // --dry-run: prints one rank's device memory plan (llmc/memory_plan.h) for these options on `world` ranks (`launched`:
 // the layout the dry run itself was started with, for --shard-group node), before any device memory exists (no
 // backend is created) and without the data. Fails like the run would on a bad shape, -d or --shard-group.
@@ -114,8 +129,11 @@ void print_memory_plan(const TrainOptions& o, int world, const DistInfo& launche
     if (o.total_batch > 0 && (size_t)o.total_batch % tokens_per_micro != 0)
         fail("-d %lld is not divisible by B*T*ranks = %d*%d*%d = %zu", o.total_batch, o.batch_size, o.seq_len, world,
              tokens_per_micro);
-    const DpMesh mesh = dry_run_mesh(o, world, dry_run_ranks_per_node(o, world, launched));
-    std::fputs(render_memory_plan(plan_training_memory<Backend>(o, cfg, mesh, bo)).c_str(), stdout);
+    const int per_node = dry_run_ranks_per_node(o, world, launched);
+    const DpMesh mesh = dry_run_mesh(o, world, per_node);
+    const MemoryPlan plan = plan_training_memory<Backend>(o, cfg, mesh, bo);
+    std::fputs(render_memory_plan(plan).c_str(), stdout);
+    warn_beyond_host_memory(plan, per_node > 0 && per_node < world ? per_node : world);
 }
 
 // A loader over `pattern` for the rank at data-parallel rank `dp_rank` (llmc/dp_mesh.h); its errors name the flag

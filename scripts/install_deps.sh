@@ -20,10 +20,38 @@ done
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
+# apt-get ARGS...: waits for another package manager's lock instead of failing at once (a fresh machine's automatic
+# updates hold it for minutes): dpkg's lock through apt's own DPkg::Lock::Timeout, the package lists' lock (apt-get
+# update) by retrying, up to APT_LOCK_WAIT_S seconds in all (default 900). Quiet when it works; apt's output and a
+# hint when it does not.
+apt_get() {
+    local deadline=$((SECONDS + ${APT_LOCK_WAIT_S:-900})) said=0 out rc
+    while true; do
+        rc=0
+        out=$($SUDO apt-get -o DPkg::Lock::Timeout="${APT_LOCK_WAIT_S:-900}" "$@" 2>&1) || rc=$?
+        [ $rc -eq 0 ] && return 0
+        if ! grep -qi "could not get lock\|unable to acquire\|unable to lock" <<<"$out"; then
+            echo "$out" >&2
+            return $rc
+        fi
+        if [ $SECONDS -ge $deadline ]; then
+            echo "$out" >&2
+            echo "install_deps: apt's lock is still held by another package manager after ${APT_LOCK_WAIT_S:-900} s" \
+                 "(see: ps -C apt-get,apt,dpkg,unattended-upgr -o pid,args); rerun this when it has finished" >&2
+            return $rc
+        fi
+        if [ $said -eq 0 ]; then
+            echo "install_deps: another package manager holds apt's lock (on a fresh machine: its automatic updates);" \
+                 "waiting for it (up to ${APT_LOCK_WAIT_S:-900} s)" >&2
+            said=1
+        fi
+        sleep "${APT_LOCK_RETRY_S:-5}"
+    done
+}
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing: ${missing[*]}"
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    apt_get update -qq
+    apt_get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
 # A SASS disassembler for test/e2e/sass_check_test.py. A CUDA toolkit with cuobjdump needs nothing more; the build machines'

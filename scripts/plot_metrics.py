@@ -4,10 +4,12 @@
 usage: plot_metrics.py RUN [RUN ...] [-o OUT_PNG]
   RUN      a metrics.jsonl file, or an output directory (-o of the trainer) holding one
   -o       the PNG to write (default: loss.png next to the first run's metrics.jsonl)
-The old form `plot_metrics.py METRICS_JSONL OUT_PNG` works too. Needs matplotlib (python3-matplotlib, or pip).
+The old form `plot_metrics.py METRICS_JSONL OUT_PNG` works too. Needs matplotlib (python3-matplotlib, or pip); a Python
+without it (a virtual environment) hands the plot to /usr/bin/python3 when that one has it.
 """
 import json
 import os
+import subprocess
 import sys
 
 
@@ -29,6 +31,25 @@ def load(path):
     if not any("train_loss" in r or "val_loss" in r for r in rows):
         sys.exit("error: %s has no train_loss or val_loss records" % path)
     return os.path.dirname(path) or path, path, rows
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def use_system_python_or_exit():
+    """This Python has no matplotlib (a virtual environment, pyenv, conda): rerun the script with the system's Python
+    when that one has it (Debian's python3-matplotlib installs it there only), else say what to install where."""
+    rerun = os.environ.get("PLOT_METRICS_RERUN") == "1"  # already the rerun: never loop
+    system_has_it = not rerun and os.access(SYSTEM_PYTHON, os.X_OK) and \
+        subprocess.run([SYSTEM_PYTHON, "-c", "import matplotlib"], stderr=subprocess.DEVNULL).returncode == 0
+    if system_has_it:
+        print("note: %s has no matplotlib; plotting with %s" % (sys.executable, SYSTEM_PYTHON), file=sys.stderr)
+        os.environ["PLOT_METRICS_RERUN"] = "1"
+        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
+    if sys.executable == SYSTEM_PYTHON:
+        sys.exit("error: %s has no matplotlib (apt install python3-matplotlib)" % sys.executable)
+    sys.exit("error: %s has no matplotlib, nor has %s: pip install matplotlib into %s (apt's python3-matplotlib "
+             "serves %s only)" % (sys.executable, SYSTEM_PYTHON, sys.executable, SYSTEM_PYTHON))
 
 
 def parse_args(argv):
@@ -60,8 +81,7 @@ def main():
     try:
         import matplotlib
     except ImportError:
-        sys.exit("error: %s has no matplotlib (apt install python3-matplotlib, or pip install matplotlib)" %
-                 sys.executable)
+        use_system_python_or_exit()
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The CPU quickstart's sample quality: the README's command as it is (QUICKSTART_DEVICE=cpu scripts/quickstart.sh, 800
 # steps, about 3-4 minutes on 2 cores) in a directory of its own, then the share of its sample's words found in Debian's
-# word list (scripts/english_words.py). At least 60% is the bar: a byte-level model that has only learned letter and
-# bigram statistics scores about 40-50% (short common words come out by chance); the quickstart's model scores about
-# 70% (docs/benchmarks.md, "Quickstart"), so 60% separates the two with margin for the run-to-run difference between
-# machines (thread counts change the order of the CPU's float sums). Exits non-zero below the bar.
+# word list (scripts/english_words.py counts words of 4+ letters only: single letters and function words come out of
+# a model of letter statistics by chance). At least 25% is the bar: measured at temperature 0.7, 600 bytes (what the
+# quickstart prints), the model after 100 steps, still on the letter-pair plateau, scores 7-11%, the 800-step model
+# 35-53% (seeds 1-5). A sample has about 50 such words, so its share has a standard deviation of about 7 points at
+# 40%: 25% is 10 points below the trained model's lowest and 14 above the plateau's highest. Thread counts change the
+# order of the CPU's float sums, so another machine's sample differs (docs/benchmarks.md, "Quickstart"). Exits
+# non-zero below the bar.
 #   dev/bench/quickstart_sample.sh [TRAINER OPTIONS...]     (e.g. -x 2000 for the longer run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,4 +17,4 @@ echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average $(cut -d' '
 QUICKSTART_DEVICE=cpu QUICKSTART_OUT="$tmp/run" bash scripts/quickstart.sh "$@" >"$tmp/log" 2>&1 \
     || { tail -5 "$tmp/log"; echo "the quickstart failed"; exit 1; }
 grep '^== done' "$tmp/log"
-/usr/bin/python3 scripts/english_words.py "$tmp/run/sample.txt" 0.6
+/usr/bin/python3 scripts/english_words.py "$tmp/run/sample.txt" 0.25

@@ -6,6 +6,8 @@ and writes into an output directory:
   model.bin      the initial weights as an llm.c model file (version 3, fp32; padded wte rows are zero)
   reference.bin  the batch, the logits, the loss, all 16 gradients, then 10 AdamW steps on that batch (their
                  losses, gradient norms and the parameters after the last step); format in docs/reference.md
+and with --llmc-debug-state FILE the same batch, logits, loss and gradients in llm.c's debug-state layout (its
+test_gpt2.c's input; docs/formats.md), which ./test_gpt2_cpu reads too.
 
 The model mirrors llmc/model.h op by op, written out by hand so nothing depends on fused PyTorch kernels:
   causal attention as softmax(q k^T / sqrt(hs)) v with an explicit mask (no scaled_dot_product_attention);
@@ -31,6 +33,7 @@ import torch
 
 MODEL_MAGIC, MODEL_VERSION_FP32 = 20240326, 3
 REF_MAGIC, REF_VERSION = 20240622, 1
+LLMC_STATE_MAGIC, LLMC_STATE_VERSION = 20240327, 2  # llm.c's debug state (its test_gpt2.c reads version 2)
 
 # The 16 tensors in llm.c order (llmc/layout.h). Decayed: the 2-D matrices (wte, wpe, qkvw, attprojw, fcw, fcprojw).
 NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
@@ -142,6 +145,18 @@ def forward(p, cfg, inputs, targets, bf16=False):
     return logits, loss
 
 
+def clip_by_global_norm(params, clip):
+    """The global L2 norm of the gradients before clipping, then each gradient scaled by min(1, clip / (norm + 1e-6))
+    (torch.nn.utils.clip_grad_norm_'s rule). The norm is summed in float64 from the gradients' values: a float32 sum
+    of 124M squares (clip_grad_norm_'s) is off by up to 2.45e-4 relative, more than the code under test (within
+    2.4e-6 of float64 at that size), so the reference must not be the less exact of the two."""
+    norm = math.sqrt(sum(float((q.grad.double() ** 2).sum()) for q in params))
+    coef = min(1.0, clip / (norm + 1e-6))
+    for q in params:
+        q.grad.mul_(coef)
+    return norm
+
+
 def run(p0, cfg, inputs, targets, dtype, opt, bf16=False):
     """Forward + backward at p0, then `steps` AdamW steps on the same batch. Returns a dict of float64 numpy arrays.
     bf16: see forward(); the optimizer keeps fp32 master weights, as the CUDA backend does."""
@@ -160,11 +175,10 @@ def run(p0, cfg, inputs, targets, dtype, opt, bf16=False):
         adamw.zero_grad(set_to_none=True)
         _, loss = forward(p, cfg, inputs, targets, bf16)
         loss.backward()
-        # Global norm before clipping; grads scaled by min(1, clip / (norm + 1e-6)).
-        norm = torch.nn.utils.clip_grad_norm_([p[n] for n in NAMES], opt["grad_clip"])
+        norm = clip_by_global_norm([p[n] for n in NAMES], opt["grad_clip"])
         adamw.step()
         losses.append(loss.item())
-        norms.append(norm.item())
+        norms.append(norm)
     out["step_losses"] = torch.tensor(losses, dtype=torch.float64)
     out["grad_norms"] = torch.tensor(norms, dtype=torch.float64)
     out["final_params"] = torch.cat([p[n].detach().reshape(-1) for n in NAMES])
@@ -194,6 +208,22 @@ def write_reference(path, cfg, B, T, seed, opt, inputs, targets, r, num_params):
         f.write(inputs.numpy().astype("<i4").tobytes())
         f.write(targets.numpy().astype("<i4").tobytes())
         for k in ("logits", "loss", "grads", "step_losses", "grad_norms", "final_params"):
+            f.write(r[k].astype("<f4").tobytes())
+
+
+def write_llmc_debug_state(path, cfg, inputs, targets, r):
+    """The same batch, logits, loss and gradients in llm.c's debug-state layout (what its train_gpt2.py writes for its
+    test_gpt2.c; docs/formats.md): 256 int32 header ([0] magic 20240327, [1] version 2, [2] B, [3] T), inputs and
+    targets (B*T int32 each), logits (B, T, V) float32 (the V real columns only), the loss, then every gradient in
+    the model file's order and shapes (wte with its Vp padded rows, which are zero)."""
+    header = np.zeros(256, dtype="<i4")
+    header[:4] = [LLMC_STATE_MAGIC, LLMC_STATE_VERSION, inputs.shape[0], inputs.shape[1]]
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(inputs.numpy().astype("<i4").tobytes())
+        f.write(targets.numpy().astype("<i4").tobytes())
+        f.write(r["logits"][..., :cfg["V"]].astype("<f4").tobytes())
+        for k in ("loss", "grads"):
             f.write(r[k].astype("<f4").tobytes())
 
 
@@ -240,6 +270,8 @@ def main():
     ap.add_argument("--float64", action="store_true", help="also run in float64 and print the fp32 noise level")
     ap.add_argument("--bf16-noise", action="store_true",
                     help="also run with bf16 rounding emulated and print its distance from the fp32 run")
+    ap.add_argument("--llmc-debug-state", metavar="FILE",
+                    help="also write the batch, logits, loss and gradients as llm.c's debug state (its layout)")
     a = ap.parse_args()
 
     if a.channels % a.heads:
@@ -262,6 +294,8 @@ def main():
     write_model(os.path.join(a.out, "model.bin"), cfg, p0)
     write_reference(os.path.join(a.out, "reference.bin"), cfg, a.batch, a.seq_len, a.seed, opt, inputs, targets,
                     r32, num_params)
+    if a.llmc_debug_state:
+        write_llmc_debug_state(a.llmc_debug_state, cfg, inputs, targets, r32)
     print(f"{a.out}: L={a.layers} NH={a.heads} C={a.channels} maxT={a.max_seq_len} V={a.vocab} Vp={cfg['Vp']} "
           f"B={a.batch} T={a.seq_len} params={num_params} loss={r32['loss'][0]:.6f} "
           f"losses {r32['step_losses'][0]:.4f}..{r32['step_losses'][-1]:.4f} "

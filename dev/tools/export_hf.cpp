@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
         for (const std::string& a : args)
             if (a.size() > 1 && a[0] == '-') llmc::fail("unknown option '%s' (see --help)", a.c_str());
         const std::string& out = args[1];
+        if (out == "-") llmc::fail("OUT_DIR '-': export_hf writes two files into a directory, not to stdout");
         for (const char* name : {"model.safetensors", "config.json"}) {
             struct stat st;
             const std::string path = out + "/" + name;

@@ -16,7 +16,9 @@
 
 #include "llmc/cpu/cpu_backend.h"
 #include "llmc/cpu/thread_policy.h"
+#include "llmc/cli_errors.h"
 #include "llmc/error.h"
+#include "llmc/layout.h"
 #include "llmc/model.h"
 #include "llmc/model_file.h"
 #include "llmc/sampler.h"
@@ -29,6 +31,12 @@ static void emit(const std::string& bytes) {
     if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout) != 0)
         llmc::fail("stdout: write failed (%s)", std::strerror(errno));
 }
+
+// nanoGPT's sample.py names for these flags, for the hint of an unknown option.
+static const llmc::FlagHints SAMPLE_PY_NAMES = {
+    {"start", "-p/--prompt"}, {"max_new_tokens", "-n/--tokens"}, {"init_from", "-e/--model"},
+    {"out_dir", "-e/--model (the model file itself)"}, {"temp", "--temperature"}, {"k", "--top-k"},
+};
 
 int main(int argc, char** argv) {
     llmc::use_passive_openmp_wait(argv);  // before OpenMP starts: idle threads sleep (llmc/cpu/thread_policy.h)
@@ -46,13 +54,14 @@ int main(int argc, char** argv) {
             ("top-k", "sample among the k most likely tokens (0: all)", cxxopts::value(top_k)->default_value("40"))
             ("seed", "sampling seed", cxxopts::value(seed)->default_value("1337"))
             ("vocab", "directory with encoder.json and vocab.bpe", cxxopts::value(vocab)->default_value("data/gpt2"))
-            ("threads", "CPU threads (0: one per core)", cxxopts::value(threads)->default_value("0"))
+            ("threads", "CPU threads (0: one for a model under 1 GFLOP per forward pass, such as the quickstart's; "
+                        "else one per core)", cxxopts::value(threads)->default_value("0"))
             ("h,help", "print this help");
         cxxopts::ParseResult r;
         try {
             r = opts.parse(argc, argv);
         } catch (const cxxopts::exceptions::exception& e) {
-            llmc::fail("%s (see --help)", e.what());
+            llmc::fail("%s", llmc::option_error_message(argc, argv, e, SAMPLE_PY_NAMES).c_str());
         }
         if (r.count("help")) {
             std::printf("%s\n", opts.help().c_str());
@@ -79,8 +88,9 @@ int main(int argc, char** argv) {
         std::vector<int> ids = {tok.eot()};
         for (int id : byte_level ? llmc::encode_bytes(prompt) : tok.encode(prompt)) ids.push_back(id);
 
-        llmc::BackendOptions bo;
-        bo.num_threads = threads;
+        llmc::BackendOptions bo;  // a small model's default is one thread (llmc/cpu/thread_policy.h)
+        const double flops_per_forward = 2.0 * (double)llmc::ParamLayout(mf.config).total * (double)mf.config.max_seq_len;
+        bo.num_threads = threads > 0 ? threads : llmc::generation_threads(flops_per_forward);
         llmc::CpuBackend be(bo);
         const size_t T = mf.config.max_seq_len;
         llmc::GPT2<llmc::CpuBackend> model(be, mf.config, 1, T);

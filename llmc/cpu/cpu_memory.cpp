@@ -17,6 +17,7 @@
 
 #include "../bf16.h"
 #include "../error.h"
+#include "blas_probe.h"
 
 namespace llmc {
 
@@ -25,6 +26,7 @@ CpuBackend::CpuBackend(const BackendOptions& opt) : device_(opt.device) {
                                   opt.num_threads);
     num_threads_ = opt.num_threads > 0 ? opt.num_threads : omp_get_max_threads();
     if (opt.num_threads > 0) openblas_set_num_threads(opt.num_threads);
+    claim_blas_buffers(num_threads_);  // before the model: a memory limit then ends in a message, not a spin
 }
 
 CpuBackend::~CpuBackend() { std::free(scratch_); }

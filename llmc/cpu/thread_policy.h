@@ -7,11 +7,16 @@
 // OMP_WAIT_POLICY=passive, where idle threads sleep at once.
 //
 // libgomp reads OMP_WAIT_POLICY once, when the program is loaded, before main(); so a program that wants passive
-// waiting by default sets the variable and re-executes itself (same process id, same arguments: mpirun and job
-// schedulers see nothing). An OMP_WAIT_POLICY already set (by the user, or by the re-executed program) is kept.
+// waiting by default sets the variable and re-executes itself (same process id, arguments and name: mpirun, job
+// schedulers and `ps` see nothing). An OMP_WAIT_POLICY already set (by the user, or by the re-executed program) is kept.
 #pragma once
 
 namespace llmc {
+
+// ./generate's threads when --threads is 0: one for a model whose forward pass over its whole context is under
+// 1 GFLOP (the quickstart's: about 0.1), where a parallel region costs more than its share of the work and a busy
+// machine made the default 3 to 13 times slower than one thread; else 0 (one per core).
+int generation_threads(double flops_per_forward);
 
 // Call first thing in main(): re-executes the program with OMP_WAIT_POLICY=passive unless the variable is set.
 // Returns normally when it is set, or when the re-execution is impossible (the program then runs as it is).

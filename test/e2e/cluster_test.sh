@@ -4,7 +4,7 @@
 #   R. the ranks agree before step 1: mpirun with per-rank -e, -l, -b, --seed, -o stops before step 1, naming the
 #      item, with nothing written
 #   P. preemption: a signal finishes the step, every rank saves it, exit status 75; -y 1 then ends exactly like an
-#      uninterrupted run; a second signal stops at once and leaves the earlier checkpoints intact
+#      uninterrupted run; a second signal stops at once and leaves the earlier checkpoints intact; Ctrl-C to mpirun
 #   A. scripts/autoresume.sh forwards a signal, waits, leaves no trainer behind, keeps every earlier log
 #   M. metrics.jsonl on a full disk: never half a line
 #   T. the tools: generate's stray words, export_hf and write-table overwrites, prepare_data on compressed or binary
@@ -153,15 +153,6 @@ size=$(stat -c %s "$d/metrics.jsonl" 2>/dev/null || echo 0)
     || fail "M1 metrics.jsonl on a full disk" "status $rc, $size bytes: $err"
 
 # ---- T. tools refuse what they would misread ----------------------------------------------------------------------
-refuses() {  # NAME WANT CMD...: non-zero exit, exactly one "error: " line, containing WANT
-    local n="$1" want="$2"; shift 2
-    local err rc
-    err=$("$@" 2>&1 >/dev/null); rc=$?
-    if [ $rc -eq 0 ]; then fail "$n" "exited 0"
-    elif [ "$(grep -c '^error: ' <<<"$err")" -ne 1 ]; then fail "$n" "status $rc: $(head -c 300 <<<"$err")"
-    elif ! grep '^error: ' <<<"$err" | grep -qF -- "$want"; then fail "$n" "the error lacks '$want': $(head -c 300 <<<"$err")"
-    else pass "$n"; fi
-}
 refuses "T1 generate refuses an unquoted prompt's other words" "unexpected argument 'jury'" \
     $TOOLS/generate -e "$TMP/ref/model.bin" -p The jury said -n 4
 mkdir -p "$TMP/hf"
@@ -250,6 +241,16 @@ out=$(timeout -k 5 60 "${MPI[@]}" -np 1 -wdir "$TMP/r7a" "$abs" "${common[@]}" -
 [ "$before" = "$(cd "$TMP" && find r7a r7b -type f ! -name .lock -exec sha256sum {} + | sort -k2)" ] \
     && pass "R7 ... and neither -o changed" || fail "R7 -o changed"
 
+# Flags that change the arithmetic or the handling of signals: mixed reduce dtypes trained a model neither run's (and
+# are undefined behaviour on NCCL); with USR1 saving on one rank and not on the other, the preemption signal killed
+# the second rank (no checkpoint, exit 138).
+disagree "R8 per-rank --reduce-dtype" "the ranks disagree on --reduce-dtype: rank 0 has 'fp32', rank 1 has 'bf16'" \
+    "$TMP/r8" "${mp[@]}" "${e[@]}" -o "$TMP/r8" -- "${mp[@]}" "${e[@]}" --reduce-dtype bf16 -o "$TMP/r8"
+disagree "R9 per-rank --preempt-signal" "the ranks disagree on --preempt-signal: rank 0 has 'SIGUSR1', rank 1 has 'none'" \
+    "$TMP/r9" "${mp[@]}" "${e[@]}" -o "$TMP/r9" -- "${mp[@]}" "${e[@]}" --preempt-signal none -o "$TMP/r9"
+disagree "R10 per-rank --classifier-chunk" "the ranks disagree on --classifier-chunk: rank 0 has 4096, rank 1 has 64" \
+    "$TMP/r10" "${mp[@]}" "${e[@]}" -o "$TMP/r10" -- "${mp[@]}" "${e[@]}" --classifier-chunk 64 -o "$TMP/r10"
+
 # ---- P5. preemption under mpirun -------------------------------------------------------------------------------
 # SIGTERM to rank 1 of 3 only, while step 3 runs: the other ranks learn it at the step's end, every rank writes its
 # part of checkpoint 3 (one optimizer file per rank, meta.json), the job exits 75, and -y 1 resumes exactly.
@@ -269,4 +270,22 @@ files=$(cd "$d/ckpt_00000003" 2>/dev/null && ls | tr '\n' ' ')
 "${MPI[@]}" -np 3 $BIN "${m[@]}" -o "$d" -y 1 >"$d.resume.log" 2>&1 && grep -q "^resume .*ckpt_00000003: step 3" "$d.resume.log" \
     && same_run "$TMP/p5ref" "$d" && pass "P5 ... -y 1 resumes from step 3 and ends bit-identical" \
     || fail "P5 resume" "$(grep -m2 -e resume -e error "$d.resume.log")"
+
+# ---- P6. Ctrl-C to mpirun ---------------------------------------------------------------------------------------
+# SIGINT to mpirun (a Ctrl-C in its terminal): Open MPI sends every rank SIGTERM, they save step 3 and say where the
+# SIGTERM came from; mpirun's own status is 1 (a job it was told to end). SIGUSR1 to mpirun is forwarded as SIGUSR1:
+# the same save, and mpirun exits with the ranks' 75.
+for sig in INT USR1; do
+    d=$TMP/p6_$sig
+    "${MPI[@]}" -x LLMC_TEST_WAIT_FOR_SIGNAL=0:3 -np 3 $BIN "${m[@]}" -o "$d" >"$d.log" 2>&1 &
+    pid=$!
+    wait_for "$d.log" "waits for a signal" $pid && kill -$sig $pid
+    wait $pid; rc=$?
+    files=$(cd "$d/ckpt_00000003" 2>/dev/null && ls | tr '\n' ' ')
+    if [ $sig = INT ]; then want_rc=1 want="preempted  by SIGTERM here (from mpirun: a Ctrl-C or a SIGTERM to it) after step 3"
+    else want_rc=75 want="preempted  by SIGUSR1 here after step 3"; fi
+    [ $rc -eq $want_rc ] && [ "$files" = "meta.json model.bin optim_00000.bin optim_00001.bin optim_00002.bin " ] \
+        && grep -qF "$want" "$d.log" && pass "P6 SIG$sig to mpirun: every rank saved step 3, mpirun exits $rc" \
+        || fail "P6 SIG$sig to mpirun" "status $rc, files '$files': $(grep -m2 -e preempted -e error "$d.log")"
+done
 finish

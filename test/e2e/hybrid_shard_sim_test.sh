@@ -4,12 +4,13 @@
 # (test/helpers/fake_nodes.sh, by node and round-robin), against one rank; and the bytes across groups against flat
 # ZeRO-1's. docs/distributed.md, "Hybrid sharding".
 #
-# Tolerance: test/e2e/train_sim_world_test.sh's (losses 1e-5 relative, grad norms 1e-4 relative, parameters 2 lr x
-# steps absolute), for its reason: each micro-batch's gradient is computed alike whatever the split, and the runs
-# differ only in the order of the fp32 sums (within a group, then across groups). A group left out of the sum, or
+# Tolerance: test/e2e/train_sim_world_test.sh's, derived there (test/helpers/sim_world_compare.sh), for its reason:
+# each micro-batch's gradient is computed alike whatever the split, and the runs differ only in the order of the fp32
+# sums (within a group, then across groups). A group left out of the sum, or
 # a shard all-reduced into the wrong owner, changes the step-1 norm by far more.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
+source test/helpers/sim_world_compare.sh
 TMP=$(test_tmp_dir hybrid_shard_sim)
 /usr/bin/python3 test/helpers/make_synthetic_shards.py "$TMP/data" --vocab 64 --train-tokens 6000 --val-tokens 600 >/dev/null \
     || { fail "make shards"; finish; }
@@ -36,7 +37,7 @@ for run in "h4_node_z1 4 cyclic:2(x2) 2 -z 1 --shard-group node" "h4_2_z2 4 one 
         >"$TMP/$name.log" 2>&1; then
         fail "simulated CUDA trainer, $what" "$(tail -3 "$TMP/$name.log")"; continue
     fi
-    /usr/bin/python3 test/helpers/compare_runs.py "$TMP/one" "$TMP/$name" 1e-5 0.06 1e-4 >"$TMP/$name.cmp" 2>&1 \
+    sim_world_compare "$TMP/one" "$TMP/$name" 1 12 0.06 >"$TMP/$name.cmp" 2>&1 \
         && pass "simulated CUDA trainer: $what matches one rank ($(tail -1 "$TMP/$name.cmp"))" \
         || fail "simulated CUDA trainer: $what matches one rank" "$(tail -2 "$TMP/$name.cmp")"
     [ "$n" = "$np" ] && continue

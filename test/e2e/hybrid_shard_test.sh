@@ -76,6 +76,10 @@ for re in "re6 6 cyclic:3(x2) -z 1 --shard-group node" "re4 4 2(x2) -z 1 --shard
     name=$1; mkdir -p "$TMP/$name" && cp -r "$ck" "$TMP/h6_node_z1/metrics.jsonl" "$TMP/$name/"
     train "$@" -y 1 || continue
     grep -q "^resume .*step 6" "$TMP/$name.log" || { fail "$name resumed at step 6" "$(grep resume "$TMP/$name.log")"; continue; }
+    # The resume line counts what meta.json's world_size counts here: group 0's optimizer files, not the 6 ranks.
+    grep -q "^resume .*step 6 (ZeRO-1, optimizer state in 3 shard(s))" "$TMP/$name.log" \
+        && pass "$name: the resume line says 3 optimizer shards (it said 'written by 3 rank(s)' of a 6-rank run)" \
+        || fail "$name: resume line" "$(grep '^resume' "$TMP/$name.log")"
     if [ "$name" = re6 ]; then
         /usr/bin/python3 test/helpers/compare_runs.py "$TMP/h6_node_z1" "$TMP/re6" 0 0 >"$TMP/re6.cmp" 2>&1 \
             && pass "6 ranks in groups of 3 -> the same: bit-identical" || fail "6 -> 6 ranks in groups of 3" "$(tail -2 "$TMP/re6.cmp")"

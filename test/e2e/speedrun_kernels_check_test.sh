@@ -8,8 +8,7 @@
 #   3. the SASS check of that object (test/e2e/speedrun_sass_check.py): 128-bit accesses on the vector paths.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
-TMP=build/test-tmp/speedrun_kernels_check
-rm -rf "$TMP" && mkdir -p "$TMP"
+TMP=$(test_tmp_dir speedrun_kernels_check)
 OBJ=build/cuda/llmc/cuda/speedrun_ops.o
 for bin in build/test/sim_speedrun_kernels build/test/sim_newton_schulz; do
     [ -x "$bin" ] || { fail "$bin" "not built"; finish; }

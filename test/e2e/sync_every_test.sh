@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # --sync-every H (llmc/outer_sync.h, docs/distributed.md "Periodic synchronisation") on the CPU trainer under mpirun:
 # a tiny model (L=2, C=32, V=64: 30,080 parameters, a multiple of 128, so the replica's state is exactly n floats).
-#   - refusals: H < 0, outer momentum outside [0, 1), outer lr <= 0, --reduce-dtype bf16 with it; a resume with
-#     another H, other outer hyperparameters or another number of replicas; every one a single line, nothing trained
+#   - refusals: H < 0, outer momentum outside [0, 1), outer lr <= 0, --reduce-dtype bf16 with it, -z 2 without
+#     --shard-group; a resume with another H, other outer hyperparameters or another number of replicas; every one a
+#     single line, nothing trained; a resume whose replicas take other sequences (another -b) is told so
 #     (--sync-every with --shard-group: test/e2e/sync_hybrid_test.sh);
 #   - the default (no flag) and --sync-every 0 are the same run byte for byte: model.bin, metrics.jsonl (timings
 #     aside), every checkpoint file (meta.json included: version 2, as before the flag existed);
@@ -122,6 +123,18 @@ if [ -f "$TMP/h4/model.bin" ]; then
         d=$(same_run h4 resumed) && pass "H=4, resumed at step 6 (mid-period): model, metrics and step-8 checkpoint byte for byte" \
             || fail "H=4, resume mid-period is exact" "$d"
     fi
+    ! grep -q "^note: each replica" "$TMP/resumed.log" && pass "the same -b and ranks per replica: no note" \
+        || fail "a note on an exact resume" "$(grep '^note' "$TMP/resumed.log")"
+    # Another -b: each replica now takes 1 sequence of each micro-step instead of 2 (other sequences, the same step's
+    # in all): said, not silent.
+    mkdir -p "$TMP/rb" && cp -r "$TMP/h4/." "$TMP/rb/" && rm -rf "$TMP/rb/ckpt_00000008" "$TMP/rb/model.bin"
+    if train 2 rb -n 2 --sync-every 4 -y 1 -b 1; then
+        grep -q "^note: each replica of the checkpoint's run took 2 sequence(s) of each micro-step (1 rank(s) x -b 2), this run's take 1 (1 x -b 1)" "$TMP/rb.log" \
+            && pass "a resume whose replicas take other sequences (-b 2 -> 1) says so" || fail "no note on a resume with another -b" "$(grep -m2 -e '^note' -e '^resume' "$TMP/rb.log")"
+    fi
+    expect_error "-z 2 with --sync-every alone is refused (every rank a replica: nothing to shard)" \
+        "-z 2 with --sync-every 4 and no --shard-group: every rank trains its own replica" \
+        "$BIN" "${args[@]}" -d 64 -o "$TMP/z2" --sync-every 4 -z 2
     expect_error "a resume with another --sync-every is refused" "written with --sync-every 4, this run has --sync-every 2" \
         mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -np 2 "$BIN" "${args[@]}" -d 64 -o "$TMP/h4" -y 1 --sync-every 2
     expect_error "a resume with another --outer-lr is refused" "--outer-lr" \

@@ -165,6 +165,15 @@ resume_from() {  # resume_from SRC STEP NAME NP ARGS...: NAME starts from SRC's 
 if [ -f "$TMP/g4_h4/model.bin" ]; then
     resume_from g4_h4 6 g4_to_f2 2 -b 2 -d 128 --sync-every 4 \
         && close g4_h4 g4_to_f2 "2 replicas of 2 ranks -> 2 replicas of 1 rank (-b 2), resumed at step 6"
+    ! grep -q "^note: each replica" "$TMP/g4_to_f2.log" \
+        && pass "... each replica takes the same sequences (2 ranks x -b 1 = 1 x -b 2): no note" \
+        || fail "a note on a resume whose replicas take the same sequences" "$(grep '^note' "$TMP/g4_to_f2.log")"
+    # The same replicas with another number of ranks each and -b kept: each replica now takes 1 sequence of each
+    # micro-step instead of 2, other sequences than the checkpoint's run would have: accepted, and said.
+    resume_from g4_h4 6 g4_to_f2_b1 2 -b 1 -d 128 --sync-every 4 \
+        && grep -q "^note: each replica of the checkpoint's run took 2 sequence(s) of each micro-step (2 rank(s) x -b 1), this run's take 1 (1 x -b 1)" "$TMP/g4_to_f2_b1.log" \
+        && pass "2 replicas of 2 ranks -> 2 replicas of 1 rank with -b kept: the note says each replica takes other sequences" \
+        || fail "a resume on fewer ranks per replica says nothing" "$(grep -m2 -e '^note' -e '^resume' -e error "$TMP/g4_to_f2_b1.log")"
     before=$(cd "$TMP/g4_h4" && md5sum ckpt_00000006/* metrics.jsonl)
     expect_error "another number of replicas is refused, naming both layouts" \
         "written by 4 rank(s) as 2 replica(s) of 2 ranks with --sync-every 4, this run has 4 rank(s) as 4 replica(s) of 1 rank" \

@@ -2,10 +2,13 @@
 """Compares two training runs: metrics.jsonl (train loss, val loss and grad norm of every logged step) and the final
 model.bin (fp32 llm.c model files).
 
-usage: compare_runs.py RUN_A RUN_B LOSS_RTOL PARAM_ATOL [NORM_RTOL]
+usage: compare_runs.py RUN_A RUN_B LOSS_RTOL PARAM_ATOL [NORM_RTOL] [--first-rtol LOSS_RTOL_0 NORM_RTOL_0]
   LOSS_RTOL    relative tolerance of the train and val losses
   PARAM_ATOL   absolute tolerance of the final parameters
   NORM_RTOL    relative tolerance of the grad norms (default: LOSS_RTOL)
+  --first-rtol the relative tolerances of what both runs compute from identical parameters, the initial ones: the
+               val loss of step 0 and the train loss of step 1 (LOSS_RTOL_0), the grad norm of step 1 (NORM_RTOL_0);
+               these records are also held to LOSS_RTOL and NORM_RTOL
 Exit 0 when everything is within tolerance (0 0: bit-identical); the last line summarises or says what differs.
 """
 import json
@@ -32,12 +35,15 @@ def params(run):
         return np.frombuffer(f.read(), dtype="<f4")
 
 
-def worst_relative(a, b, key):
-    """The largest |a - b| / |a| over the steps of one series; the steps must be the same."""
+def worst_relative(a, b, key, steps=None):
+    """The largest |a - b| / |a| over the steps of one series (only `steps`, when given); the steps must be the
+    same."""
     if a.keys() != b.keys():
         sys.exit("different steps logged for %s: %s vs %s" % (key, sorted(a), sorted(b)))
     worst = 0.0
     for step in a:
+        if steps is not None and step not in steps:
+            continue
         x, y = a[step], b[step]
         if x is None or y is None:  # a non-finite value is logged as null
             if x is not None or y is not None:
@@ -49,13 +55,26 @@ def worst_relative(a, b, key):
 
 
 def main():
-    if len(sys.argv) not in (5, 6):
+    args = sys.argv[1:]
+    first_rtol = None
+    if "--first-rtol" in args:
+        i = args.index("--first-rtol")
+        first_rtol = (float(args[i + 1]), float(args[i + 2]))
+        del args[i:i + 3]
+    if len(args) not in (4, 5):
         sys.exit(__doc__)
-    a, b, rtol, atol = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-    norm_rtol = float(sys.argv[5]) if len(sys.argv) == 6 else rtol
+    a, b, rtol, atol = args[0], args[1], float(args[2]), float(args[3])
+    norm_rtol = float(args[4]) if len(args) == 5 else rtol
     ma, mb = metrics(a), metrics(b)
     if not ma["train_loss"]:
         sys.exit("no train_loss in %s/metrics.jsonl" % a)
+    if first_rtol is not None:  # the records taken at the initial parameters
+        loss0 = max(worst_relative(ma[k], mb[k], k, {s}) for k, s in (("train_loss", 1), ("val_loss", 0)))
+        norm0 = worst_relative(ma["grad_norm"], mb["grad_norm"], "grad_norm", {1})
+        print("at the initial parameters: loss rel diff %.2e (rtol %g), grad norm rel diff %.2e (rtol %g)" %
+              (loss0, first_rtol[0], norm0, first_rtol[1]))
+        if loss0 > first_rtol[0] or norm0 > first_rtol[1]:
+            sys.exit("outside tolerance at the initial parameters")
     loss = max(worst_relative(ma[k], mb[k], k) for k in ("train_loss", "val_loss"))
     norm = worst_relative(ma["grad_norm"], mb["grad_norm"], "grad_norm")
     pa, pb = params(a), params(b)

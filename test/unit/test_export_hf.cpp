@@ -2,6 +2,9 @@
 // layernorm weights away from 0 and 1, so a mixed-up tensor shows) is exported; test/helpers/export_hf_check.py parses the
 // safetensors file by hand, runs HF's GPT-2 forward (Conv1D: x @ W + b with W stored (in, out)) in PyTorch, and
 // compares its logits with this program's CPU-backend logits on a batch. Skipped (not passed) without torch.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -14,6 +17,43 @@
 #include "test/fixtures/testing.h"
 
 using namespace llmc;
+
+static bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+// The two files are a pair: when config.json cannot be written (here its temporary name is taken by a directory, as a
+// full disk would refuse it), model.safetensors is not left behind alone, and no temporary remains.
+static void check_pair_written_together(const GPT2Config& cfg, const std::vector<float>& p, const std::string& dir) {
+    const std::string out = dir + "/pair";
+    mkdir(out.c_str(), 0755);
+    const std::string blocker = out + "/config.json.tmp." + std::to_string(getpid());
+    mkdir(blocker.c_str(), 0755);
+    bool refused = false;
+    try {
+        export_hf(cfg, p, out);
+    } catch (const Error&) {
+        refused = true;
+    }
+    rmdir(blocker.c_str());
+    const bool temps_left = std::system(("ls " + out + " | grep -q tmp").c_str()) == 0;
+    testing::check("export_hf: config.json failing leaves no model.safetensors (and no temporary) behind",
+                   refused && !exists(out + "/model.safetensors") && !exists(out + "/config.json") && !temps_left,
+                   "refused %d, model.safetensors %d, temporaries %d", refused, exists(out + "/model.safetensors"),
+                   temps_left);
+}
+
+// bos/eos: byte 0 for the byte-level vocabulary (prepare_data --bytes), 50256 for GPT-2's.
+static void check_eot_ids() {
+    GPT2Config bytes, bpe;
+    parse_model_descriptor("L=1,NH=1,C=8,T=8,V=256", &bytes);
+    parse_model_descriptor("L=1,NH=1,C=8,T=8,V=50257", &bpe);
+    const std::string b = hf_config_json(bytes), g = hf_config_json(bpe);
+    testing::check("config.json of a byte-level model: bos/eos = 0 (the byte vocabulary's EOT)",
+                   b.find("\"bos_token_id\": 0,") != std::string::npos &&
+                       b.find("\"eos_token_id\": 0,") != std::string::npos, "%s", b.c_str());
+    testing::check("config.json of a GPT-2 vocabulary model: bos/eos = 50256",
+                   g.find("\"bos_token_id\": 50256,") != std::string::npos &&
+                       g.find("\"eos_token_id\": 50256,") != std::string::npos, "%s", g.c_str());
+}
 
 int main() {
     try {
@@ -56,6 +96,8 @@ int main() {
             testing::check("HF export read back by hand, HF GPT-2 forward in PyTorch matches our logits", rc == 0,
                            "export_hf_check.py exited with %d", rc);
         }
+        check_pair_written_together(cfg, p, dir);
+        check_eot_ids();
     } catch (const std::exception& e) {
         testing::fail("unexpected exception", "%s", e.what());
     }
