@@ -50,7 +50,7 @@ constexpr int32_t REF_MAGIC = 20240622;
 constexpr int32_t REF_VERSION = 1;
 
 struct Reference {
-    llmc::GPT2Config cfg;
+    llmc::ModelConfig cfg;
     size_t B = 0, T = 0, steps = 0, num_params = 0;
     uint64_t seed = 0;
     float lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, grad_clip = 0;
@@ -234,11 +234,11 @@ static void check_final_params(const Reference& ref, const std::vector<float>& g
     const llmc::ParamLayout layout(ref.cfg);
     const size_t C = ref.cfg.channels;
     const double loose = tol.param_loose * ref.lr * (double)ref.steps, tight = tol.param_atol_tight * ref.lr;
-    for (int t = 0; t < llmc::NUM_PARAM_TENSORS; t++) {
+    for (int t = 0; t < layout.num_tensors(); t++) {
         const size_t off = layout.offsets[t], n = layout.sizes[t];
         const float* g = got.data() + off;
         const float* w = ref.final_params.data() + off;
-        const std::string name = "params after " + std::to_string(ref.steps) + " steps: " + llmc::ParamLayout::name(t);
+        const std::string name = "params after " + std::to_string(ref.steps) + " steps: " + layout.name(t);
         Errors all = measure(g, w, n, tol.param_rtol, loose);
         char stats[400];
         int len = std::snprintf(stats, sizeof stats, "max abs err %.3g = %.2g lr*steps (loose bound rtol %.3g + %.3g)",
@@ -299,10 +299,10 @@ static int run(const std::string& dir) {
     model.backward();
     std::vector<float> grads = model.get_grads();
     const llmc::ParamLayout& layout = model.layout();
-    for (int t = 0; t < llmc::NUM_PARAM_TENSORS; t++) {
+    for (int t = 0; t < layout.num_tensors(); t++) {
         const float* want = ref.grads.data() + layout.offsets[t];
         const size_t n = layout.sizes[t];
-        expect_close(std::string("grad ") + llmc::ParamLayout::name(t), grads.data() + layout.offsets[t], want, n,
+        expect_close(std::string("grad ") + layout.name(t), grads.data() + layout.offsets[t], want, n,
                      tol.grad_rtol, tol.grad_atol * max_abs_of(want, n));
     }
 

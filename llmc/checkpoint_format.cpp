@@ -98,7 +98,7 @@ nlohmann::json meta_to_json(const CheckpointMeta& m) {
         if (f.name != "model.bin") jf["begin"] = f.begin, jf["end"] = f.end;
         files.push_back(jf);
     }
-    const GPT2Config& c = m.config;
+    const ModelConfig& c = m.config;
     nlohmann::json j = {
         {"format", "llmc checkpoint"},
         {"version", m.sync.every == 0          ? CHECKPOINT_META_VERSION
@@ -123,6 +123,7 @@ nlohmann::json meta_to_json(const CheckpointMeta& m) {
         {"metrics_bytes", m.metrics_bytes},
         {"files", files},
     };
+    if (c.arch != "gpt2") j["model"]["arch"] = c.arch;  // GPT-2's checkpoints stay as they were
     if (m.sync.every > 0)
         j["sync"] = {{"every", m.sync.every}, {"outer_lr", m.sync.outer_lr}, {"outer_momentum", m.sync.outer_momentum},
                      {"last_sync_step", m.sync.last_sync_step}};
@@ -133,10 +134,11 @@ nlohmann::json meta_to_json(const CheckpointMeta& m) {
 namespace {
 
 // The parts of meta_from_json, in the order the file is checked (the first problem is the one reported).
-GPT2Config model_from_json(const nlohmann::json& j, const std::string& path) {
+ModelConfig model_from_json(const nlohmann::json& j, const std::string& path) {
     const nlohmann::json& c = field(j, "model", "model", path);
     const __int128 dim = (__int128)1 << 24;
-    GPT2Config cfg;
+    ModelConfig cfg;
+    if (c.is_object() && c.contains("arch")) cfg.arch = string_field(c, "arch", "model.arch", path);
     cfg.max_seq_len = (size_t)int_field(c, "max_seq_len", "model.max_seq_len", 1, dim, path);
     cfg.vocab_size = (size_t)int_field(c, "vocab_size", "model.vocab_size", 1, dim, path);
     cfg.padded_vocab_size = (size_t)int_field(c, "padded_vocab_size", "model.padded_vocab_size", 1, dim, path);
@@ -366,7 +368,7 @@ std::string verify_checkpoint_file(const std::string& dir, const CheckpointMeta&
     // The header must say what meta.json says (a file with a valid checksum may still be the wrong one).
     try {
         if (index == 0) {
-            const GPT2Config c = read_model_config(path);
+            const ModelConfig c = read_model_config(path);
             if (!(c == meta.config))
                 return path + ": model " + c.describe() + ", meta.json says " + meta.config.describe();
         } else {

@@ -72,7 +72,7 @@ struct SyncMeta {
 
 struct CheckpointMeta {
     int step = 0;  // optimizer steps done; the run continues with step + 1
-    GPT2Config config;
+    ModelConfig config;
     uint64_t num_params = 0;
     int world_size = 1, zero_stage = 0;
     // Must match on resume (the data order and the model depend on them).

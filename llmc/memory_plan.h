@@ -119,7 +119,7 @@ inline std::string describe_sharding(const TrainOptions& o, const DpMesh& mesh, 
 // One rank's plan for a run with these options on the ranks of `mesh` (dry_run_mesh; every shard of a plan has the
 // same size, so any rank's plan is every rank's).
 template <class Backend>
-MemoryPlan plan_training_memory(const TrainOptions& o, const GPT2Config& cfg, const DpMesh& mesh,
+MemoryPlan plan_training_memory(const TrainOptions& o, const ModelConfig& cfg, const DpMesh& mesh,
                                 const BackendOptions& bo) {
     const size_t B = (size_t)o.batch_size, T = (size_t)o.seq_len;
     const int world = mesh.world_size, stage = zero_stage_for(o, world);

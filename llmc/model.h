@@ -25,6 +25,7 @@
 #include "backend.h"
 #include "config.h"
 #include "error.h"
+#include "gpt2_params.h"
 #include "layout.h"
 #include "rng.h"
 #include "zero.h"
@@ -68,7 +69,7 @@ class GPT2 {
 public:
     using act_t = typename Backend::act_t;
 
-    GPT2(Backend& be, const GPT2Config& cfg, size_t B, size_t T, const ModelOptions& opt = ModelOptions())
+    GPT2(Backend& be, const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt = ModelOptions())
         : be_(be), cfg_(cfg), layout_(cfg), B_(B), T_(T), opt_(opt), chunk_rows_(classifier_rows(B, T, opt)) {
         check_shape(cfg, B, T, opt);
         padded_ = padded_params(layout_, opt);
@@ -86,7 +87,7 @@ public:
     GPT2& operator=(const GPT2&) = delete;
 
     Backend& backend() { return be_; }
-    const GPT2Config& config() const { return cfg_; }
+    const ModelConfig& config() const { return cfg_; }
     const ParamLayout& layout() const { return layout_; }
     size_t num_params() const { return layout_.total; }
     size_t padded_params() const { return padded_; }
@@ -124,23 +125,19 @@ public:
         return host;
     }
 
-    // GPT-2 initialisation, deterministic from `seed`: weights ~ N(0, 0.02), the residual projections (attprojw,
-    // fcprojw) ~ N(0, 0.02 / sqrt(2L)), biases 0, layernorm weights 1, padded wte rows 0. Each tensor draws from its
-    // own stream (seed, tensor index), so the values do not depend on the order tensors are initialised in.
+    // The initialisation of the parameter table (ParamSpec::init), deterministic from `seed`: each tensor draws from
+    // its own stream (seed, tensor index), so the values do not depend on the order tensors are initialised in.
     void init_gpt2(uint64_t seed) {
         std::vector<float> host(layout_.total, 0.0f);
-        const float resid_std = 0.02f / std::sqrt(2.0f * (float)cfg_.num_layers);
-        for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-            float* dst = host.data() + layout_.offsets[t];
-            size_t n = layout_.sizes[t];
-            if (t == LN1W || t == LN2W || t == LNFW) {
-                for (size_t i = 0; i < n; i++) dst[i] = 1.0f;
-            } else if (ParamLayout::is_decayed(t)) {
-                float std = (t == ATTPROJW || t == FCPROJW) ? resid_std : 0.02f;
-                if (t == WTE) n = cfg_.vocab_size * cfg_.channels;  // padded rows stay zero
-                NormalRng rng(seed, (uint64_t)t);
-                for (size_t i = 0; i < n; i++) dst[i] = std * rng.next();
-            }
+        for (int t = 0; t < layout_.num_tensors(); t++) {
+            const ParamInit& init = layout_.spec(t).init;
+            float* dst = host.data() + layout_.offsets[(size_t)t];
+            const size_t size = layout_.sizes[(size_t)t];
+            const size_t n = init.rows ? init.rows * (size / layout_.spec(t).shape[0]) : size;
+            if (init.kind == ParamInit::Ones) std::fill(dst, dst + n, 1.0f);
+            if (init.kind != ParamInit::Normal) continue;
+            NormalRng rng(seed, (uint64_t)t);
+            for (size_t i = 0; i < n; i++) dst[i] = init.std * rng.next();
         }
         set_params(host);
     }
@@ -298,7 +295,7 @@ public:
     size_t memory_bytes() const { return memory_bytes_; }
 
     // Fails with a message unless a model of this shape can be created (the backend's attention included).
-    static void check_shape(const GPT2Config& cfg, size_t B, size_t T, const ModelOptions& opt) {
+    static void check_shape(const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt) {
         validate_config(cfg);
         if (B == 0 || T == 0) fail("batch size B=%zu and sequence length T=%zu must be positive", B, T);
         if (T > cfg.max_seq_len)
@@ -317,7 +314,7 @@ public:
         return rows < B * T ? rows : B * T;
     }
     // The activation buffers a model of this shape allocates (indexed by ActBuffer), without allocating anything.
-    static std::vector<BufferSize> activation_plan(const GPT2Config& cfg, size_t B, size_t T, const ModelOptions& opt) {
+    static std::vector<BufferSize> activation_plan(const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt) {
         check_shape(cfg, B, T, opt);
         const size_t N = B * T, C = cfg.channels, L = cfg.num_layers, NH = cfg.num_heads;
         const size_t A = sizeof(act_t), F = sizeof(float), I = sizeof(int);
@@ -492,7 +489,7 @@ private:
     }
 
     Backend& be_;
-    GPT2Config cfg_;
+    ModelConfig cfg_;
     ParamLayout layout_;
     size_t B_, T_;
     ModelOptions opt_;

@@ -119,8 +119,8 @@ public:
         const float* g = reducer_.reduced_grads(state_offset_);
         const float scale = update_scale_;
         act_t* params = model_.params();
-        for (const ShardSegment& s : segments_) {
-            const float wd = ParamLayout::is_decayed(s.tensor) ? cfg_.weight_decay : 0.0f;
+        for (const TensorSegment& s : segments_) {
+            const float wd = model_.layout().is_decayed(s.tensor) ? cfg_.weight_decay : 0.0f;
             be_.adamw_update(params + s.flat_offset, master_ + s.offset_in_range, g + s.offset_in_range,
                              m_ + s.offset_in_range, v_ + s.offset_in_range, s.length, lr, cfg_.beta1, cfg_.beta2,
                              cfg_.eps, wd, scale, t, rounding_seed(seed_, t, s.tensor), s.offset_in_tensor);
@@ -202,7 +202,7 @@ private:
     const ShardPlan& plan_;  // the reducer's
     int stage_;
     size_t state_offset_ = 0, state_count_ = 0;
-    std::vector<ShardSegment> segments_;
+    std::vector<TensorSegment> segments_;
     float *m_ = nullptr, *v_ = nullptr, *master_ = nullptr;
     float* norm_ = nullptr;        // the squared norm (one device float)
     bool normed_ = false;          // grad_norm() ran for this step (apply() uses its clip scale)

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "architectures.h"
 #include "cli.h"
 #include "comm.h"
 #include "config.h"
@@ -29,21 +30,6 @@
 #include "zero.h"
 
 namespace llmc {
-
-// Model FLOPs per token of one training step (forward + backward), for MFU, by llm.c's formula so that the figures
-// compare directly: 6 N + 6 L C T, N = every parameter (the padded vocabulary, the position table, layernorms and
-// biases included: llm.c's num_parameters), 6 L C T = the attention score and value products under the causal mask
-// (half of the 12 L C T of the full T x T products). GPT-2 124M at T = 1024: 803.5 MFLOP per token.
-inline double flops_per_token(const GPT2Config& c, size_t num_params, size_t T) {
-    return 6.0 * (double)num_params + 6.0 * (double)c.num_layers * (double)c.channels * (double)T;
-}
-// The formula as the log's header states it.
-inline std::string describe_flops_per_token(const GPT2Config& c, size_t num_params, size_t T) {
-    char s[160];
-    std::snprintf(s, sizeof s, "MFU counts 6 N + 6 L C T = %.1f MFLOP per token (llm.c's formula: N = %zu parameters, "
-                  "causal attention)", flops_per_token(c, num_params, T) / 1e6, num_params);
-    return s;
-}
 
 // Why -d does not split into whole micro-steps of -b x -t on `world` ranks, and which -b values would: the divisors of
 // each rank's share of the step's sequences, largest first ("-b values that work: 64, 32, ...", at most 12), or how
@@ -67,8 +53,8 @@ inline std::string batch_size_advice(size_t total_batch, size_t T, int world) {
 }
 
 // The model's shape: a descriptor builds a fresh, GPT-2-initialised model; anything else is a model file.
-inline GPT2Config resolve_model_config(const std::string& spec, bool* from_file) {
-    GPT2Config cfg;
+inline ModelConfig resolve_model_config(const std::string& spec, bool* from_file) {
+    ModelConfig cfg;
     *from_file = !parse_model_descriptor(spec, &cfg);
     if (*from_file) cfg = read_model_config(spec);
     validate_config(cfg);
@@ -77,7 +63,7 @@ inline GPT2Config resolve_model_config(const std::string& spec, bool* from_file)
 
 // What the options make of a run on `world` ranks, before anything is loaded.
 struct RunShape {
-    GPT2Config cfg;
+    ModelConfig cfg;
     bool from_file = false;   // -e is a model file (else a descriptor: a fresh GPT-2 initialisation)
     int world = 1;
     size_t B = 0, T = 0;      // sequences per rank per micro-step, sequence length
@@ -109,7 +95,7 @@ inline RunShape plan_run(const TrainOptions& o, int world) {
 template <class Backend>
 void print_memory_plan(const TrainOptions& o, int world, const DistInfo& launched, const BackendOptions& bo) {
     bool from_file = false;
-    const GPT2Config cfg = resolve_model_config(o.model, &from_file);
+    const ModelConfig cfg = resolve_model_config(o.model, &from_file);
     const size_t tokens_per_micro = (size_t)o.batch_size * (size_t)o.seq_len * (size_t)world;
     if (o.total_batch > 0 && (size_t)o.total_batch % tokens_per_micro != 0)
         fail("-d %lld is not divisible by B*T*ranks = %d*%d*%d = %zu", o.total_batch, o.batch_size, o.seq_len, world,
@@ -238,7 +224,7 @@ inline std::vector<McExample> read_checked_hellaswag(const TrainOptions& o, size
 }
 
 // The tokenizer for -s's samples (rank 0), or null with a note when there is none or it does not fit the model.
-inline std::unique_ptr<Tokenizer> load_tokenizer(const TrainOptions& o, const GPT2Config& cfg) {
+inline std::unique_ptr<Tokenizer> load_tokenizer(const TrainOptions& o, const ModelConfig& cfg) {
     FILE* f = std::fopen(o.tokenizer.c_str(), "rb");
     if (!f) {
         std::printf("note: no tokenizer at %s, samples are off (make one with ./gpt2_tokenizer)\n",

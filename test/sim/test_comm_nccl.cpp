@@ -114,7 +114,7 @@ void test_nccl_comm(llmc::CudaBackend& be, llmc::Comm& comm) {
 // stale values.
 std::vector<float> optimizer_run(llmc::CudaBackend& be, llmc::Comm& comm, int stage) {
     using namespace optimizer_fixture;
-    llmc::GPT2Config c = tiny_config();
+    llmc::ModelConfig c = tiny_config();
     c.channels = 32;  // head size 16: the CUDA attention kernels refuse the fixture's head size 3 at construction
     llmc::GPT2<llmc::CudaBackend> model(be, c, 1, 1, padded_for(comm.world_size()));
     const size_t n = model.num_params();

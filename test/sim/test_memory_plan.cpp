@@ -32,7 +32,7 @@ void check_plan(const std::string& descriptor, int batch, int seq_len, int recom
     llmc::TrainOptions o;
     o.model = descriptor, o.batch_size = batch, o.seq_len = seq_len, o.recompute = recompute;
     o.zero_stage = zero_stage, o.classifier_chunk = classifier_chunk;
-    llmc::GPT2Config cfg;
+    llmc::ModelConfig cfg;
     if (!llmc::parse_model_descriptor(descriptor, &cfg)) llmc::fail("bad descriptor %s", descriptor.c_str());
     llmc::BackendOptions bo;
     const llmc::MemoryPlan plan = llmc::plan_training_memory<CudaBackend>(o, cfg, llmc::dry_run_mesh(o, 1, 0), bo);

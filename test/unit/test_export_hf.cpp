@@ -19,7 +19,7 @@ int main() {
     try {
         const std::string dir = "build/test-tmp/export_hf";
         if (std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) != 0) return 1;
-        GPT2Config cfg;
+        ModelConfig cfg;
         if (!parse_model_descriptor("L=2,NH=4,C=32,T=16,V=100", &cfg)) return 1;
         const size_t B = 2, T = 16;
         CpuBackend be;
@@ -28,8 +28,8 @@ int main() {
         std::vector<float> p = model.get_params();
         const ParamLayout& lay = model.layout();
         NormalRng rng(11, 0);
-        for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-            if (ParamLayout::is_decayed(t)) continue;  // biases and layernorm weights
+        for (int t = 0; t < lay.num_tensors(); t++) {
+            if (lay.is_decayed(t)) continue;  // biases and layernorm weights
             const bool ln_weight = t == LN1W || t == LN2W || t == LNFW;
             for (size_t i = 0; i < lay.sizes[t]; i++) p[lay.offsets[t] + i] += (ln_weight ? 0.2f : 0.05f) * rng.next();
         }

@@ -52,7 +52,7 @@ struct RefAdamW {
 
     RefAdamW(const std::vector<float>& init, const ParamLayout& layout, const OptimConfig& c)
         : p(init.begin(), init.end()), m(init.size(), 0.0), v(init.size(), 0.0), decayed(init.size()), cfg(c) {
-        for (size_t i = 0; i < init.size(); i++) decayed[i] = ParamLayout::is_decayed(layout.tensor_of(i));
+        for (size_t i = 0; i < init.size(); i++) decayed[i] = layout.is_decayed(layout.tensor_of(i));
     }
     void step(const std::vector<double>& grad, double lr, int t) {
         double ss = 0;
@@ -175,10 +175,10 @@ void test_weight_decay_only_2d(int stage) {
     float norm = opt.step(0.1f, 1);
     std::vector<float> p = model.get_params();
     const ParamLayout& L = model.layout();
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+    for (int t = 0; t < L.num_tensors(); t++) {
         bool ok = true;
         for (size_t i = L.offsets[t]; i < L.offsets[t] + L.sizes[t]; i++) {
-            if (ParamLayout::is_decayed(t)) {
+            if (L.is_decayed(t)) {
                 double want = (double)init[i] * (1.0 - 0.1 * 0.5);
                 ok = ok && std::fabs(p[i] - want) <= 1e-7;  // one fp32 update of |p| < 0.5: an ulp or two
             } else {
@@ -186,7 +186,7 @@ void test_weight_decay_only_2d(int stage) {
             }
         }
         check("ZeRO " + std::to_string(stage) + ": weight decay " +
-                  (ParamLayout::is_decayed(t) ? "shrinks " : "leaves alone ") + ParamLayout::name(t),
+                  (L.is_decayed(t) ? "shrinks " : "leaves alone ") + L.name(t),
               ok);
     }
     check("ZeRO " + std::to_string(stage) + ": zero gradients have norm 0", norm == 0.0f);
@@ -470,7 +470,7 @@ void test_dry_run_plan_matches_hybrid_allocations() {
         {4, "", 0, 0, 2, 4},   {4, "", 0, 3, 1, 1},   {4, "", 0, 3, 0, 1},      {8, "2", 0, 3, 2, 2},
         {8, "8", 0, 3, 1, 8},
     };
-    GPT2Config cfg;
+    ModelConfig cfg;
     parse_model_descriptor("L=2,NH=2,C=16,T=8,V=64", &cfg);  // N = 8768 parameters
     const size_t N = ParamLayout(cfg).total;
     for (const Case& c : cases) {
