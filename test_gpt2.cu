@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,9 @@
 #include "llmc/error.h"
 #include "llmc/file_util.h"
 #include "llmc/layout.h"
+#include "llmc/grad_sink.h"
 #include "llmc/model.h"
+#include "llmc/models.h"
 #include "llmc/model_file.h"
 #include "llmc/optimizer.h"
 #include "llmc/zero.h"
@@ -280,7 +283,8 @@ static int run(const std::string& dir) {
     Backend be{llmc::BackendOptions()};
     llmc::ModelOptions mo;
     mo.pad_to = llmc::zero_pad_multiple(1);  // the optimizer's flat shards (one rank)
-    llmc::GPT2<Backend> model(be, ref.cfg, B, T, mo);
+    std::unique_ptr<llmc::Model<Backend>> created = llmc::create_model(be, ref.cfg, B, T, mo);
+    llmc::Model<Backend>& model = *created;
     model.set_params(mf.params);
 
     // Forward only: the logits survive (grad_scale 0).
@@ -294,10 +298,10 @@ static int run(const std::string& dir) {
     expect_close("loss", &loss, &ref.loss, 1, tol.loss_rtol, tol.loss_per_logit_err * logit_err);
 
     // Forward + backward: every gradient tensor.
-    model.zero_grads();
+    llmc::FlatGrads<Backend> sink(be, model.layout(), model.padded_params());
     model.forward(ref.inputs.data(), ref.targets.data(), B, T, 1.0f);
-    model.backward();
-    std::vector<float> grads = model.get_grads();
+    model.backward(sink);
+    std::vector<float> grads = sink.download();
     const llmc::ParamLayout& layout = model.layout();
     for (int t = 0; t < layout.num_tensors(); t++) {
         const float* want = ref.grads.data() + layout.offsets[t];
@@ -307,7 +311,6 @@ static int run(const std::string& dir) {
     }
 
     // Training on the same batch: AdamW with the reference's hyperparameters, ZeRO stage 0, one process.
-    model.zero_grads();
     auto comm = llmc::make_single_comm();
     llmc::OptimConfig oc;
     oc.beta1 = ref.beta1, oc.beta2 = ref.beta2, oc.eps = ref.eps, oc.weight_decay = ref.weight_decay;
@@ -317,7 +320,7 @@ static int run(const std::string& dir) {
     for (size_t s = 0; s < ref.steps; s++) {
         model.forward(ref.inputs.data(), ref.targets.data(), B, T, 1.0f);
         losses[s] = model.mean_loss();
-        model.backward();
+        model.backward(opt.grad_sink(true));
         opt.reduce_gradients(true);
         norms[s] = opt.step(ref.lr, (int)s + 1);
         std::printf("# step %2zu: loss %.7f (reference %.7f), grad norm %.7f (reference %.7f)\n", s + 1, losses[s],

@@ -45,7 +45,7 @@ public:
     // comm: every rank of the run; mesh: where this rank sits among the sharding groups (one group by default);
     // outer: the run's OuterSync with --sync-every, else nullptr; then mesh's groups are the replicas (groups of one
     // rank, in rank order, when every rank is a replica).
-    Checkpointer(const std::string& out_dir, Backend& be, Comm& comm, GPT2<Backend>& model, Optimizer<Backend>& opt,
+    Checkpointer(const std::string& out_dir, Backend& be, Comm& comm, Model<Backend>& model, Optimizer<Backend>& opt,
                  const DpMesh& mesh = DpMesh(), OuterSync<Backend>* outer = nullptr)
         : out_(out_dir), be_(be), comm_(comm), model_(model), opt_(opt), mesh_(mesh), outer_(outer) {}
 
@@ -254,7 +254,7 @@ private:
     std::string out_;
     Backend& be_;
     Comm& comm_;
-    GPT2<Backend>& model_;
+    Model<Backend>& model_;
     Optimizer<Backend>& opt_;
     DpMesh mesh_;
     OuterSync<Backend>* outer_;

@@ -39,7 +39,7 @@
 // last micro-step (through the bf16 staging buffer in chunks with a bf16 wire). The sums then run over every rank
 // of every group: the optimizer divides by k x N x R (data_parallel_size()).
 //
-// ZeRO 2 holds no full gradient buffer (the model is created with ModelOptions::gradient_buffer = false). Between
+// ZeRO 2 holds no full gradient buffer. Between
 // micro-steps a rank keeps only its fp32 shard accumulator; during backward, each bucket lives in a buffer of a pool
 // (llmc/zero.h: bucket L's own buffer, ZERO2_LAYER_BUFFERS buffers shared by the layer buckets) from bucket_buffer()
 // until its reduction has completed and the rank's own pieces have been added into the accumulator (copied at a
@@ -67,43 +67,37 @@
 
 #include "comm.h"
 #include "error.h"
+#include "grad_sink.h"
 #include "layout.h"
 #include "zero.h"
 
 namespace llmc {
 
-// Model needs: num_params(), padded_params(), layout(), grads() (float*, device; nullptr for ZeRO 2, which needs a
-// model without a full gradient buffer), in ParamLayout order over padded_params() elements.
-template <class Backend, class Model>
-class GradReducer {
+// The gradients of a model with this layout whose flat buffers have `padded` elements (a multiple of
+// zero_pad_multiple(world size, align), ModelOptions::pad_to). ZeRO 0 and 1 hold the full fp32 gradient buffer.
+template <class Backend>
+class GradReducer : public GradSink {
 public:
-    // The model's buffers must be padded to a multiple of zero_pad_multiple(world size, align) (ModelOptions::pad_to).
     // wire: the type the gradients are reduced in (F32, or BF16: half the bytes, see "Reduce dtype" above).
     // replica: hybrid sharding's comm across groups (null: one group, `comm` spans every rank).
-    GradReducer(Backend& be, Model& model, Comm& comm, int zero_stage, size_t align, DType wire = DType::F32,
-                Comm* replica = nullptr)
-        : be_(be), model_(model), comm_(comm), replica_(replica), stage_(zero_stage), wire_(wire) {
+    GradReducer(Backend& be, const ParamLayout& layout, size_t padded, Comm& comm, int zero_stage, size_t align,
+                DType wire = DType::F32, Comm* replica = nullptr)
+        : be_(be), layout_(layout), padded_(padded), comm_(comm), replica_(replica), stage_(zero_stage), wire_(wire) {
         validate_zero_stage(zero_stage);
         if (replica_ && stage_ == 0)
             fail("GradReducer: ZeRO 0 all-reduces over every rank; sharding groups need ZeRO 1 or 2");
         if (wire != DType::F32 && wire != DType::BF16)
             fail("GradReducer: gradients are reduced in f32 or bf16, not %s", dtype_name(wire));
-        plan_ = make_shard_plan(model.num_params(), comm.world_size(), comm.rank(), align);
-        if (model.padded_params() < plan_.padded)
+        plan_ = make_shard_plan(layout.total, comm.world_size(), comm.rank(), align);
+        if (padded < plan_.padded)
             fail("the model's flat buffers have %zu elements but ZeRO over %d ranks needs %zu: create the model "
                  "with ModelOptions::pad_to = zero_pad_multiple(%d) = %zu",
-                 model.padded_params(), plan_.world_size, plan_.padded, plan_.world_size,
-                 zero_pad_multiple(plan_.world_size, align));
-        if (stage_ == 2 && model.grads())
-            fail("ZeRO 2 keeps no full gradient buffer: create the model with ModelOptions::gradient_buffer = false");
-        if (stage_ < 2 && !model.grads())
-            fail("ZeRO %d reduces the model's full gradient buffer, but the model has none "
-                 "(ModelOptions::gradient_buffer = false is for ZeRO 2)",
-                 stage_);
-        const size_t nb = num_grad_buckets(model.layout());
+                 padded, plan_.world_size, plan_.padded, plan_.world_size, zero_pad_multiple(plan_.world_size, align));
+        if (stage_ < 2) grads_ = alloc_floats(padded);
+        const size_t nb = num_grad_buckets(layout);
         for (size_t b = 0; b < nb; b++) {
-            ranges_.push_back(bucket_ranges(model.layout(), b));
-            pieces_.push_back(bucket_pieces(plan_, model.layout(), b));
+            ranges_.push_back(bucket_ranges(layout, b));
+            pieces_.push_back(bucket_pieces(plan_, layout, b));
             std::vector<size_t> packed;
             for (const BucketPiece& p : pieces_.back()) packed.push_back(packed_offset(ranges_.back(), p.begin));
             piece_packed_.push_back(packed);
@@ -111,9 +105,10 @@ public:
         bucket_done_.assign(nb, 0);
         acquired_.assign(nb, 0);
         if (stage_ == 2) allocate_pool(nb);
-        if (wire_ == DType::BF16) wire_buf_ = be_.alloc(max_bucket_elements(model.layout()) * 2);
+        if (wire_ == DType::BF16) wire_buf_ = be_.alloc(max_bucket_elements(layout) * 2);
     }
-    ~GradReducer() {
+    ~GradReducer() override {
+        if (grads_) be_.free(grads_);
         if (accum_) be_.free(accum_);
         if (wire_buf_) be_.free(wire_buf_);
         for (BucketSlot& k : slots_) {
@@ -127,14 +122,21 @@ public:
     const ShardPlan& plan() const { return plan_; }
     int zero_stage() const { return stage_; }
 
-    // What the model's backward of one micro-step does with the gradient buckets: ZeRO 2 accumulates them in the
-    // pool's buffers (bucket_buffer), every stage announces them (bucket_ready).
-    BackwardHooks backward_hooks(bool last_micro_step) {
-        BackwardHooks h;
-        if (stage_ == 2) h.bucket_buffer = [this](size_t b) { return bucket_buffer(b); };
-        h.bucket_ready = [this, last_micro_step](size_t b) { bucket_ready(b, last_micro_step); };
-        return h;
+    // The sink the model's backward of one micro-step writes into: ZeRO 2 accumulates the buckets in the pool's
+    // buffers (bucket_buffer), ZeRO 0 and 1 in the full gradient buffer; every stage reduces each bucket as it is
+    // announced (bucket_ready).
+    GradSink& sink(bool last_micro_step) {
+        last_micro_step_ = last_micro_step;
+        return *this;
     }
+    BucketGrads open_bucket(size_t bucket) override {
+        float* packed = bucket_buffer(bucket);
+        return packed ? BucketGrads(packed, ranges_[bucket]) : BucketGrads(grads_);
+    }
+    void bucket_done(size_t bucket) override { bucket_ready(bucket, last_micro_step_); }
+    // The full fp32 gradient buffer (ZeRO 0 and 1; nullptr at ZeRO 2), and its bytes.
+    float* grads() { return grads_; }
+    size_t grad_buffer_bytes() const { return grads_ ? padded_ * sizeof(float) : 0; }
 
     // ZeRO 2: the packed buffer (llmc/zero.h) that backward accumulates bucket `bucket` into, zeroed on the main
     // stream; the buffer's previous bucket is finished first (reduced if it was not announced, waited for, its own
@@ -146,7 +148,7 @@ public:
             fail("GradReducer::bucket_buffer: bucket %zu handed out twice in one micro-step", bucket);
         BucketSlot& k = slot_of(bucket);
         release(k);
-        be_.memset_zero(k.buf, bucket_elements(model_.layout(), bucket) * sizeof(float));
+        be_.memset_zero(k.buf, bucket_elements(layout_, bucket) * sizeof(float));
         k.bucket = (long)bucket;
         acquired_[bucket] = 1;
         return k.buf;
@@ -213,12 +215,12 @@ public:
     // The reduced gradient of flat element `flat_begin` onwards, for this rank's range (ZeRO 0: the whole buffer;
     // ZeRO >= 1: its shard): in place in the model's buffer for ZeRO 0 and 1, the accumulator for ZeRO 2.
     const float* reduced_grads(size_t flat_begin) const {
-        return stage_ == 2 ? accum_ + (flat_begin - plan_.begin()) : model_.grads() + flat_begin;
+        return stage_ == 2 ? accum_ + (flat_begin - plan_.begin()) : grads_ + flat_begin;
     }
     // After the optimizer's step (applied or skipped): the gradients are zeroed for the next step (ZeRO 2 zeroes each
     // bucket buffer when it hands it out, and the next step's first micro-step overwrites its accumulator).
     void finish_step() {
-        if (stage_ != 2) be_.memset_zero(model_.grads(), model_.padded_params() * sizeof(float));
+        if (stage_ != 2) be_.memset_zero(grads_, padded_ * sizeof(float));
         accumulated_ = false;
         reduced_ = false;
         micro_steps_ = 0;
@@ -232,7 +234,7 @@ private:
         const size_t L = num_buckets - 1, layers = std::min(L, ZERO2_LAYER_BUFFERS);
         slots_.resize(layers + 1);
         for (size_t k = 0; k <= layers; k++) {
-            slots_[k].buf = alloc_floats(bucket_elements(model_.layout(), k < layers ? 0 : L));
+            slots_[k].buf = alloc_floats(bucket_elements(layout_, k < layers ? 0 : L));
             slots_[k].reduced = be_.event_create();
         }
     }
@@ -293,7 +295,7 @@ private:
     void reduce_accumulator_across_groups() {
         const Stream st = be_.comm_stream();
         const size_t own = plan_.logical_end(plan_.rank) - plan_.logical_begin(plan_.rank);
-        const size_t chunk = wire_ == DType::BF16 ? max_bucket_elements(model_.layout()) : std::max<size_t>(own, 1);
+        const size_t chunk = wire_ == DType::BF16 ? max_bucket_elements(layout_) : std::max<size_t>(own, 1);
         uint16_t* wire = static_cast<uint16_t*>(wire_buf_);
         be_.comm_waits_main();
         for (size_t off = 0; off < own; off += chunk) {
@@ -321,12 +323,12 @@ private:
         std::vector<Part> parts;
         if (stage_ == 0) {
             for (const FlatRange& r : ranges_[b])
-                parts.push_back({model_.grads() + r.begin, packed_offset(ranges_[b], r.begin), r.end - r.begin, -1});
+                parts.push_back({grads_ + r.begin, packed_offset(ranges_[b], r.begin), r.end - r.begin, -1});
             return parts;
         }
         for (size_t i = 0; i < pieces_[b].size(); i++) {
             const BucketPiece& p = pieces_[b][i];
-            float* g = k ? k->buf + piece_packed_[b][i] : model_.grads() + p.begin;
+            float* g = k ? k->buf + piece_packed_[b][i] : grads_ + p.begin;
             parts.push_back({g, piece_packed_[b][i], p.end - p.begin, p.root});
         }
         return parts;
@@ -364,7 +366,8 @@ private:
     }
 
     Backend& be_;
-    Model& model_;
+    const ParamLayout& layout_;
+    size_t padded_;
     Comm& comm_;
     Comm* replica_;                // hybrid sharding: the comm across groups (null: one group)
     int stage_;
@@ -375,6 +378,8 @@ private:
     std::vector<char> bucket_done_;                // reduced in this micro-step
     std::vector<char> acquired_;                   // ZeRO 2: handed out by bucket_buffer() in this micro-step
     std::vector<BucketSlot> slots_;                // ZeRO 2: the bucket buffers
+    float* grads_ = nullptr;       // ZeRO 0, 1: the full fp32 gradient buffer backward accumulates into
+    bool last_micro_step_ = false; // the micro-step sink() was handed out for
     float* accum_ = nullptr;       // ZeRO 2: the fp32 accumulator of this rank's shard of the reduced gradients
     bool accumulated_ = false;     // ZeRO 2: accum_ holds this step's first micro-step
     bool reduced_ = false;         // the last micro-step's reduction was issued

@@ -7,7 +7,7 @@
 //                                            plan its optimizer builds (make_shard_plan over optimizer_shard_ranks():
 //                                            the sharding group of --shard-group, one rank with --sync-every alone)
 //   optimizer and trainer scalars            the optimizer's gradient-norm float and the trainer's loss accumulator
-//   activations                              GPT2<Backend>::activation_plan() (llmc/model.h), the table the model
+//   activations                              activation_plan<Backend>() (llmc/models.h), the table the model
 //                                            allocates from
 //   backend buffers                          Backend::scratch_plan(): its op-private scratch at the sizes one training
 //                                            step grows it to, and (CUDA) the cuBLASLt workspace
@@ -33,6 +33,7 @@
 #include "error.h"
 #include "layout.h"
 #include "model.h"
+#include "models.h"
 #include "zero.h"
 
 namespace llmc {
@@ -47,7 +48,6 @@ inline ModelOptions model_options_for(const TrainOptions& o, int world) {
     mo.recompute_gelu = o.recompute >= 1;
     mo.recompute_layernorm = o.recompute >= 2;
     mo.classifier_chunk_rows = (size_t)o.classifier_chunk;
-    mo.gradient_buffer = zero_stage_for(o, world) != 2;  // ZeRO 2: the optimizer's bucket buffers (llmc/optimizer.h)
     return mo;
 }
 
@@ -125,9 +125,9 @@ MemoryPlan plan_training_memory(const TrainOptions& o, const ModelConfig& cfg, c
     const int world = mesh.world_size, stage = zero_stage_for(o, world);
     validate_zero_stage(stage);
     const ModelOptions mo = model_options_for(o, world);
-    const std::vector<BufferSize> acts = GPT2<Backend>::activation_plan(cfg, B, T, mo);  // validates the shape
+    const std::vector<BufferSize> acts = activation_plan<Backend>(cfg, B, T, mo);  // validates the shape
     const ParamLayout layout(cfg);
-    const size_t A = sizeof(typename Backend::act_t), padded = GPT2<Backend>::padded_params(layout, mo);
+    const size_t A = sizeof(typename Backend::act_t), padded = Model<Backend>::padded_params(layout, mo);
     const ShardPlan plan = make_shard_plan(layout.total, optimizer_shard_ranks(o, mesh), 0, 128);  // the optimizer's
     const ZeroMemory z = zero_memory(layout, padded, plan, stage, A, o.reduce_dtype == "bf16" ? 2 : 4);
 

@@ -35,6 +35,7 @@
 #include "comm.h"
 #include "error.h"
 #include "grad_reducer.h"
+#include "model.h"
 #include "rng.h"
 
 namespace llmc {
@@ -45,10 +46,6 @@ struct OptimConfig {
 };
 
 template <class Backend>
-class GPT2;
-
-// Model: what GradReducer needs, and params() (act_t*, device, ParamLayout order). Tests may pass a stand-in.
-template <class Backend, class Model = GPT2<Backend>>
 class Optimizer {
 public:
     using act_t = typename Backend::act_t;
@@ -56,10 +53,10 @@ public:
     // The model's buffers must be padded to a multiple of zero_pad_multiple(world size, align) (ModelOptions::pad_to).
     // Hybrid sharding (llmc/dp_groups.h): `comm` is the rank's sharding group (the plan, the norm and the gather
     // span it) and `replica` the comm across groups that the reducer all-reduces the gradient shards over.
-    Optimizer(Backend& be, Model& model, Comm& comm, const OptimConfig& cfg, int zero_stage, uint64_t seed,
+    Optimizer(Backend& be, Model<Backend>& model, Comm& comm, const OptimConfig& cfg, int zero_stage, uint64_t seed,
               size_t align = 128, Comm* replica = nullptr)
         : be_(be), model_(model), comm_(comm), cfg_(cfg), seed_(seed),
-          reducer_(be, model, comm, zero_stage, align, cfg.reduce_dtype, replica), plan_(reducer_.plan()),
+          reducer_(be, model.layout(), model.padded_params(), comm, zero_stage, align, cfg.reduce_dtype, replica), plan_(reducer_.plan()),
           stage_(zero_stage) {
         state_offset_ = stage_ == 0 ? 0 : plan_.begin();
         state_count_ = zero_state_elements(plan_, stage_);
@@ -78,8 +75,9 @@ public:
 
     // The gradients of one step (llmc/grad_reducer.h): the model's backward takes backward_hooks(last), and every
     // micro-step ends with reduce_gradients(last).
-    GradReducer<Backend, Model>& reducer() { return reducer_; }
-    BackwardHooks backward_hooks(bool last_micro_step) { return reducer_.backward_hooks(last_micro_step); }
+    GradReducer<Backend>& reducer() { return reducer_; }
+    const GradReducer<Backend>& reducer() const { return reducer_; }
+    GradSink& grad_sink(bool last_micro_step) { return reducer_.sink(last_micro_step); }
     void reduce_gradients(bool last_micro_step) { reducer_.reduce_gradients(last_micro_step); }
 
     float step(float lr, int t) {
@@ -194,11 +192,11 @@ private:
     }
 
     Backend& be_;
-    Model& model_;
+    Model<Backend>& model_;
     Comm& comm_;
     OptimConfig cfg_;
     uint64_t seed_;
-    GradReducer<Backend, Model> reducer_;
+    GradReducer<Backend> reducer_;
     const ShardPlan& plan_;  // the reducer's
     int stage_;
     size_t state_offset_ = 0, state_count_ = 0;

@@ -269,7 +269,7 @@ private:
             model_->accumulate_loss(loss_acc, 1.0f / (float)(B * T * accum));
             // Gradients are reduced across ranks at the last micro-step only (ZeRO 2: at every one, into the shard).
             const bool last_micro = micro + 1 == accum;
-            model_->backward(opt_->backward_hooks(last_micro));
+            model_->backward(opt_->grad_sink(last_micro));
             opt_->reduce_gradients(last_micro);
             batches_->read_ahead();  // the next micro-batch, read while the device computes this one
         }
@@ -410,7 +410,7 @@ private:
     RunData data_;                                   // training and validation loaders
     DpGroups groups_;                                // the sharding groups' comms (before opt_: it outlives it)
     std::unique_ptr<BatchLookahead> batches_;        // the training loader's micro-batches, one read ahead
-    std::unique_ptr<GPT2<Backend>> model_;
+    std::unique_ptr<Model<Backend>> model_;
     std::unique_ptr<Comm> single_comm_;              // --sync-every: a one-rank comm (make_optimizers)
     std::unique_ptr<Optimizer<Backend>> opt_;        // over the sharding group, or single_comm_ (make_optimizers)
     std::unique_ptr<OuterSync<Backend>> outer_;      // --sync-every's outer optimizer (null without)

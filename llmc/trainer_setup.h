@@ -23,6 +23,7 @@
 #include "hellaswag.h"
 #include "memory_plan.h"
 #include "model.h"
+#include "models.h"
 #include "model_file.h"
 #include "optimizer.h"
 #include "schedule.h"
@@ -176,10 +177,10 @@ void scan_data(Backend& be, Comm& comm, RunData& d, size_t vocab) {
 }
 
 template <class Backend>
-std::unique_ptr<GPT2<Backend>> make_model(Backend& be, const TrainOptions& o, const RunShape& s) {
-    auto model = std::make_unique<GPT2<Backend>>(be, s.cfg, s.B, s.T, model_options_for(o, s.world));
+std::unique_ptr<Model<Backend>> make_model(Backend& be, const TrainOptions& o, const RunShape& s) {
+    std::unique_ptr<Model<Backend>> model = create_model(be, s.cfg, s.B, s.T, model_options_for(o, s.world));
     if (s.from_file) model->set_params(read_model_file(o.model).params);
-    else model->init_gpt2(o.seed);
+    else model->init(o.seed);
     return model;
 }
 
@@ -248,12 +249,12 @@ inline std::unique_ptr<Tokenizer> load_tokenizer(const TrainOptions& o, const Mo
 // Rank 0's start-up lines: model, backend, batch, data, schedule, ZeRO plan. `origin` says where the parameters
 // come from.
 template <class Backend>
-void print_startup(const TrainOptions& o, const RunShape& s, const DpMesh& mesh, const GPT2<Backend>& model,
+void print_startup(const TrainOptions& o, const RunShape& s, const DpMesh& mesh, const Model<Backend>& model,
                    const Optimizer<Backend>& opt, const DataLoader& train, const ScheduleConfig& sc,
                    const char* origin) {
     std::printf("model      %s, %.2fM parameters (%s)\n", s.cfg.describe().c_str(), model.num_params() / 1e6, origin);
     std::printf("backend    %s, %d rank(s), ZeRO-%d, %zu MiB of model memory per rank\n", Backend::name, s.world,
-                s.zero_stage, model.memory_bytes() >> 20);
+                s.zero_stage, (model.memory_bytes() + opt.reducer().grad_buffer_bytes()) >> 20);
     std::printf("batch      B=%zu T=%zu, %zu tokens per step = %zu micro-step(s) x %d rank(s)\n", s.B, s.T,
                 s.total_batch, s.grad_accum, s.world);
     std::printf("data       train %zu tokens in %zu shard(s); %d steps%s\n", train.total_tokens(), train.num_shards(),

@@ -44,15 +44,6 @@ std::vector<BucketPiece> bucket_pieces(const ShardPlan& plan, const ParamLayout&
     return pieces;
 }
 
-size_t packed_offset(const std::vector<FlatRange>& ranges, size_t flat) {
-    size_t before = 0;  // elements of the ranges preceding the one that holds `flat`
-    for (const FlatRange& r : ranges) {
-        if (flat >= r.begin && flat < r.end) return before + (flat - r.begin);
-        before += r.end - r.begin;
-    }
-    fail("packed_offset: flat element %zu lies in none of the bucket's %zu ranges", flat, ranges.size());
-}
-
 namespace {
 // zero_memory for a given plan (its padding and shard size) in a model of `model_padded` elements (0: plan.padded).
 ZeroMemory memory_of(const ShardPlan& plan, const ParamLayout& layout, int stage, size_t act_bytes,

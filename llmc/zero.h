@@ -57,20 +57,6 @@ inline std::vector<TensorSegment> shard_segments(const ShardPlan& plan, const Pa
     return range_segments(layout, plan.shard_begin(r), plan.shard_end(r));
 }
 
-// What the model's backward (GPT2::backward) does with the gradient buckets; the optimizer provides them
-// (Optimizer::backward_hooks). Both are called on the host, without synchronisation, in backward's order.
-struct BackwardHooks {
-    // Where bucket b accumulates: a packed bucket buffer (bucket_elements() floats, the bucket's ranges back to back:
-    // see ZeRO 2's bucket buffers below), zero and free for the main stream's next op; or nullptr for the model's
-    // own flat buffer.
-    // Called once per bucket before backward enqueues the first op that writes it: L first (the classifier writes
-    // wte's gradient), then L-1, ..., 0. Empty: the model's own buffer for every bucket.
-    std::function<float*(size_t bucket)> bucket_buffer;
-    // Bucket b is complete: the ops that finish it have been ENQUEUED on the main stream (order L-1, ..., 0, L).
-    // No later op of this backward reads or writes it. The optimizer orders its reduction after them with an event.
-    std::function<void(size_t bucket)> bucket_ready;
-};
-
 // A bucket range cut at the shard boundaries: [begin, end) lies in rank `root`'s shard (ZeRO >= 1 reduces each
 // piece to the rank that owns it). In flat order; only non-empty pieces.
 struct BucketPiece {
@@ -87,10 +73,6 @@ std::vector<BucketPiece> bucket_pieces(const ShardPlan& plan, const ParamLayout&
 // that held it (layer l + ZERO2_LAYER_BUFFERS) must have completed, so that reduction has the backward of the
 // ZERO2_LAYER_BUFFERS - 1 layers in between to hide behind (llmc/optimizer.h).
 constexpr size_t ZERO2_LAYER_BUFFERS = 2;
-// The index in a packed bucket buffer of flat element `flat`, for a bucket with these ranges (bucket_ranges()).
-// Fails when `flat` lies in none of them.
-size_t packed_offset(const std::vector<FlatRange>& ranges, size_t flat);
-
 // Bytes of training state one rank holds (activations excluded): exactly what the model (params, grads) and the
 // optimizer (the rest) allocate for a stage. A pure function of the shapes, for start-up summaries and memory plans:
 //   zero_memory(ParamLayout(cfg), world_size, stage, act_bytes)   act_bytes: 2 (bf16, CUDA) or 4 (fp32, CPU)

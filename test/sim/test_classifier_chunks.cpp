@@ -23,7 +23,8 @@
 #include "llmc/cpu/cpu_backend.h"
 #include "llmc/cuda/cuda_backend.h"
 #include "llmc/error.h"
-#include "llmc/model.h"
+#include "llmc/gpt2.h"
+#include "llmc/grad_sink.h"
 #include "test/fixtures/testing.h"
 
 namespace {
@@ -37,19 +38,19 @@ StepResult train_step(const llmc::ModelConfig& cfg, size_t B, size_t T, size_t c
     Backend be{llmc::BackendOptions()};
     llmc::ModelOptions mo;
     mo.classifier_chunk_rows = chunk_rows;
-    llmc::GPT2<Backend> model(be, cfg, B, T, mo);
-    model.init_gpt2(11);
+    llmc::Gpt2<Backend> model(be, cfg, B, T, mo);
+    model.init(11);
     std::vector<int> in(B * T), tg(B * T);
     for (size_t i = 0; i < in.size(); i++) {
         in[i] = (int)((i * 13 + 5) % cfg.vocab_size);
         tg[i] = (int)((i * 29 + 7 + i / 4) % cfg.vocab_size);
     }
-    model.zero_grads();
+    llmc::FlatGrads<Backend> grads(be, model.layout(), model.padded_params());
     StepResult r;
     model.forward(in.data(), tg.data(), B, T, 1.0f);
     r.losses = model.get_losses();
-    model.backward();
-    r.grads = model.get_grads();
+    model.backward(grads);
+    r.grads = grads.download();
     model.forward(in.data(), nullptr, 1, T, 0.0f);  // one sequence without targets keeps its logits (sampling)
     r.logits_row = model.get_logits_row(0, T - 1);
     return r;
@@ -116,8 +117,8 @@ void refuses_logits_it_does_not_keep() {
     llmc::CpuBackend be{llmc::BackendOptions()};
     llmc::ModelOptions mo;
     mo.classifier_chunk_rows = 8;
-    llmc::GPT2<llmc::CpuBackend> model(be, cfg, 3, 8, mo);
-    model.init_gpt2(1);
+    llmc::Gpt2<llmc::CpuBackend> model(be, cfg, 3, 8, mo);
+    model.init(1);
     std::vector<int> tok(24, 3);
     std::string msg;
     try {

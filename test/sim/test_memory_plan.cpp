@@ -41,8 +41,8 @@ void check_plan(const std::string& descriptor, int batch, int seq_len, int recom
     size_t used = 0;
     {
         CudaBackend be(bo);
-        llmc::GPT2<CudaBackend> model(be, cfg, (size_t)batch, (size_t)seq_len, llmc::model_options_for(o, 1));
-        model.init_gpt2(7);
+        llmc::Gpt2<CudaBackend> model(be, cfg, (size_t)batch, (size_t)seq_len, llmc::model_options_for(o, 1));
+        model.init(7);
         auto comm = llmc::make_single_comm();
         llmc::Optimizer<CudaBackend> opt(be, model, *comm, llmc::OptimConfig(), llmc::zero_stage_for(o, 1), 7);
         float* loss_acc = (float*)be.alloc(sizeof(float));  // the trainer's (llmc/trainer.h)
@@ -50,7 +50,7 @@ void check_plan(const std::string& descriptor, int batch, int seq_len, int recom
         for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (int)((i * 7 + 3) % cfg.vocab_size);
         model.forward(tokens.data(), tokens.data(), (size_t)batch, (size_t)seq_len, 1.0f);
         model.accumulate_loss(loss_acc, 1.0f);
-        model.backward(opt.backward_hooks(true));
+        model.backward(opt.grad_sink(true));
         opt.reduce_gradients(true);
         opt.step(1e-3f, 1);
         be.synchronize();

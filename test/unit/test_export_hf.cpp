@@ -9,7 +9,7 @@
 
 #include "llmc/cpu/cpu_backend.h"
 #include "llmc/export_hf.h"
-#include "llmc/model.h"
+#include "llmc/gpt2.h"
 #include "llmc/rng.h"
 #include "test/fixtures/testing.h"
 
@@ -23,8 +23,8 @@ int main() {
         if (!parse_model_descriptor("L=2,NH=4,C=32,T=16,V=100", &cfg)) return 1;
         const size_t B = 2, T = 16;
         CpuBackend be;
-        GPT2<CpuBackend> model(be, cfg, B, T);
-        model.init_gpt2(7);
+        Gpt2<CpuBackend> model(be, cfg, B, T);
+        model.init(7);
         std::vector<float> p = model.get_params();
         const ParamLayout& lay = model.layout();
         NormalRng rng(11, 0);

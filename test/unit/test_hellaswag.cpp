@@ -33,8 +33,8 @@ int main() {
         const std::string dir = "build/test-tmp/hellaswag";
         if (std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) != 0) return 1;
         CpuBackend be;
-        std::unique_ptr<GPT2<CpuBackend>> model_ptr = hellaswag_fixture::make_model(be);
-        GPT2<CpuBackend>& model = *model_ptr;
+        std::unique_ptr<Model<CpuBackend>> model_ptr = hellaswag_fixture::make_model(be);
+        Model<CpuBackend>& model = *model_ptr;
         std::vector<McExample> ex = hellaswag_fixture::make_examples(model, 24);
         write_hellaswag(dir + "/eval.bin", ex);
         std::vector<McExample> back = read_hellaswag(dir + "/eval.bin");

@@ -1,4 +1,4 @@
-// Optimizer (llmc/optimizer.h) in one process on GPT2<CpuBackend>: AdamW with clipping and weight decay on the 2-D
+// Optimizer (llmc/optimizer.h) in one process on Gpt2<CpuBackend>: AdamW with clipping and weight decay on the 2-D
 // tensors only, against a hand computation in double, for ZeRO 0/1/2 and 1/2/8 micro-steps (ZeRO 2 also with more
 // layers than bucket buffers, so they are reused within a backward); the collectives each step issues (counted by
 // SingleComm, buckets announced or not); the model's backward announcing each gradient bucket once it is final, and
@@ -21,7 +21,7 @@
 
 using namespace llmc;
 using testing::check;
-using Model = GPT2<CpuBackend>;
+using TinyModel = Gpt2<CpuBackend>;
 using Opt = Optimizer<CpuBackend>;
 
 namespace {
@@ -84,7 +84,7 @@ void test_against_reference(int stage, int accum, size_t layers = 2, bool announ
                             (layers != 2 ? ", L=" + std::to_string(layers) : "") + (announce ? ", announced" : "") +
                             ": ";
     CpuBackend be;
-    Model model(be, tiny_config(layers), 1, 1, padded_for(1, stage));
+    TinyModel model(be, tiny_config(layers), 1, 1, padded_for(1));
     const size_t n = model.num_params();
     std::vector<float> init = initial_params(n);
     model.set_params(init);
@@ -146,7 +146,7 @@ void test_against_reference(int stage, int accum, size_t layers = 2, bool announ
     check(tag + "master equals the parameters (fp32 backend)", master == got);
 
     if (stage < 2) {  // ZeRO 2 has no full buffer; it zeroes each bucket buffer as it hands it out
-        std::vector<float> grads = download(be, model.grads(), model.padded_params());
+        std::vector<float> grads = download(be, opt.reducer().grads(), model.padded_params());
         bool zero = true;
         for (float x : grads) zero = zero && x == 0.0f;
         check(tag + "gradients zeroed after the step", zero);
@@ -164,7 +164,7 @@ void test_against_reference(int stage, int accum, size_t layers = 2, bool announ
 // matrices shrink by (1 - lr wd), everything else stays bit-identical.
 void test_weight_decay_only_2d(int stage) {
     CpuBackend be;
-    Model model(be, tiny_config(), 1, 1, padded_for(1, stage));
+    TinyModel model(be, tiny_config(), 1, 1, padded_for(1));
     std::vector<float> init = initial_params(model.num_params());
     model.set_params(init);
     auto comm = make_single_comm();
@@ -195,7 +195,7 @@ void test_weight_decay_only_2d(int stage) {
 void test_clip_settings() {
     for (float clip : {0.0f, 1000.0f}) {
         CpuBackend be;
-        Model model(be, tiny_config(), 1, 1, padded_for(1));
+        TinyModel model(be, tiny_config(), 1, 1, padded_for(1));
         model.set_params(initial_params(model.num_params()));
         auto comm = make_single_comm();
         OptimConfig cfg;
@@ -228,7 +228,7 @@ void test_collective_counts() {
         for (int stage = 0; stage <= 2; stage++) {
             for (int accum : {1, 2, 8}) {
                 CpuBackend be;
-                Model model(be, tiny_config(), 1, 1, padded_for(1, stage));
+                TinyModel model(be, tiny_config(), 1, 1, padded_for(1));
                 model.set_params(initial_params(model.num_params()));
                 auto comm = make_single_comm();
                 Opt opt(be, model, *comm, OptimConfig(), stage, 1);
@@ -266,45 +266,74 @@ void test_collective_counts() {
     }
 }
 
-// GPT2::backward announces bucket l exactly when layer l's gradients are final and bucket L after the encoder:
-// on the CPU (ops run in order) the bucket's gradients at the callback equal those after the whole backward.
-void test_backward_announces_complete_buckets() {
+// A sink that keeps what backward does: the buckets in the order they are opened and announced, each announced
+// bucket's gradients at that moment (flat), and (packed) each bucket in a buffer of its own ranges back to back.
+struct RecordingSink : GradSink {
+    RecordingSink(CpuBackend& be, const ParamLayout& layout, bool packed)
+        : flat(be, layout, TinyModel::padded_params(layout, ModelOptions())), layout(layout), packed(packed),
+          buffers(num_grad_buckets(layout)), ranges(num_grad_buckets(layout)) {}
+    BucketGrads open_bucket(size_t b) override {
+        opened.push_back(b);
+        if (!packed) return BucketGrads(flat.get());
+        ranges[b] = bucket_ranges(layout, b);
+        buffers[b].assign(bucket_elements(layout, b), 0.0f);
+        return BucketGrads(buffers[b].data(), ranges[b]);
+    }
+    void bucket_done(size_t b) override {
+        announced.push_back(b);
+        std::vector<float> mine;
+        for (const FlatRange& r : bucket_ranges(layout, b))
+            for (size_t i = r.begin; i < r.end; i++) mine.push_back(packed ? buffers[b][packed_offset(ranges[b], i)]
+                                                                            : flat.get()[i]);
+        at_announcement.push_back(mine);
+    }
+    FlatGrads<CpuBackend> flat;
+    const ParamLayout& layout;
+    bool packed;
+    std::vector<std::vector<float>> buffers;
+    std::vector<std::vector<FlatRange>> ranges;
+    std::vector<size_t> opened, announced;
+    std::vector<std::vector<float>> at_announcement;
+};
+
+// The model's backward opens bucket L first, then L-1 .. 0, and announces bucket l exactly when layer l's gradients
+// are final and bucket L after the encoder: on the CPU (ops run in order) the bucket's gradients at the announcement
+// equal those after the whole backward. Into packed bucket buffers (ZeRO 2's) it writes exactly what it writes into a
+// flat buffer (L = 3: every per-layer tensor slice and bucket L's two ranges at their packed offsets).
+void test_backward_into_sinks() {
     CpuBackend be;
-    Model model(be, tiny_config(), 2, 4, padded_for(1));
-    model.init_gpt2(3);
+    TinyModel model(be, tiny_config(3), 2, 4, padded_for(1));
+    model.init(3);
     const int in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, tg[8] = {2, 3, 4, 5, 6, 7, 8, 9};
+    RecordingSink flat(be, model.layout(), false), packed(be, model.layout(), true);
     model.forward(in, tg, 2, 4, 1.0f);
-    const ParamLayout& layout = model.layout();
-    std::vector<size_t> order;
-    std::vector<std::vector<float>> at_callback;
-    BackwardHooks hooks;
-    hooks.bucket_ready = [&](size_t b) {
-        order.push_back(b);
-        std::vector<float> g = model.get_grads(), mine;
-        for (const FlatRange& r : bucket_ranges(layout, b)) mine.insert(mine.end(), g.begin() + r.begin, g.begin() + r.end);
-        at_callback.push_back(mine);
-    };
-    model.backward(hooks);
-    check("backward announces buckets L-1 .. 0, then L, once each", order == std::vector<size_t>{1, 0, 2});
-    std::vector<float> g = model.get_grads();
-    bool complete = order.size() == 3, nonzero = true;
-    for (size_t k = 0; k < order.size() && complete; k++) {
+    model.backward(flat);
+    model.forward(in, tg, 2, 4, 1.0f);
+    model.backward(packed);
+    check("backward opens buckets L, L-1 .. 0 and announces L-1 .. 0, then L, once each",
+          flat.opened == std::vector<size_t>{3, 2, 1, 0} && flat.announced == std::vector<size_t>{2, 1, 0, 3} &&
+              packed.opened == flat.opened && packed.announced == flat.announced);
+    const std::vector<float> g = flat.flat.download();
+    bool complete = true, nonzero = true;
+    for (size_t k = 0; k < flat.announced.size(); k++) {
         std::vector<float> final_g;
-        for (const FlatRange& r : bucket_ranges(layout, order[k]))
+        for (const FlatRange& r : bucket_ranges(model.layout(), flat.announced[k]))
             final_g.insert(final_g.end(), g.begin() + r.begin, g.begin() + r.end);
-        complete = final_g == at_callback[k];
+        complete = complete && final_g == flat.at_announcement[k];
         double ss = 0;
         for (float x : final_g) ss += (double)x * x;
         nonzero = nonzero && ss > 0;
     }
     check("each bucket's gradients are final when it is announced", complete && nonzero);
+    check("the packed bucket buffers hold the flat buffer's gradients, bit for bit",
+          packed.at_announcement == flat.at_announcement);
 
     // The optimizer's misuse checks on announcements.
     auto comm = make_single_comm();
     Opt opt(be, model, *comm, OptimConfig(), 1, 1);
     opt.reducer().bucket_ready(0, true);
     expect_error("a bucket announced twice in a micro-step", [&] { opt.reducer().bucket_ready(0, true); }, "twice");
-    expect_error("a bucket past L", [&] { opt.reducer().bucket_ready(3, true); }, "bucket 3");
+    expect_error("a bucket past L", [&] { opt.reducer().bucket_ready(4, true); }, "bucket 4");
     opt.reduce_gradients(true);
     expect_error("bucket_ready after the last micro-step without step", [&] { opt.reducer().bucket_ready(1, true); },
                     "without step()");
@@ -313,60 +342,6 @@ void test_backward_announces_complete_buckets() {
     opt.reducer().bucket_ready(0, false);  // ZeRO 1 before the last micro-step: nothing to do, so no error either
     opt.reducer().bucket_ready(0, false);
     check("announcements before the last micro-step issue nothing at ZeRO 1", comm->counters.total() == reduces);
-}
-
-// ZeRO 2's path through the model: without a gradient buffer, backward accumulates each bucket into the packed
-// buffer its hooks hand out (bucket L first, then L-1 .. 0, each exactly once, before it is announced), and the
-// packed buffers hold exactly what a model with the flat buffer computes for the same batch (L = 3: every per-layer
-// tensor slice and bucket L's two ranges at their packed offsets).
-void test_backward_into_bucket_buffers() {
-    CpuBackend be;
-    ModelOptions flat_opts, packed_opts;
-    packed_opts.gradient_buffer = false;
-    Model flat(be, tiny_config(3), 2, 4, flat_opts), packed(be, tiny_config(3), 2, 4, packed_opts);
-    flat.init_gpt2(5);
-    packed.init_gpt2(5);
-    const int in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, tg[8] = {2, 3, 4, 5, 6, 7, 8, 9};
-    flat.forward(in, tg, 2, 4, 1.0f);
-    packed.forward(in, tg, 2, 4, 1.0f);
-    flat.backward();
-    const ParamLayout& layout = packed.layout();
-    const size_t nb = num_grad_buckets(layout);
-    std::vector<std::vector<float>> buffers(nb);
-    std::vector<size_t> handed, announced;
-    bool announced_after_handed = true;
-    BackwardHooks hooks;
-    hooks.bucket_buffer = [&](size_t b) {
-        handed.push_back(b);
-        buffers[b].assign(bucket_elements(layout, b), 0.0f);
-        return buffers[b].data();
-    };
-    hooks.bucket_ready = [&](size_t b) {
-        announced.push_back(b);
-        announced_after_handed = announced_after_handed && !buffers[b].empty();
-    };
-    packed.backward(hooks);
-    check("ZeRO 2 backward hands out buckets L, L-1 .. 0 and announces L-1 .. 0, L",
-          handed == std::vector<size_t>{3, 2, 1, 0} && announced == std::vector<size_t>{2, 1, 0, 3} &&
-              announced_after_handed);
-    std::vector<float> g = flat.get_grads();
-    bool same = true, nonzero = true;
-    for (size_t b = 0; b < nb; b++) {
-        const std::vector<FlatRange> ranges = bucket_ranges(layout, b);
-        double ss = 0;
-        for (const FlatRange& r : ranges)
-            for (size_t i = r.begin; i < r.end; i++) {
-                same = same && buffers[b][packed_offset(ranges, i)] == g[i];
-                ss += (double)g[i] * g[i];
-            }
-        nonzero = nonzero && ss > 0;
-    }
-    check("the packed bucket buffers hold the flat buffer's gradients, bit for bit", same && nonzero);
-    expect_error("a model without a gradient buffer needs bucket buffers", [&] {
-        packed.forward(in, tg, 2, 4, 1.0f);
-        packed.backward();
-    }, "no gradient buffer");
-    expect_error("get_grads without a gradient buffer", [&] { packed.get_grads(); }, "no gradient buffer");
 }
 
 // A CPU backend that records the size of every live allocation (the model's and the optimizer's).
@@ -424,12 +399,12 @@ void test_memory_matches_allocations() {
                     zero_memory(ParamLayout(tiny_config(layers)), world, stage, sizeof(float), 128, reduce_bytes);
                 OptimConfig oc;
                 oc.reduce_dtype = reduce_bytes == 2 ? DType::BF16 : DType::F32;
-                GPT2<CountingBackend> model(be, tiny_config(layers), 1, 1, padded_for(world, stage));
+                Gpt2<CountingBackend> model(be, tiny_config(layers), 1, 1, padded_for(world));
                 PlacedComm comm(world, world - 1);
                 const size_t before = be.live;
                 Optimizer<CountingBackend> opt(be, model, comm, oc, stage, 1);
-                const size_t opt_bytes = be.live - before;
-                const size_t model_grads = model.grads() ? be.sizes.at(model.grads()) : 0;
+                const size_t model_grads = opt.reducer().grads() ? be.sizes.at(opt.reducer().grads()) : 0;
+                const size_t opt_bytes = be.live - before - model_grads;
                 const size_t planned =
                     want.accumulator + want.bucket_pool + want.master + want.adam_m + want.adam_v + want.wire;
                 char buf[256];
@@ -494,14 +469,14 @@ void test_dry_run_plan_matches_hybrid_allocations() {
               item["AdamW m and v"], state, 4 * world_shard);
 
         CountingBackend be;
-        GPT2<CountingBackend> model(be, cfg, 1, 4, model_options_for(o, c.world));
+        Gpt2<CountingBackend> model(be, cfg, 1, 4, model_options_for(o, c.world));
         PlacedComm group(c.group, c.group - 1), across(c.world / c.group, 0);
         const bool hybrid_reduce = c.sync_every == 0 && c.group < c.world;
         const size_t before = be.live;
         Optimizer<CountingBackend> opt(be, model, group, OptimConfig(), c.stage, 1, 128,
                                        hybrid_reduce ? &across : nullptr);
-        const size_t opt_bytes = be.live - before;
-        const size_t grads = model.grads() ? be.sizes.at(model.grads()) : 0;
+        const size_t grads = opt.reducer().grads() ? be.sizes.at(opt.reducer().grads()) : 0;
+        const size_t opt_bytes = be.live - before - grads;
         const size_t planned_opt = item["gradient accumulator"] + item["gradient bucket buffers"] +
                                    item["master weights"] + item["AdamW m and v"] + sizeof(float);  // + the norm
         check(std::string(tag) + ": the plan's training state is what the model and the optimizer allocate",
@@ -520,7 +495,7 @@ void test_dry_run_plan_matches_hybrid_allocations() {
         check(std::string(tag) + ": the outer state is listed in host memory, 3 arrays of the state range, and "
               "nothing of it on the device",
               plan.host.size() == 1 && plan.host[0].bytes() == 3 * 4 * outer.count() &&
-                  be.live - before == opt_bytes,
+                  be.live - before == opt_bytes + grads,
               "host %zu bytes, outer state %zu floats", plan.host.empty() ? 0 : plan.host[0].bytes(), outer.count());
     }
     expect_error("a dry run refuses --shard-group node without the ranks per node", [] {
@@ -532,7 +507,7 @@ void test_dry_run_plan_matches_hybrid_allocations() {
 
 void test_misuse_and_state() {
     CpuBackend be;
-    Model model(be, tiny_config(), 1, 1, padded_for(1));
+    TinyModel model(be, tiny_config(), 1, 1, padded_for(1));
     model.set_params(initial_params(model.num_params()));
     auto comm = make_single_comm();
     Opt opt(be, model, *comm, OptimConfig(), 1, 1);
@@ -550,16 +525,11 @@ void test_misuse_and_state() {
     check("state covers the whole (one-rank) buffer",
           opt.state_offset() == 0 && opt.state_count() == model.padded_params() && opt.zero_stage() == 1);
 
-    Model unpadded(be, tiny_config(), 1, 1);  // pad_to 1: not a multiple of 128
+    TinyModel unpadded(be, tiny_config(), 1, 1);  // pad_to 1: not a multiple of 128
     expect_error("a model not padded for ZeRO is refused",
                  [&] { Opt bad(be, unpadded, *comm, OptimConfig(), 0, 1); }, "pad_to");
     expect_error("ZeRO stage 3 is refused", [&] { Opt bad(be, model, *comm, OptimConfig(), 3, 1); }, "ZeRO stage 3");
-    expect_error("ZeRO 2 refuses a model with a full gradient buffer",
-                 [&] { Opt bad(be, model, *comm, OptimConfig(), 2, 1); }, "gradient_buffer = false");
-    Model bufferless(be, tiny_config(), 1, 1, padded_for(1, 2));
-    expect_error("ZeRO 1 refuses a model without a gradient buffer",
-                 [&] { Opt bad(be, bufferless, *comm, OptimConfig(), 1, 1); }, "has none");
-    Opt zero2(be, bufferless, *comm, OptimConfig(), 2, 1);
+    Opt zero2(be, model, *comm, OptimConfig(), 2, 1);
     expect_error("ZeRO 2: a bucket announced before it was handed out", [&] { zero2.reducer().bucket_ready(1, false); },
                  "before bucket_buffer()");
     zero2.reducer().bucket_buffer(2);
@@ -584,8 +554,7 @@ int main() {
         for (int stage = 0; stage <= 2; stage++) test_weight_decay_only_2d(stage);
         test_clip_settings();
         test_collective_counts();
-        test_backward_announces_complete_buckets();
-        test_backward_into_bucket_buffers();
+        test_backward_into_sinks();
         test_memory_matches_allocations();
         test_dry_run_plan_matches_hybrid_allocations();
         test_misuse_and_state();

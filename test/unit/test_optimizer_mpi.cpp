@@ -33,7 +33,7 @@
 
 using namespace llmc;
 namespace dt = dist_testing;
-using Model = GPT2<CpuBackend>;
+using TinyModel = Gpt2<CpuBackend>;
 using Opt = Optimizer<CpuBackend>;
 
 namespace {
@@ -115,14 +115,14 @@ std::vector<float> run_case(Comm& world, int stage, int accum, bool exact, bool 
     cfg.grad_clip = 1.0f;
     Grads grads{exact};
 
-    Model model(be, tiny_config(layers), 1, 1, padded_for(W, stage));
+    TinyModel model(be, tiny_config(layers), 1, 1, padded_for(W));
     const size_t n = model.num_params();
     model.set_params(initial_params(n));
     Opt opt(be, model, comm, cfg, stage, 42, 128, replica.get());
 
     // The one-process reference: ZeRO 0 on its own communicator, fed the global gradients.
     auto single = make_single_comm();
-    Model ref_model(be, tiny_config(layers), 1, 1, padded_for(1));
+    TinyModel ref_model(be, tiny_config(layers), 1, 1, padded_for(1));
     ref_model.set_params(initial_params(n));
     Opt ref(be, ref_model, *single, cfg, 0, 42);
 

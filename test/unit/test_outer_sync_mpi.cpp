@@ -36,7 +36,7 @@
 
 using namespace llmc;
 namespace dt = dist_testing;
-using Model = GPT2<CpuBackend>;
+using TinyModel = Gpt2<CpuBackend>;
 using Opt = Optimizer<CpuBackend>;
 
 namespace {
@@ -57,10 +57,10 @@ std::vector<float> local_grads(size_t n, int s, int r) {
 // One replica: a model and its AdamW over a one-rank comm, as the trainer builds them with --sync-every.
 struct Replica {
     std::unique_ptr<Comm> own = make_single_comm();
-    Model model;
+    TinyModel model;
     Opt opt;
     Replica(CpuBackend& be, int world, const OptimConfig& cfg)
-        : model(be, tiny_config(), 1, 1, padded_for(world, 1)), opt(be, model, *own, cfg, 1, 42) {
+        : model(be, tiny_config(), 1, 1, padded_for(world)), opt(be, model, *own, cfg, 1, 42) {
         model.set_params(initial_params(model.num_params()));
         opt.reset_master_from_params();
     }
@@ -197,7 +197,7 @@ void sharded_case(Comm& comm, CpuBackend& be, OptimConfig cfg) {
     cfg.grad_clip = 0.0f;
     const int group = R / 2, shard = R % 2, groups = W / 2, steps = 3;
     std::unique_ptr<Comm> shard_comm = comm.split(group, shard), replica_comm = comm.split(shard, group);
-    Model model(be, tiny_config(), 1, 1, padded_for(W, 1));
+    TinyModel model(be, tiny_config(), 1, 1, padded_for(W));
     model.set_params(initial_params(model.num_params()));
     Opt opt(be, model, *shard_comm, cfg, 1, 42);
     OuterSync<CpuBackend> outer(be, opt, *replica_comm, OuterSyncConfig{1, 1.0f, 0.0f});
