@@ -32,7 +32,7 @@
 #include "llmc/model.h"
 #include "llmc/models.h"
 #include "llmc/model_file.h"
-#include "llmc/optimizer.h"
+#include "llmc/zero_optimizer.h"
 #include "llmc/zero.h"
 #include "test/fixtures/testing.h"
 
@@ -315,13 +315,13 @@ static int run(const std::string& dir) {
     llmc::OptimConfig oc;
     oc.beta1 = ref.beta1, oc.beta2 = ref.beta2, oc.eps = ref.eps, oc.weight_decay = ref.weight_decay;
     oc.grad_clip = ref.grad_clip;
-    llmc::Optimizer<Backend> opt(be, model, *comm, oc, 0, ref.seed);
+    llmc::ZeroOptimizer<Backend> opt(be, model, *comm, oc, 0, ref.seed);
     std::vector<float> losses(ref.steps), norms(ref.steps);
     for (size_t s = 0; s < ref.steps; s++) {
         model.forward(ref.inputs.data(), ref.targets.data(), B, T, 1.0f);
         losses[s] = model.mean_loss();
         model.backward(opt.grad_sink(true));
-        opt.reduce_gradients(true);
+        opt.end_micro_step(true);
         norms[s] = opt.step(ref.lr, (int)s + 1);
         std::printf("# step %2zu: loss %.7f (reference %.7f), grad norm %.7f (reference %.7f)\n", s + 1, losses[s],
                     ref.step_losses[s], norms[s], ref.grad_norms[s]);

@@ -16,7 +16,8 @@
 namespace llmc {
 
 struct Architecture {
-    const char* name;
+    const char* name;   // ModelConfig::arch, the model file's header
+    const char* title;  // in messages: "GPT-2"
     std::vector<ParamSpec> (*params)(const ModelConfig& cfg);
     // Model FLOPs per token of one training step (forward + backward), for MFU, and the formula as the log states it.
     double (*flops_per_token)(const ModelConfig& cfg, size_t num_params, size_t T);

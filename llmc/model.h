@@ -53,7 +53,7 @@ public:
     // nullptr: logits only (B*T rows at most max(classifier_chunk_rows, T)). With targets, per-position losses.
     // grad_scale > 0 prepares backward(): the classifier turns each chunk's logits into d(grad_scale * mean
     // loss)/dlogits as it goes. Training passes grad_scale = 1: each micro-batch's gradient is that of its own mean
-    // loss whatever the number of micro-steps or ranks (the optimizer takes the mean, llmc/optimizer.h).
+    // loss whatever the number of micro-steps or ranks (the data-parallel step takes the mean, llmc/zero_optimizer.h).
     virtual void forward(const int* inputs, const int* targets, size_t B, size_t T, float grad_scale = 0.0f) = 0;
     // d(grad_scale * mean loss)/dparams of the last forward (which must have had targets and grad_scale > 0), added
     // into the sink's buckets, each announced once the ops that complete it are enqueued.

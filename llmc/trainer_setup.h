@@ -17,15 +17,16 @@
 #include "config.h"
 #include "crc32c.h"
 #include "data_check.h"
+#include "data_parallel.h"
 #include "dataloader.h"
 #include "dp_groups.h"
 #include "error.h"
 #include "hellaswag.h"
 #include "memory_plan.h"
 #include "model.h"
-#include "models.h"
 #include "model_file.h"
-#include "optimizer.h"
+#include "models.h"
+#include "parallel_plan.h"
 #include "schedule.h"
 #include "tokenizer.h"
 #include "zero.h"
@@ -86,8 +87,53 @@ inline RunShape plan_run(const TrainOptions& o, int world) {
         fail("-d %zu is not divisible by B*T*ranks = %zu*%zu*%d = %zu (%s)", s.total_batch, s.B, s.T, world,
              tokens_per_micro, batch_size_advice(s.total_batch, s.T, world).c_str());
     s.grad_accum = s.total_batch / tokens_per_micro;
-    s.zero_stage = zero_stage_for(o, world);
+    s.zero_stage = zero_stage_for(o.zero_stage, world);
     return s;
+}
+
+// The parallel options of the command line (llmc/parallel_plan.h).
+inline ParallelOptions parallel_options_for(const TrainOptions& o) {
+    ParallelOptions p;
+    p.zero_stage = o.zero_stage, p.shard_group = o.shard_group;
+    p.wire = o.reduce_dtype == "bf16" ? DType::BF16 : DType::F32;
+    p.outer.every = o.sync_every, p.outer.lr = o.outer_lr, p.outer.momentum = o.outer_momentum;
+    return p;
+}
+
+// The model options the trainer creates its model with: padded as the plan shards it.
+inline ModelOptions model_options_for(const TrainOptions& o, const ParallelPlan& plan) {
+    ModelOptions mo;
+    mo.pad_to = plan.pad_to();
+    mo.recompute_gelu = o.recompute >= 1;
+    mo.recompute_layernorm = o.recompute >= 2;
+    mo.classifier_chunk_rows = (size_t)o.classifier_chunk;
+    return mo;
+}
+
+// The ranks a dry run plans for: -pn (else the launcher's world size), placed node by node with -pg ranks per node
+// (else the launcher's ranks per node when it started as many ranks, else all on one node), grouped by --shard-group
+// with the run's own resolve_shard_group() and make_dp_mesh() (llmc/dp_mesh.h). `--shard-group node` needs to know
+// the ranks per node: without -pg or a launcher of that many ranks the dry run refuses it.
+inline int dry_run_ranks_per_node(const TrainOptions& o, int world, const DistInfo& launched) {
+    if (o.gpus_per_node > 0) return o.gpus_per_node;
+    if (o.gpus_per_node == 0) fail("-pg 0: the number of ranks per node must be at least 1");
+    return launched.launcher != "single" && launched.world_size == world ? launched.local_size : 0;
+}
+
+// Rank 0's place in the data-parallel mesh of a dry run of `world` ranks, `per_node` to a node (0: unknown).
+inline DpMesh dry_run_mesh(const TrainOptions& o, int world, int per_node) {
+    if (world < 1) fail("-pn %d: the number of processes must be at least 1", world);
+    if (per_node == 0 && o.shard_group == "node")
+        fail("--shard-group node with --dry-run: the plan needs the ranks per node; give -pg N (ranks per node) or "
+             "the group size as a number (--shard-group N)");
+    const int local = per_node == 0 || per_node > world ? world : per_node;
+    std::vector<DistInfo> all((size_t)world);
+    for (int r = 0; r < world; r++) {
+        DistInfo& d = all[(size_t)r];
+        d.rank = r, d.world_size = world, d.local_size = local, d.local_rank = r % local;
+        d.node = r / local, d.num_nodes = (world + local - 1) / local, d.launcher = "--dry-run";
+    }
+    return make_dp_mesh(all, 0, resolve_shard_group(o.shard_group, all, zero_stage_for(o.zero_stage, world)));
 }
 
 // --dry-run: prints one rank's device memory plan (llmc/memory_plan.h) for these options on `world` ranks (`launched`:
@@ -101,8 +147,11 @@ void print_memory_plan(const TrainOptions& o, int world, const DistInfo& launche
     if (o.total_batch > 0 && (size_t)o.total_batch % tokens_per_micro != 0)
         fail("-d %lld is not divisible by B*T*ranks = %d*%d*%d = %zu", o.total_batch, o.batch_size, o.seq_len, world,
              tokens_per_micro);
-    const DpMesh mesh = dry_run_mesh(o, world, dry_run_ranks_per_node(o, world, launched));
-    std::fputs(render_memory_plan(plan_training_memory<Backend>(o, cfg, mesh, bo)).c_str(), stdout);
+    const ParallelPlan plan =
+        make_parallel_plan(parallel_options_for(o), dry_run_mesh(o, world, dry_run_ranks_per_node(o, world, launched)));
+    const MemoryPlan mp = plan_training_memory<Backend>(plan, cfg, (size_t)o.batch_size, (size_t)o.seq_len,
+                                                        model_options_for(o, plan), o.recompute, bo);
+    std::fputs(render_memory_plan(mp).c_str(), stdout);
 }
 
 // A loader over `pattern` for the rank at data-parallel rank `dp_rank` (llmc/dp_mesh.h); its errors name the flag
@@ -177,8 +226,9 @@ void scan_data(Backend& be, Comm& comm, RunData& d, size_t vocab) {
 }
 
 template <class Backend>
-std::unique_ptr<Model<Backend>> make_model(Backend& be, const TrainOptions& o, const RunShape& s) {
-    std::unique_ptr<Model<Backend>> model = create_model(be, s.cfg, s.B, s.T, model_options_for(o, s.world));
+std::unique_ptr<Model<Backend>> make_model(Backend& be, const TrainOptions& o, const RunShape& s,
+                                           const ParallelPlan& plan) {
+    std::unique_ptr<Model<Backend>> model = create_model(be, s.cfg, s.B, s.T, model_options_for(o, plan));
     if (s.from_file) model->set_params(read_model_file(o.model).params);
     else model->init(o.seed);
     return model;
@@ -188,7 +238,6 @@ inline OptimConfig optim_config_for(const TrainOptions& o) {
     OptimConfig oc;
     oc.beta1 = o.beta1, oc.beta2 = o.beta2, oc.eps = o.eps, oc.weight_decay = o.weight_decay;
     oc.grad_clip = o.grad_clip;
-    oc.reduce_dtype = o.reduce_dtype == "bf16" ? DType::BF16 : DType::F32;
     return oc;
 }
 
@@ -246,50 +295,37 @@ inline std::unique_ptr<Tokenizer> load_tokenizer(const TrainOptions& o, const Mo
     return tok;
 }
 
-// Rank 0's start-up lines: model, backend, batch, data, schedule, ZeRO plan. `origin` says where the parameters
-// come from.
+// Rank 0's start-up lines: model, backend, batch, data, schedule, then the strategy's (sharding, ZeRO plan, sync).
+// `origin` says where the parameters come from.
 template <class Backend>
-void print_startup(const TrainOptions& o, const RunShape& s, const DpMesh& mesh, const Model<Backend>& model,
-                   const Optimizer<Backend>& opt, const DataLoader& train, const ScheduleConfig& sc,
+void print_startup(const TrainOptions& o, const RunShape& s, const Model<Backend>& model,
+                   const DataParallel<Backend>& dp, const DataLoader& train, const ScheduleConfig& sc,
                    const char* origin) {
     std::printf("model      %s, %.2fM parameters (%s)\n", s.cfg.describe().c_str(), model.num_params() / 1e6, origin);
     std::printf("backend    %s, %d rank(s), ZeRO-%d, %zu MiB of model memory per rank\n", Backend::name, s.world,
-                s.zero_stage, (model.memory_bytes() + opt.reducer().grad_buffer_bytes()) >> 20);
+                s.zero_stage, (model.memory_bytes() + dp.grad_buffer_bytes()) >> 20);
     std::printf("batch      B=%zu T=%zu, %zu tokens per step = %zu micro-step(s) x %d rank(s)\n", s.B, s.T,
                 s.total_batch, s.grad_accum, s.world);
     std::printf("data       train %zu tokens in %zu shard(s); %d steps%s\n", train.total_tokens(), train.num_shards(),
                 sc.total_steps, o.overfit_single_batch ? " (overfitting one batch)" : "");
     std::printf("schedule   %s\n", describe_schedule(sc).c_str());
     std::printf("flops      %s\n", describe_flops_per_token(s.cfg, model.num_params(), s.T).c_str());
-    if (mesh.hybrid() && o.sync_every > 0)  // the groups are replicas: the sync line (llmc/trainer.h) follows
-        std::printf("sharding   %d group(s) of %d rank(s) (--shard-group): ZeRO within a group (the plan below); each "
-                    "group is a replica of --sync-every: no gradient crosses the groups\n",
-                    mesh.replicas, mesh.shard_size);
-    else if (mesh.hybrid()) {  // rank 0's shard, all-reduced across the groups once per step (ring: 2 (R-1)/R of it)
-        const ShardPlan& p = opt.plan();
-        const double R = mesh.replicas, shard_bytes = (double)(p.logical_end(0) - p.logical_begin(0)) *
-                                                      (o.reduce_dtype == "bf16" ? 2.0 : 4.0);
-        std::printf("sharding   %d group(s) of %d rank(s) (--shard-group): ZeRO within a group (the plan below), each "
-                    "gradient shard all-reduced across the groups: ~%.1f MiB sent across groups per rank and step "
-                    "(ring)\n",
-                    mesh.replicas, mesh.shard_size, 2 * (R - 1) / R * shard_bytes / (1024.0 * 1024.0));
-    }
-    if (s.world > 1)  // ZeRO's shards and traffic; one process has neither (its memory is the line above)
-        std::printf("%s\n", zero_summary(opt.plan(), model.layout(), s.zero_stage, sizeof(typename Backend::act_t),
-                                         (int)s.grad_accum, model.padded_params()).c_str());
+    std::fputs(dp.startup_lines(sizeof(typename Backend::act_t), (int)s.grad_accum).c_str(), stdout);
     std::fflush(stdout);
 }
 
 // --show-placement: every rank, one line (test/e2e/multinode_test.sh): only the GPU follows the local rank.
 template <class Backend>
-void print_placement(const Comm& comm, const Backend& be, const RunShape& s, const DpMesh& mesh,
-                     const DataLoader& train, const Optimizer<Backend>& opt) {
+void print_placement(const Comm& comm, const Backend& be, const RunShape& s, const DataParallel<Backend>& dp,
+                     const DataLoader& train) {
+    const DpMesh& mesh = dp.plan().mesh;
+    const ShardPlan& shard = dp.state_shard();
     const DistInfo& d = comm.info();
     std::printf("placement: rank %d of %d | node %d of %d, local rank %d of %d, gpu %d (%s) | data: sequences "
                 "[%zu, %zu) of each micro-step's %zu | ZeRO-%d shard [%zu, %zu) | dp rank %d = group %d x %d + %d | comm %s\n",
                 d.rank, d.world_size, d.node, d.num_nodes, d.local_rank, d.local_size, be.device(), d.launcher.c_str(),
                 train.slice_begin(), train.slice_begin() + s.B, s.B * (size_t)s.world, s.zero_stage,
-                opt.plan().begin(), opt.plan().end(), mesh.dp_rank, mesh.replica_rank, mesh.shard_size,
+                shard.begin(), shard.end(), mesh.dp_rank, mesh.replica_rank, mesh.shard_size,
                 mesh.shard_rank, comm.name());
     std::fflush(stdout);
 }

@@ -59,7 +59,9 @@ ZeroMemory memory_of(const ShardPlan& plan, const ParamLayout& layout, int stage
     if (stage == 2) {
         const size_t L = layout.cfg.num_layers;
         m.accumulator = plan.shard_size * 4;
-        m.bucket_pool = 4 * (bucket_elements(layout, L) + std::min(L, ZERO2_LAYER_BUFFERS) * bucket_elements(layout, 0));
+        size_t pool = std::min(L, ZERO2_LAYER_BUFFERS) * bucket_elements(layout, 0);  // the layers' shared buffers
+        for (size_t b = L; b < num_grad_buckets(layout); b++) pool += bucket_elements(layout, b);  // one each
+        m.bucket_pool = 4 * pool;
     } else {
         m.grads = model_padded * 4;
     }

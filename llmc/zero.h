@@ -71,7 +71,7 @@ std::vector<BucketPiece> bucket_pieces(const ShardPlan& plan, const ParamLayout&
 // so it lives through the whole backward. The layer buckets share ZERO2_LAYER_BUFFERS buffers, bucket l taking
 // buffer (L-1-l) mod ZERO2_LAYER_BUFFERS: before layer l's backward reuses a buffer, the reduction of the bucket
 // that held it (layer l + ZERO2_LAYER_BUFFERS) must have completed, so that reduction has the backward of the
-// ZERO2_LAYER_BUFFERS - 1 layers in between to hide behind (llmc/optimizer.h).
+// ZERO2_LAYER_BUFFERS - 1 layers in between to hide behind (llmc/grad_bucket_pool.h).
 constexpr size_t ZERO2_LAYER_BUFFERS = 2;
 // Bytes of training state one rank holds (activations excluded): exactly what the model (params, grads) and the
 // optimizer (the rest) allocate for a stage. A pure function of the shapes, for start-up summaries and memory plans:
@@ -100,7 +100,7 @@ ZeroMemory zero_memory(const ParamLayout& layout, int world_size, int stage, siz
 // memory plan (llmc/memory_plan.h) takes this form.
 ZeroMemory zero_memory(const ParamLayout& layout, size_t model_padded, const ShardPlan& plan, int stage,
                        size_t act_bytes, size_t reduce_bytes = 4);
-// Elements of m, v and the master weights (Optimizer::state_count()): the whole padded buffer at stage 0, the shard
+// Elements of m, v and the master weights (ZeroOptimizer::state_count()): the whole padded buffer at stage 0, the shard
 // at 1 and 2.
 inline size_t zero_state_elements(const ShardPlan& plan, int stage) { return stage == 0 ? plan.padded : plan.shard_size; }
 

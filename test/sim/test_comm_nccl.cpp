@@ -14,7 +14,7 @@
 #include "llmc/cuda/cuda_backend.h"
 #include "llmc/cuda/cuda_comm.h"
 #include "llmc/gpt2.h"
-#include "llmc/optimizer.h"
+#include "llmc/zero_optimizer.h"
 #include "test/fixtures/dist_testing.h"
 #include "test/fixtures/host_channel_checks.h"
 #include "test/fixtures/split_checks.h"
@@ -121,13 +121,13 @@ std::vector<float> optimizer_run(llmc::CudaBackend& be, llmc::Comm& comm, int st
     model.set_params(initial_params(n));
     llmc::OptimConfig cfg;
     cfg.weight_decay = 0.1f;
-    llmc::Optimizer<llmc::CudaBackend> opt(be, model, comm, cfg, stage, 42);
+    llmc::ZeroOptimizer<llmc::CudaBackend> opt(be, model, comm, cfg, stage, 42);
     std::vector<float> params;
     for (int step = 1; step <= 2; step++) {
         std::vector<float> g(n);
         for (size_t i = 0; i < n; i++) g[i] = (float)((int)((i * 7 + comm.rank() * 3 + step) % 17) - 8) * 0x1p-6f;
         be.copy_to_device(opt.reducer().grads(), g.data(), n * sizeof(float));
-        opt.reduce_gradients(true);
+        opt.end_micro_step(true);
         opt.step(1e-2f, step);
         params = model.get_params();
     }

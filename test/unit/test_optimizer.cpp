@@ -7,22 +7,25 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "llmc/comm.h"
 #include "llmc/cpu/cpu_backend.h"
+#include "llmc/cpu/cpu_comm.h"
 #include "llmc/memory_plan.h"
 #include "llmc/model.h"
-#include "llmc/optimizer.h"
-#include "llmc/outer_sync.h"
+#include "llmc/parallel.h"
+#include "llmc/trainer_setup.h"
+#include "llmc/zero_optimizer.h"
 #include "test/fixtures/optimizer_fixture.h"
 #include "test/fixtures/testing.h"
 
 using namespace llmc;
 using testing::check;
 using TinyModel = Gpt2<CpuBackend>;
-using Opt = Optimizer<CpuBackend>;
+using Opt = ZeroOptimizer<CpuBackend>;
 
 namespace {
 
@@ -105,7 +108,7 @@ void test_against_reference(int stage, int accum, size_t layers = 2, bool announ
             std::vector<float> g = micro_grads(n, s, k, sizes[s]);
             backward_with(model, opt, g, k == accum - 1, announce);
             for (size_t i = 0; i < n; i++) sum[i] += g[i];
-            opt.reduce_gradients(k == accum - 1);
+            opt.end_micro_step(k == accum - 1);
         }
         // The optimizer's gradient is the mean over the step's micro-batches (the sums divided by accum x ranks).
         for (double& x : sum) x /= accum;
@@ -171,7 +174,7 @@ void test_weight_decay_only_2d(int stage) {
     OptimConfig cfg;
     cfg.weight_decay = 0.5f;
     Opt opt(be, model, *comm, cfg, stage, 1);
-    opt.reduce_gradients(true);
+    opt.end_micro_step(true);
     float norm = opt.step(0.1f, 1);
     std::vector<float> p = model.get_params();
     const ParamLayout& L = model.layout();
@@ -202,7 +205,7 @@ void test_clip_settings() {
         cfg.grad_clip = clip;
         Opt opt(be, model, *comm, cfg, 1, 1);
         backward_with(model, opt, micro_grads(model.num_params(), 0, 0, 0.5f), true, false);
-        opt.reduce_gradients(true);
+        opt.end_micro_step(true);
         float norm = opt.step(1e-3f, 1);
         check(std::string("grad_clip ") + (clip == 0 ? "0 disables clipping" : "above the norm does not clip"),
               opt.last_grad_scale() == 1.0f && norm > 1.0f, "scale %g norm %g", opt.last_grad_scale(), norm);
@@ -222,7 +225,7 @@ void expect_error(const std::string& name, const std::function<void()>& fn, cons
 // Collectives per optimizer step, counted from the plan: ZeRO 0 one all_reduce per bucket range; ZeRO 1 one reduce
 // per bucket piece; ZeRO 2 one reduce per piece and micro-step; ZeRO >= 1 one all_gather; every stage one
 // all_reduce of the squared norm; never a reduce_scatter. The same whether the buckets are announced during
-// backward (bucket_ready) or left to reduce_gradients.
+// backward (bucket_ready) or left to end_micro_step.
 void test_collective_counts() {
     for (bool announce : {false, true}) {
         for (int stage = 0; stage <= 2; stage++) {
@@ -237,7 +240,7 @@ void test_collective_counts() {
                     for (int k = 0; k < accum; k++) {
                         backward_with(model, opt, micro_grads(model.num_params(), s, k, 0.01f), k == accum - 1,
                                       announce);
-                        opt.reduce_gradients(k == accum - 1);
+                        opt.end_micro_step(k == accum - 1);
                     }
                     opt.step(1e-3f, s + 1);
                 }
@@ -334,9 +337,9 @@ void test_backward_into_sinks() {
     opt.reducer().bucket_ready(0, true);
     expect_error("a bucket announced twice in a micro-step", [&] { opt.reducer().bucket_ready(0, true); }, "twice");
     expect_error("a bucket past L", [&] { opt.reducer().bucket_ready(4, true); }, "bucket 4");
-    opt.reduce_gradients(true);
-    expect_error("bucket_ready after the last micro-step without step", [&] { opt.reducer().bucket_ready(1, true); },
-                    "without step()");
+    opt.end_micro_step(true);
+    expect_error("bucket_ready after the last micro-step, before the step", [&] { opt.reducer().bucket_ready(1, true); },
+                    "before the step");
     opt.skip();
     const uint64_t reduces = comm->counters.total();
     opt.reducer().bucket_ready(0, false);  // ZeRO 1 before the last micro-step: nothing to do, so no error either
@@ -402,7 +405,7 @@ void test_memory_matches_allocations() {
                 Gpt2<CountingBackend> model(be, tiny_config(layers), 1, 1, padded_for(world));
                 PlacedComm comm(world, world - 1);
                 const size_t before = be.live;
-                Optimizer<CountingBackend> opt(be, model, comm, oc, stage, 1);
+                ZeroOptimizer<CountingBackend> opt(be, model, comm, oc, stage, 1);
                 const size_t model_grads = opt.reducer().grads() ? be.sizes.at(opt.reducer().grads()) : 0;
                 const size_t opt_bytes = be.live - before - model_grads;
                 const size_t planned =
@@ -427,9 +430,16 @@ void test_memory_matches_allocations() {
           "%s", why.c_str());
 }
 
-// The --dry-run plan (llmc/memory_plan.h) under hybrid sharding and --sync-every equals what the model, the
-// optimizer and the outer optimizer allocate when built as the trainer builds them (llmc/trainer.h,
-// make_optimizers): the model padded for the whole world, the optimizer over a comm of the sharding group's size (one
+// The optimizer step inside a strategy of either kind.
+template <class Backend>
+ZeroOptimizer<Backend>& inner_optimizer(DataParallel<Backend>& dp) {
+    if (auto* z = dynamic_cast<DataParallelZero<Backend>*>(&dp)) return z->optimizer();
+    return dynamic_cast<PeriodicSync<Backend>&>(dp).optimizer();
+}
+
+// The --dry-run plan (llmc/memory_plan.h) under hybrid sharding and --sync-every equals what the model and the
+// strategy allocate when built as the trainer builds them, from the same ParallelPlan (make_data_parallel,
+// llmc/parallel.h): the model padded for the whole world, the optimizer over a comm of the sharding group's size (one
 // rank with --sync-every alone), written down per case here rather than taken from the code under test. The shard
 // sizes are also derived here, by hand: m = v = master = 4 x ceil(N / (G x 128)) x 128 bytes for a group of G ranks
 // (the whole padded buffer at ZeRO 0), which for these cases differs from the world-wide shard the plan used to print.
@@ -455,8 +465,9 @@ void test_dry_run_plan_matches_hybrid_allocations() {
         char tag[160];
         std::snprintf(tag, sizeof tag, "dry run of %d ranks, --shard-group '%s' (-pg %d), --sync-every %d, ZeRO %d",
                       c.world, c.shard_group, c.per_node, c.sync_every, c.stage);
-        const MemoryPlan plan = plan_training_memory<CountingBackend>(o, cfg, dry_run_mesh(o, c.world, c.per_node),
-                                                                       BackendOptions());
+        const ParallelPlan pp = make_parallel_plan(parallel_options_for(o), dry_run_mesh(o, c.world, c.per_node));
+        const MemoryPlan plan =
+            plan_training_memory<CountingBackend>(pp, cfg, 1, 4, model_options_for(o, pp), 0, BackendOptions());
         std::map<std::string, size_t> item;
         for (const BufferSize& b : plan.groups.at(0).items) item[b.name] = b.bytes();
         const size_t G = (size_t)c.group, shard = (N + G * 128 - 1) / (G * 128) * 128;
@@ -468,18 +479,21 @@ void test_dry_run_plan_matches_hybrid_allocations() {
               "master %zu, m+v %zu, expected %zu each (the world-wide shard: %zu)", item["master weights"],
               item["AdamW m and v"], state, 4 * world_shard);
 
+        // The strategy the trainer makes from the same plan, over comms of the sizes written down for the case.
         CountingBackend be;
-        Gpt2<CountingBackend> model(be, cfg, 1, 4, model_options_for(o, c.world));
-        PlacedComm group(c.group, c.group - 1), across(c.world / c.group, 0);
-        const bool hybrid_reduce = c.sync_every == 0 && c.group < c.world;
+        Gpt2<CountingBackend> model(be, cfg, 1, 4, model_options_for(o, pp));
+        PlacedComm world(c.world, 0), group(c.group, c.group - 1), across(c.world / c.group, 0);
+        DpGroups groups;
+        groups.mesh = pp.mesh, groups.shard = &group, groups.replica = c.group < c.world ? &across : nullptr;
         const size_t before = be.live;
-        Optimizer<CountingBackend> opt(be, model, group, OptimConfig(), c.stage, 1, 128,
-                                       hybrid_reduce ? &across : nullptr);
-        const size_t grads = opt.reducer().grads() ? be.sizes.at(opt.reducer().grads()) : 0;
+        std::unique_ptr<DataParallel<CountingBackend>> dp =
+            make_data_parallel(pp, std::move(groups), be, model, world, OptimConfig(), 1);
+        ZeroOptimizer<CountingBackend>& opt = inner_optimizer(*dp);
+        const size_t grads = dp->grad_buffer_bytes();
         const size_t opt_bytes = be.live - before - grads;
         const size_t planned_opt = item["gradient accumulator"] + item["gradient bucket buffers"] +
                                    item["master weights"] + item["AdamW m and v"] + sizeof(float);  // + the norm
-        check(std::string(tag) + ": the plan's training state is what the model and the optimizer allocate",
+        check(std::string(tag) + ": the plan's training state is what the model and the strategy allocate",
               be.sizes.at(model.params()) == item["parameters"] && grads == item["gradients"] &&
                   opt_bytes == planned_opt && be.sizes.at(opt.master()) == item["master weights"],
               "params %zu/%zu grads %zu/%zu optimizer %zu/%zu master %zu/%zu", be.sizes.at(model.params()),
@@ -489,14 +503,11 @@ void test_dry_run_plan_matches_hybrid_allocations() {
             check(std::string(tag) + ": no host line without --sync-every", plan.host.empty());
             continue;
         }
-        OuterSyncConfig oc;
-        oc.every = c.sync_every;
-        OuterSync<CountingBackend> outer(be, opt, across, oc);
-        check(std::string(tag) + ": the outer state is listed in host memory, 3 arrays of the state range, and "
-              "nothing of it on the device",
-              plan.host.size() == 1 && plan.host[0].bytes() == 3 * 4 * outer.count() &&
-                  be.live - before == opt_bytes + grads,
-              "host %zu bytes, outer state %zu floats", plan.host.empty() ? 0 : plan.host[0].bytes(), outer.count());
+        const size_t outer = dynamic_cast<PeriodicSync<CountingBackend>&>(*dp).outer().count();
+        check(std::string(tag) + ": the outer state is listed in host memory, 3 arrays of the state range (and none "
+              "of it on the device: the device bytes are the plan's, above)",
+              plan.host.size() == 1 && plan.host[0].bytes() == 3 * 4 * outer,
+              "host %zu bytes, outer state %zu floats", plan.host.empty() ? 0 : plan.host[0].bytes(), outer);
     }
     expect_error("a dry run refuses --shard-group node without the ranks per node", [] {
         TrainOptions o;
@@ -511,9 +522,9 @@ void test_misuse_and_state() {
     model.set_params(initial_params(model.num_params()));
     auto comm = make_single_comm();
     Opt opt(be, model, *comm, OptimConfig(), 1, 1);
-    expect_error("step without reduce_gradients", [&] { opt.step(1e-3f, 1); }, "reduce_gradients");
-    opt.reduce_gradients(true);
-    expect_error("reduce_gradients after the last micro-step", [&] { opt.reduce_gradients(true); }, "without step");
+    expect_error("step without end_micro_step", [&] { opt.step(1e-3f, 1); }, "end_micro_step");
+    opt.end_micro_step(true);
+    expect_error("end_micro_step after the last micro-step", [&] { opt.end_micro_step(true); }, "before the step");
     expect_error("step 0", [&] { opt.step(1e-3f, 0); }, "t=0");
     opt.step(1e-3f, 1);
 
@@ -532,13 +543,13 @@ void test_misuse_and_state() {
     Opt zero2(be, model, *comm, OptimConfig(), 2, 1);
     expect_error("ZeRO 2: a bucket announced before it was handed out", [&] { zero2.reducer().bucket_ready(1, false); },
                  "before bucket_buffer()");
-    zero2.reducer().bucket_buffer(2);
-    expect_error("ZeRO 2: a bucket handed out twice", [&] { zero2.reducer().bucket_buffer(2); }, "twice");
+    zero2.reducer().open_bucket(2);
+    expect_error("ZeRO 2: a bucket handed out twice", [&] { zero2.reducer().open_bucket(2); }, "twice");
 
-    uint32_t a = Opt::rounding_seed(5, 1, WTE);
-    check("rounding seed is a function of its inputs", a == Opt::rounding_seed(5, 1, WTE));
+    uint32_t a = AdamW<CpuBackend>::rounding_seed(5, 1, WTE);
+    check("rounding seed is a function of its inputs", a == AdamW<CpuBackend>::rounding_seed(5, 1, WTE));
     check("rounding seed differs by step, tensor and seed",
-          a != Opt::rounding_seed(5, 2, WTE) && a != Opt::rounding_seed(5, 1, WPE) && a != Opt::rounding_seed(6, 1, WTE));
+          a != AdamW<CpuBackend>::rounding_seed(5, 2, WTE) && a != AdamW<CpuBackend>::rounding_seed(5, 1, WPE) && a != AdamW<CpuBackend>::rounding_seed(6, 1, WTE));
 }
 
 }  // namespace

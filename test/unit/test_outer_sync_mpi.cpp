@@ -29,7 +29,7 @@
 
 #include "llmc/cpu/cpu_backend.h"
 #include "llmc/model.h"
-#include "llmc/optimizer.h"
+#include "llmc/zero_optimizer.h"
 #include "llmc/outer_sync.h"
 #include "test/fixtures/dist_testing.h"
 #include "test/fixtures/optimizer_fixture.h"
@@ -37,7 +37,7 @@
 using namespace llmc;
 namespace dt = dist_testing;
 using TinyModel = Gpt2<CpuBackend>;
-using Opt = Optimizer<CpuBackend>;
+using Opt = ZeroOptimizer<CpuBackend>;
 
 namespace {
 
@@ -66,7 +66,7 @@ struct Replica {
     }
     void inner_step(int s, int rank, float lr) {
         backward_with(model, opt, local_grads(model.num_params(), s, rank), true, false);
-        opt.reduce_gradients(true);
+        opt.end_micro_step(true);
         opt.step(lr, s + 1);
     }
 };
@@ -208,13 +208,13 @@ void sharded_case(Comm& comm, CpuBackend& be, OptimConfig cfg) {
     for (int s = 0; s < steps; s++) {
         const std::vector<float> mine = local_grads(n, s, R), all = gather_all(mine.data(), n);
         backward_with(model, opt, mine, true, false);
-        opt.reduce_gradients(true);
+        opt.end_micro_step(true);
         opt.step(1e-2f, s + 1);
         outer.step(s + 1);
         std::vector<float> g(n);
         for (size_t i = 0; i < n; i++) g[i] = (all[(size_t)(2 * group) * n + i] + all[(size_t)(2 * group + 1) * n + i]) * 0.5f;
         backward_with(ref.model, ref.opt, g, true, false);
-        ref.opt.reduce_gradients(true);
+        ref.opt.end_micro_step(true);
         ref.opt.step(1e-2f, s + 1);
         const std::vector<float> masters = gather_all(ref.opt.master(), nref);
         std::vector<float> avg(nref, 0.0f);

@@ -8,6 +8,7 @@
 #include "llmc/config.h"
 #include "llmc/error.h"
 #include "llmc/gpt2_params.h"
+#include "llmc/grad_sink.h"
 #include "llmc/zero.h"
 #include "test/fixtures/testing.h"
 
