@@ -34,9 +34,11 @@ namespace llmc {
 template <class Backend>
 class Checkpointer {
 public:
-    // comm: every rank of the run; dp: its data-parallel strategy, whose state the optimizer files hold.
-    Checkpointer(const std::string& out_dir, Comm& comm, Model<Backend>& model, DataParallel<Backend>& dp)
-        : out_(out_dir), comm_(comm), model_(model), dp_(dp) {}
+    // comm: every rank of the run; dp: its data-parallel strategy, whose state the optimizer files hold;
+    // inside_checkpoint: a test's hook (llmc/test_hooks.h).
+    Checkpointer(const std::string& out_dir, Comm& comm, Model<Backend>& model, DataParallel<Backend>& dp,
+                 std::function<void(int)> inside_checkpoint = {})
+        : out_(out_dir), comm_(comm), model_(model), dp_(dp), inside_checkpoint_(std::move(inside_checkpoint)) {}
 
     // Writes ckpt_<meta.step>: the caller fills everything but what the strategy describes (describe_checkpoint).
     // Every rank writes its state files, then rank 0 model.bin (its parameters) and, last, meta.json.
@@ -56,7 +58,7 @@ public:
         for (size_t i = 0; i < own.size(); i++) {
             const OwnStateFile& f = own[i];
             const CheckpointFileInfo info =
-                write_optim_state(dir, f.name, meta.step, model_.num_params(), f.begin, f.end, f.fetch);
+                write_optim_state(dir, f.name, meta.step, model_.num_params(), f.begin, f.end, f.fetch, inside_checkpoint_);
             mine[3 * i] = f.index + 1, mine[3 * i + 1] = info.bytes, mine[3 * i + 2] = info.crc32c;
         }
         const std::vector<uint64_t> got = comm_.all_gather_host(mine);
@@ -128,6 +130,7 @@ private:
     Comm& comm_;
     Model<Backend>& model_;
     DataParallel<Backend>& dp_;
+    std::function<void(int)> inside_checkpoint_;
 };
 
 }  // namespace llmc

@@ -1,7 +1,6 @@
 // Checkpoint files: meta.json and the optimizer-state files, written, read and verified (see checkpoint_format.h).
 #include "checkpoint_format.h"
 
-#include <signal.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -506,17 +505,10 @@ void check_optim_header(const std::string& path, const int32_t* h, const Checkpo
              (unsigned long long)fi.begin, (unsigned long long)fi.end);
 }
 
-void checkpoint_test_hook(int step) {
-    const char* s = std::getenv("LLMC_TEST_CRASH_IN_CHECKPOINT");
-    if (s && std::atoi(s) == step) {
-        std::fprintf(stderr, "LLMC_TEST_CRASH_IN_CHECKPOINT: killing myself inside checkpoint %d\n", step);
-        raise(SIGKILL);
-    }
-}
-
 CheckpointFileInfo write_optim_state(const std::string& dir, const std::string& name, int step, uint64_t num_params,
                                      uint64_t begin, uint64_t end,
-                                     const std::function<void(int, uint64_t, size_t, float*)>& fetch) {
+                                     const std::function<void(int, uint64_t, size_t, float*)>& fetch,
+                                     const std::function<void(int)>& before_rename) {
     CheckpointFileInfo info;
     info.name = name, info.begin = begin, info.end = end;
     const std::string path = dir + "/" + name;
@@ -539,7 +531,7 @@ CheckpointFileInfo write_optim_state(const std::string& dir, const std::string& 
         info.crc32c = crc;
         info.bytes = HEADER_BYTES + (uint64_t)arrays * (end - begin) * sizeof(float);
         std::fflush(f);
-        checkpoint_test_hook(step);
+        if (before_rename) before_rename(step);
     });
     return info;
 }

@@ -34,9 +34,8 @@ public:
                     Comm* replica)
         : GradReducer<Backend>(be, layout, padded, comm, align, wire, replica) {
         for (size_t b = 0; b < this->ranges_.size(); b++) {
-            pieces_.push_back(bucket_pieces(this->plan_, layout, b));
             std::vector<size_t> packed;
-            for (const BucketPiece& p : pieces_.back()) packed.push_back(packed_offset(this->ranges_[b], p.begin));
+            for (const BucketPiece& p : this->pieces_[b]) packed.push_back(packed_offset(this->ranges_[b], p.begin));
             piece_packed_.push_back(packed);
         }
         acquired_.assign(this->ranges_.size(), 0);
@@ -111,8 +110,8 @@ private:
     std::vector<Part> parts_of(size_t b) override {
         std::vector<Part> parts;
         Slot& k = slot_of(b);
-        for (size_t i = 0; i < pieces_[b].size(); i++) {
-            const BucketPiece& p = pieces_[b][i];
+        for (size_t i = 0; i < this->pieces_[b].size(); i++) {
+            const BucketPiece& p = this->pieces_[b][i];
             parts.push_back({k.buf + piece_packed_[b][i], piece_packed_[b][i], p.end - p.begin, p.root});
         }
         return parts;
@@ -135,8 +134,8 @@ private:
             this->reduce_bucket(b);
         }
         this->be_.stream_wait_event(this->be_.main_stream(), k.reduced);
-        for (size_t i = 0; i < pieces_[b].size(); i++) {
-            const BucketPiece& p = pieces_[b][i];
+        for (size_t i = 0; i < this->pieces_[b].size(); i++) {
+            const BucketPiece& p = this->pieces_[b][i];
             if (p.root != this->plan_.rank) continue;
             float* dst = accum_ + (p.begin - this->plan_.begin());
             const float* src = k.buf + piece_packed_[b][i];
@@ -171,7 +170,6 @@ private:
         be.main_waits_comm();
     }
 
-    std::vector<std::vector<BucketPiece>> pieces_;   // per bucket: the ranges cut at shard boundaries
     std::vector<std::vector<size_t>> piece_packed_;  // per bucket: each piece's offset in its packed buffer
     std::vector<char> acquired_;                     // handed out by bucket_buffer() in this micro-step
     std::vector<Slot> slots_;

@@ -144,7 +144,10 @@ protected:
             fail("the model's flat buffers have %zu elements but ZeRO over %d ranks needs %zu: create the model "
                  "with ModelOptions::pad_to = zero_pad_multiple(%d) = %zu",
                  padded, plan_.world_size, plan_.padded, plan_.world_size, zero_pad_multiple(plan_.world_size, align));
-        for (size_t b = 0; b < num_grad_buckets(layout); b++) ranges_.push_back(bucket_ranges(layout, b));
+        for (size_t b = 0; b < num_grad_buckets(layout); b++) {
+            ranges_.push_back(bucket_ranges(layout, b));
+            pieces_.push_back(bucket_pieces(plan_, layout, b));
+        }
         bucket_done_.assign(ranges_.size(), 0);
         if (wire_ == DType::BF16) wire_buf_ = be_.alloc(max_bucket_elements(layout) * 2);
     }
@@ -218,7 +221,8 @@ protected:
     Comm* const replica_;          // hybrid sharding: the comm across groups (null: one group)
     const DType wire_;             // the type gradients are reduced in
     const ShardPlan plan_;
-    std::vector<std::vector<FlatRange>> ranges_;  // per bucket: its flat ranges
+    std::vector<std::vector<FlatRange>> ranges_;    // per bucket: its flat ranges
+    std::vector<std::vector<BucketPiece>> pieces_;  // per bucket: its ranges cut at the shard boundaries
     void* wire_buf_ = nullptr;     // bf16 wire: the staging buffer, the largest bucket's size
     uint64_t reduced_bytes_ = 0;
     uint64_t cross_group_bytes_ = 0;
@@ -277,15 +281,13 @@ class OwnedGrads : public FullBufferGrads<Backend> {
 public:
     OwnedGrads(Backend& be, const ParamLayout& layout, size_t padded, Comm& comm, size_t align, DType wire,
                Comm* replica)
-        : FullBufferGrads<Backend>(be, layout, padded, comm, align, wire, replica) {
-        for (size_t b = 0; b < this->ranges_.size(); b++) pieces_.push_back(bucket_pieces(this->plan_, layout, b));
-    }
+        : FullBufferGrads<Backend>(be, layout, padded, comm, align, wire, replica) {}
 
 private:
     using Part = typename GradReducer<Backend>::Part;
     std::vector<Part> parts_of(size_t b) override {
         std::vector<Part> parts;
-        for (const BucketPiece& p : pieces_[b])
+        for (const BucketPiece& p : this->pieces_[b])
             parts.push_back({this->grads_ + p.begin, packed_offset(this->ranges_[b], p.begin), p.end - p.begin, p.root});
         return parts;
     }
@@ -302,8 +304,6 @@ private:
             }
         replica->group_end();
     }
-
-    std::vector<std::vector<BucketPiece>> pieces_;  // per bucket: the ranges cut at shard boundaries
 };
 
 }  // namespace llmc

@@ -4,8 +4,6 @@
 // llmc/trainer_resume.h.
 #pragma once
 
-#include <signal.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -31,6 +29,7 @@
 #include "run_lock.h"
 #include "sampler.h"
 #include "schedule.h"
+#include "test_hooks.h"
 #include "tokenizer.h"
 #include "trainer_resume.h"
 #include "trainer_setup.h"
@@ -38,18 +37,6 @@
 #include "validator.h"
 
 namespace llmc {
-
-// Test hook: LLMC_TEST_STOP_RANK=<rank>:<step> makes that rank stop itself (SIGSTOP) just before it computes step
-// <step> (1-based), as a suspended or hung peer would: the other ranks must not wait for it forever (llmc/watchdog.h).
-inline void test_stop_hook(int rank, int step) {
-    const char* s = std::getenv("LLMC_TEST_STOP_RANK");
-    int r = -1, k = -1;
-    if (s && std::sscanf(s, "%d:%d", &r, &k) == 2 && r == rank && k == step) {
-        std::fprintf(stderr, "LLMC_TEST_STOP_RANK: rank %d stops itself before step %d\n", rank, step);
-        std::fflush(stderr);
-        raise(SIGSTOP);
-    }
-}
 
 // What one optimizer step reports.
 struct StepStats {
@@ -63,8 +50,10 @@ struct StepStats {
 template <class Backend>
 class Trainer {
 public:
-    Trainer(const TrainOptions& o, Backend& be, Comm& comm)
-        : o_(o), be_(be), comm_(comm), rank_(comm.rank()), guard_(o.skip_loss_z, o.skip_grad_z, o.max_bad_steps) {}
+    // hooks: a test's (llmc/test_hooks.h); none by default.
+    Trainer(const TrainOptions& o, Backend& be, Comm& comm, TestHooks hooks = TestHooks())
+        : o_(o), be_(be), comm_(comm), rank_(comm.rank()), hooks_(std::move(hooks)),
+          guard_(o.skip_loss_z, o.skip_grad_z, o.max_bad_steps) {}
 
     int run() {
         // A signal from here on finishes the step and saves instead of killing the run (llmc/preemption.h).
@@ -84,7 +73,7 @@ public:
         }
         save_final_model();
         if (rank_ == 0 && shape_.world > 1) print_traffic();
-        if (o_.show_placement) print_comm_bytes(comm_, dp_->groups());
+        if (loop_.show_placement) print_comm_bytes(comm_, dp_->groups());
         return 0;
     }
 
@@ -92,6 +81,7 @@ private:
     // Everything before step 1, in the order its checks fail (llmc/trainer_setup.h, llmc/trainer_resume.h).
     void set_up() {
         shape_ = plan_run(o_, comm_.world_size());
+        loop_ = loop_config_for(o_);
         DpGroups groups = make_dp_groups(comm_, o_.shard_group, shape_.zero_stage);  // refuses a bad --shard-group
         const ParallelPlan plan = make_parallel_plan(parallel_options_for(o_), groups.mesh);
         data_ = open_data(o_, be_, comm_, shape_, plan.mesh.dp_rank);
@@ -109,7 +99,9 @@ private:
         dp_ = make_data_parallel(plan, std::move(groups), be_, *model_, comm_, optim_config_for(o_), o_.seed);
         schedule_ = schedule_for(o_, max_steps_);
         run_id_ = run_identity(o_, shape_, plan, max_steps_, data_.train_summary);
-        if (!o_.output_dir.empty()) ckpt_ = std::make_unique<Checkpointer<Backend>>(o_.output_dir, comm_, *model_, *dp_);
+        if (!o_.output_dir.empty())
+            ckpt_ = std::make_unique<Checkpointer<Backend>>(o_.output_dir, comm_, *model_, *dp_,
+                                                            hooks_.inside_checkpoint);
         const bool resumed = resume_or_start(earlier);
         if (resumed)  // the choices the resumed run made, if it recorded them: reused, not timed again
             be_.load_gemm_choices(read_gemm_choices(gemm_choices_path(o_.output_dir, rank_)));
@@ -164,13 +156,13 @@ private:
         if (rank_ != 0) return EXIT_PREEMPTED;
         const int sig = PreemptionHandlers::received();
         const std::string who = sig ? std::string(signal_name(sig)) + " here" : "a signal on another rank";
-        if (o_.output_dir.empty())
+        if (loop_.output_dir.empty())
             std::printf("preempted  by %s after step %d of %d; no -o, nothing saved; exiting with status %d\n",
                         who.c_str(), step, max_steps_, EXIT_PREEMPTED);
         else
             std::printf("preempted  by %s after step %d of %d: every rank saved it in %s; exiting with status %d "
                         "(resume with -y 1)\n", who.c_str(), step, max_steps_,
-                        checkpoint_dir(o_.output_dir, step).c_str(), EXIT_PREEMPTED);
+                        checkpoint_dir(loop_.output_dir, step).c_str(), EXIT_PREEMPTED);
         std::fflush(stdout);
         return EXIT_PREEMPTED;
     }
@@ -193,8 +185,7 @@ private:
 
     // One optimizer step (docs/architecture.md, "One training step"): step + 1 is the 1-based number of the step.
     StepStats train_step(int step) {
-        test_stop_hook(rank_, step + 1);
-        wait_for_signal_test_hook(rank_, step + 1);
+        hooks_.step_starts(rank_, step + 1);
         const auto t0 = std::chrono::steady_clock::now();
         float* loss_acc = loss_acc_->get();
         accumulate_gradients(loss_acc);
@@ -202,7 +193,7 @@ private:
         StepStats s;
         s.lr = learning_rate(schedule_, step);
         be_.copy_to_host(&s.loss, loss_acc, sizeof(float));
-        if (test_nan_injected(step + 1)) s.loss = NAN;
+        if (hooks_.loss_is_nan(step + 1)) s.loss = NAN;
         s.norm = dp_->grad_norm();
         s.verdict = guard_.judge(step + 1, s.loss, s.norm);
         if (s.verdict.skip) dp_->skip();
@@ -216,7 +207,7 @@ private:
     // The step's micro-steps: each the next batch, forward, the loss added into loss_acc (on the device, mean over
     // the micro-steps), backward into the strategy's sink.
     void accumulate_gradients(float* loss_acc) {
-        if (o_.overfit_single_batch) batches_->reset();
+        if (loop_.overfit_single_batch) batches_->reset();
         be_.memset_zero(loss_acc, sizeof(float));
         const size_t accum = shape_.grad_accum, B = shape_.B, T = shape_.T;
         for (size_t micro = 0; micro < accum; micro++) {
@@ -233,7 +224,7 @@ private:
 
     // At step 0, every -v steps and after the last step: validation loss (and HellaSwag), all-reduced.
     void maybe_evaluate(int step, bool last) {
-        if (!validator_ || !(last || step % o_.val_every == 0)) return;
+        if (!validator_ || !(last || step % loop_.val_every == 0)) return;
         const Evaluation e = validator_->evaluate(*model_);
         if (rank_ != 0) return;
         nlohmann::json rec = {{"step", step}, {"val_loss", e.val_loss}};
@@ -249,14 +240,15 @@ private:
     // Rank 0, every -s steps and after the last step: continues an <|endoftext|> prompt for -g tokens (no KV cache:
     // one forward over the prefix per token).
     void maybe_sample(int step, bool last) {
-        if (!tokenizer_ || o_.sample_every <= 0 || !(last || (step > 0 && step % o_.sample_every == 0))) return;
+        const int every = loop_.sample_every;
+        if (!tokenizer_ || every <= 0 || !(last || (step > 0 && step % every == 0))) return;
         const Tokenizer& tok = *tokenizer_;
         const size_t T = model_->max_seq_len();
-        SplitMix64 rng(o_.seed ^ (0x53414D50ull + (uint64_t)step));  // a stream per step: resumes reproduce samples
+        SplitMix64 rng(loop_.seed ^ (0x53414D50ull + (uint64_t)step));  // a stream per step: resumes reproduce samples
         std::vector<int> ids = {tok.eot()};
         std::string text;
         Utf8Stream utf8;  // a character split across tokens is printed whole, invalid bytes as U+FFFD
-        for (int i = 0; i < o_.gen_tokens; i++) {
+        for (int i = 0; i < loop_.gen_tokens; i++) {
             const size_t start = ids.size() > T ? ids.size() - T : 0, len = ids.size() - start;
             model_->forward(ids.data() + start, nullptr, 1, len, 0.0f);
             std::vector<float> row = model_->get_logits_row(0, len - 1);
@@ -280,7 +272,7 @@ private:
         const double peak = be_.peak_flops() * shape_.world;
         const double mfu = peak > 0 ? flops_token_ * tok_s / peak : -1.0;
         if (rank_ != 0) return;
-        if (step % o_.log_every == 0 || step - 1 == start_step_ || s.verdict.skip) {
+        if (step % loop_.log_every == 0 || step - 1 == start_step_ || s.verdict.skip) {
             char mfu_s[32] = "";
             if (mfu >= 0) std::snprintf(mfu_s, sizeof mfu_s, " | MFU %5.1f%%", 100 * mfu);
             std::printf("step %*d/%d | loss %.6f | norm %7.4f | lr %.2e | %7.1f ms | %8.0f tok/s%s | ETA %s%s\n",
@@ -294,50 +286,54 @@ private:
         rec["mfu"] = mfu >= 0 ? nlohmann::json(mfu) : nlohmann::json(nullptr);
         if (s.verdict.skip) rec["skipped"] = s.verdict.reason;
         auto z = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
-        if (o_.skip_loss_z > 0) rec["loss_z"] = z(s.verdict.loss_z);
-        if (o_.skip_grad_z > 0) rec["grad_norm_z"] = z(s.verdict.norm_z);
+        if (loop_.skip_loss_z > 0) rec["loss_z"] = z(s.verdict.loss_z);
+        if (loop_.skip_grad_z > 0) rec["grad_norm_z"] = z(s.verdict.norm_z);
         metrics_.log(rec);
     }
 
     // Every -n steps, at the last step and after a preemption signal (`now`; collective): checkpoint `step` (1-based,
     // done) with where the data and the step guard stand and how long metrics.jsonl is.
     void maybe_checkpoint(int step, bool now) {
-        const bool periodic = o_.checkpoint_every > 0 && (step % o_.checkpoint_every == 0 || step == max_steps_);
+        const int every = loop_.checkpoint_every;
+        const bool periodic = every > 0 && (step % every == 0 || step == max_steps_);
         if (!ckpt_ || !(periodic || now)) return;
         CheckpointMeta meta = run_id_;
         meta.step = step, meta.data = batches_->position(), meta.guard = guard_.state();
         if (metrics_.enabled()) meta.metrics_bytes = metrics_.bytes();
-        ckpt_->save(meta, o_.keep_last, o_.keep_every);
+        ckpt_->save(meta, loop_.keep_last, loop_.keep_every);
         record_gemm_choices(false);  // plans built since the first step (an evaluation's shapes) are kept too
-        if (rank_ == 0) std::printf("checkpoint %s\n", checkpoint_dir(o_.output_dir, step).c_str());
+        if (rank_ == 0) std::printf("checkpoint %s\n", checkpoint_dir(loop_.output_dir, step).c_str());
     }
 
     // The GEMM choices: in the log after the first step (rank 0), and in -o (every rank its own file) for a resume.
     void record_gemm_choices(bool print) {
         gemm_recorded_ = true;
         const std::string text = be_.gemm_choices();
-        if (print && rank_ == 0 && !text.empty()) print_gemm_choices(text, o_.gemm_tuning == 1);
-        if (!o_.output_dir.empty() && !text.empty()) write_gemm_choices(gemm_choices_path(o_.output_dir, rank_), text);
+        if (print && rank_ == 0 && !text.empty()) print_gemm_choices(text, loop_.gemm_tuning);
+        if (!loop_.output_dir.empty() && !text.empty())
+            write_gemm_choices(gemm_choices_path(loop_.output_dir, rank_), text);
     }
 
     // -o: rank 0 writes the final parameters to model.bin (fp32); the others take part in the download.
     void save_final_model() {
-        if (o_.output_dir.empty()) return;
+        if (loop_.output_dir.empty()) return;
         if (rank_ != 0) {
             model_->get_params();  // keeps ranks in step with rank 0's synchronising download
             return;
         }
-        const std::string path = o_.output_dir + "/model.bin";
+        const std::string path = loop_.output_dir + "/model.bin";
         write_model_file(path, shape_.cfg, model_->get_params().data(), false);
         std::printf("wrote %s\n", path.c_str());
     }
 
     static int width(int n) { return (int)std::to_string(n).size(); }
 
-    const TrainOptions& o_;
+    const TrainOptions& o_;                          // read by the set-up only
+    LoopConfig loop_;                                // what the loop reads (llmc/trainer_setup.h)
     Backend& be_;
     Comm& comm_;
     const int rank_;
+    const TestHooks hooks_;
     RunShape shape_;                                 // model shape, batch arithmetic, ZeRO stage
     RunLock lock_;                                   // rank 0: the lock on -o, held for the whole run
     RunData data_;                                   // training and validation loaders

@@ -91,6 +91,28 @@ inline RunShape plan_run(const TrainOptions& o, int world) {
     return s;
 }
 
+// What the training loop reads once the set-up is done (llmc/trainer.h): the rest of TrainOptions stays here.
+struct LoopConfig {
+    std::string output_dir;  // -o ("": no files)
+    int val_every = 0, sample_every = 0, gen_tokens = 0, log_every = 1;
+    int checkpoint_every = 0, keep_last = 0, keep_every = 0;
+    bool overfit_single_batch = false, show_placement = false, gemm_tuning = true;
+    float skip_loss_z = 0, skip_grad_z = 0;  // the step guard's thresholds: their z-scores go into metrics.jsonl
+    uint64_t seed = 0;                       // samples draw from (seed, step)
+};
+
+inline LoopConfig loop_config_for(const TrainOptions& o) {
+    LoopConfig c;
+    c.output_dir = o.output_dir;
+    c.val_every = o.val_every, c.sample_every = o.sample_every, c.gen_tokens = o.gen_tokens, c.log_every = o.log_every;
+    c.checkpoint_every = o.checkpoint_every, c.keep_last = o.keep_last, c.keep_every = o.keep_every;
+    c.overfit_single_batch = o.overfit_single_batch != 0, c.show_placement = o.show_placement;
+    c.gemm_tuning = o.gemm_tuning == 1;
+    c.skip_loss_z = o.skip_loss_z, c.skip_grad_z = o.skip_grad_z;
+    c.seed = o.seed;
+    return c;
+}
+
 // The parallel options of the command line (llmc/parallel_plan.h).
 inline ParallelOptions parallel_options_for(const TrainOptions& o) {
     ParallelOptions p;

@@ -10,12 +10,12 @@
 //
 // Implementations timed in the same call: the kernels this GPU gets (attention_kernels_for) with the backward's dS
 // in a workspace the size of the model's d fch buffer (N x 4C bf16: the passes the trainer makes) and in one holding
-// every head (one pass), every other compiled forward variant that fits its shared memory, the recomputing backward
-// (dev/cuda/attention_bwd_recompute.cuh: the two kernels before dS went through memory, with the dQ key tile this GPU
-// got then), the backward with 16 rows per warp (dev/cuda/attention_bwd16.cuh), and the kernels as they were before
-// the per-device variants and the head-major grid (dev/cuda/attention_before.cuh). The benchmark checks that the
-// recomputing and the 16-row backward give the same bits as the current one, docs/cuda.md). dev/bench/pytorch_sdpa.py
-// times PyTorch's flash and cuDNN attention at the same shapes (dev/gpu/run_checks.sh runs both).
+// every head (one pass), every other compiled forward variant that fits its shared memory, and the recomputing
+// backward (dev/cuda/attention_bwd_recompute.cuh: the two kernels before dS went through memory, with the dQ key tile
+// this GPU got then), which the benchmark checks gives the same bits as the current one (docs/cuda.md). The figures
+// of the kernels before the head-major grid and of the backward with 16 rows per warp, both retired, are in
+// docs/benchmarks.md. dev/bench/pytorch_sdpa.py times PyTorch's flash and cuDNN attention at the same shapes
+// (dev/gpu/run_checks.sh runs both).
 //
 // Before timing, each implementation's outputs are checked against a plain fp32 reference computed on the GPU (one warp per row, no
 // tensor cores, no tiling) from the same bf16 inputs: every element within 2^-6 of the reference relative to the
@@ -28,8 +28,6 @@
 #include <string>
 #include <vector>
 
-#include "attention_before.cuh"
-#include "attention_bwd16.cuh"
 #include "attention_bwd_recompute.cuh"
 #include "bench_common.h"
 #include "llmc/cuda/attention.cuh"
@@ -225,23 +223,6 @@ int main(int argc, char** argv) {
                                                                  old_dq_keys, q);
                          },
                          true});
-        using Bwd16 = llmc::bwd16::Bwd16Tiles<kHS>;
-        if (std::max(Bwd16::dq_smem(old_dq_keys), Bwd16::dkv_smem()) <= limits.smem_per_block)
-            impls.push_back({"backward with 16 rows per warp (forward: this GPU's choice), dQ " +
-                                 std::to_string(old_dq_keys) + " keys",
-                             fwd_mine,
-                             [=](cudaStream_t q) {
-                                 llmc::bwd16::attention_backward(dqkv, rowdot, dout, qkv, out, lse, B, T, C, NH,
-                                                                 old_dq_keys, q);
-                             },
-                             true});
-        if (llmc::before::AttentionTiles<kHS>::fwd_smem() <= limits.smem_per_block)
-            impls.push_back({"before: query-tile-major grid, fixed tiles",
-                             [=](cudaStream_t q) { llmc::before::attention_forward(out, lse, qkv, B, T, C, NH, q); },
-                             [=](cudaStream_t q) {
-                                 llmc::before::attention_backward(dqkv, rowdot, dout, qkv, out, lse, B, T, C, NH, q);
-                             },
-                             false});
 
         const double fwd_flops = 4.0 * B * NH * T * T * hs / 2;
         bool ok = true;

@@ -5,9 +5,8 @@
 // identical across orders (and the backward across two more runs into a buffer refilled with garbage), and every
 // element within a bound derived from the arithmetic below. The backward (dS through memory) must also give the same
 // bits in passes of one head, of all heads and uneven ones, with its workspace refilled with NaN before each run,
-// and be bitwise equal, D included, to the recomputing kernels of dev/cuda/attention_bwd_recompute.cuh and the
-// 16-rows-per-warp ones of dev/cuda/attention_bwd16.cuh with either of their dQ key tiles: no fp32 sum changes
-// order (docs/cuda.md). A head size the kernels do not serve is refused.
+// and be bitwise equal, D included, to the recomputing kernels of dev/cuda/attention_bwd_recompute.cuh with either
+// of their dQ key tiles: no fp32 sum changes order (docs/cuda.md). A head size the kernels do not serve is refused.
 //
 // Notation (all bounds computed in double on the host): U = 2^-8 (bf16 unit roundoff), u = 2^-24 (fp32),
 // G(n) = 2 (n + 2) u bounds an fp32 sum of n terms relative to the sum of their magnitudes, counted for both the
@@ -44,7 +43,6 @@
 #include <vector>
 
 #include "cudasim.h"
-#include "dev/cuda/attention_bwd16.cuh"
 #include "dev/cuda/attention_bwd_recompute.cuh"
 #include "llmc/bf16.h"
 #include "llmc/cpu/cpu_backend.h"
@@ -137,26 +135,12 @@ std::vector<std::vector<float>> each_order_identical(const std::string& what,
 // simulated device's shared memory holds, plus the backend's own choice for this device. The backward has one
 // variant; it runs after each forward.
 const int kFwdVariants[][2] = {{64, 3}, {64, 2}, {32, 2}};
-// The recomputing backward (dev/cuda/attention_bwd_recompute.cuh) and the 16-rows-per-warp one were compiled with
-// these dQ key tiles; the backward must give the bits of each.
+// The recomputing backward (dev/cuda/attention_bwd_recompute.cuh) was compiled with these dQ key tiles; the backward
+// must give the bits of each.
 const int kOldDqKeys[] = {64, 32};
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// Whether the 16-rows-per-warp backward (dev/cuda/attention_bwd16.cuh) with a dQ key tile of dq_keys fits device d.
-bool bwd16_fits(size_t hs, int dq_keys, const llmc::DeviceLimits& d) {
-    auto fits = [&](auto tiles) {
-        using Tiles = decltype(tiles);
-        return std::max(Tiles::dq_smem(dq_keys), Tiles::dkv_smem()) <= d.smem_per_block;
-    };
-    switch (hs) {
-        case 16: return fits(llmc::bwd16::Bwd16Tiles<16>{});
-        case 32: return fits(llmc::bwd16::Bwd16Tiles<32>{});
-        case 64: return fits(llmc::bwd16::Bwd16Tiles<64>{});
-        default: return fits(llmc::bwd16::Bwd16Tiles<128>{});
-    }
 }
 
 std::string variant_name(const llmc::AttentionKernels& k) {
@@ -262,7 +246,7 @@ void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_
                            "the results differ");
         }
         // dS through memory keeps every fp32 sum's order: the bits of the recomputing kernels (both of their dQ key
-        // tiles), D included, and of the 16-rows-per-warp ones.
+        // tiles), D included.
         for (int dq_keys : kOldDqKeys) {
             const std::string old = " dQ " + std::to_string(dq_keys) + " keys";
             if (llmc::recompute::fits(hs, dq_keys, gpu.device_limits())) {
@@ -275,14 +259,6 @@ void test_attention(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_
                                same_bits(fetch_bf16(gpu, d_dqkv, B * T * C3), dqkv), "the results differ");
                 testing::check(tag + " D kernel: bitwise equal to the recomputing dQ kernel's D," + old,
                                same_bits(fetch_f32(gpu, d_rowdot, BH * T), bwd[1]), "D differs");
-            }
-            if (bwd16_fits(hs, dq_keys, gpu.device_limits())) {
-                std::vector<float> garbage(B * T * C3, 1e30f);
-                gpu.upload_floats(d_dqkv, garbage.data(), garbage.size());
-                llmc::bwd16::attention_backward(d_dqkv, d_rowdot, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, dq_keys,
-                                                gpu.stream());
-                testing::check(tag + " backward: bitwise equal to the 16-rows-per-warp kernels," + old,
-                               same_bits(fetch_bf16(gpu, d_dqkv, B * T * C3), dqkv), "the results differ");
             }
         }
         return std::vector<std::vector<float>>{fwd[0], fwd[1], dqkv};
