@@ -192,15 +192,9 @@ struct BackendContract {
     using layernorm_backward = void(act_t* dinp, float* dweight, float* dbias, const act_t* dout, const act_t* inp,
                                     const act_t* w, const float* mean, const float* rstd, size_t N, size_t C);
     // dqkv (B,T,3C) = gradient of attention_forward's out with respect to qkv (written, =), given the forward's qkv,
-    // out and state (out is not read by the CPU backend; the CUDA backend needs it). workspace: workspace_bytes bytes
-    // of device memory (16-byte aligned) that the op may overwrite, at least attention_backward_min_workspace(T)
-    // (the model lends a buffer that is dead during the attention backward).
+    // out and state (out is not read by the CPU backend; the CUDA backend needs it).
     using attention_backward = void(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
-                                    const float* state, size_t B, size_t T, size_t C, size_t NH, void* workspace,
-                                    size_t workspace_bytes);
-    // The least workspace attention_backward accepts at sequence length T, bytes (the CUDA backend: the stored dS of
-    // one head, docs/cuda.md; the CPU backend: 0). Static.
-    using attention_backward_min_workspace = size_t(size_t T);
+                                    const float* state, size_t B, size_t T, size_t C, size_t NH);
     // dwte (Vp,C) += scatter of dout by token; dwpe (maxT,C) += sum over b of dout[b,t]. Deterministic: the result
     // does not depend on thread scheduling.
     using encoder_backward = void(float* dwte, float* dwpe, const act_t* dout, const int* inp, size_t B, size_t T,
@@ -243,7 +237,7 @@ struct BackendContract {
     X(layernorm_backward) X(attention_backward) X(encoder_backward) X(sum_into) X(norm_squared_into) X(add_into)     \
     X(grads_to_bf16) X(grads_from_bf16) X(adamw_update)
 #define LLMC_BACKEND_STATIC_OPS(X)                                                                                   \
-    X(scratch_plan) X(attention_state_elems) X(check_attention_shape) X(attention_backward_min_workspace)
+    X(scratch_plan) X(attention_state_elems) X(check_attention_shape)
 
 namespace backend_contract {
 

@@ -175,14 +175,8 @@ private:
         visit(b.d_residual, BufferSize{"d residual", "N x C", N * C, A}, 0);
         visit(b.d_c, BufferSize{"d (N, C)", "N x C", N * C, A}, 0);
         visit(b.d_3c, BufferSize{"d qkv", "N x 3C", N * 3 * C, A}, 0);
-        visit(b.d_4c, BufferSize{"d fch, attention workspace", "max(N x 4C, one head's dS)", d_4c_elems(s), A}, 0);
+        visit(b.d_4c, BufferSize{"d fch", "N x 4C", N * 4 * C, A}, 0);
         visit(b.d_wte_classifier, BufferSize{"d wte (classifier)", "Vp x C, fp32", s.cfg.padded_vocab_size * C, F}, 0);
-    }
-    // d fch doubles as the attention backward's workspace (its dS, docs/cuda.md), which needs at least one head.
-    static size_t d_4c_elems(const Shape& s) {
-        const size_t A = sizeof(act_t), N = s.B * s.T;
-        const size_t att_ws = (Backend::attention_backward_min_workspace(s.T) + A - 1) / A;
-        return std::max(N * 4 * s.cfg.channels, att_ws);
     }
 
     // Layer l's backward: d_residual holds dL/d(its res3) and becomes dL/d(its res_in); gw: its gradient slices.
@@ -202,9 +196,7 @@ private:
         be_.layernorm_backward(a.d_residual, gw.ln2w, gw.ln2b, a.d_c, a.res2, w.ln2w, a.ln2_mean, a.ln2_rstd, N, C);
         // Attention: res2 = res_in + attproj(attention(qkv(ln1(res_in))))
         be_.matmul_backward(a.d_c, gw.attprojw, gw.attprojb, a.d_residual, a.atty, w.attprojw, N, C, C);
-        // d_4c (d fch) is dead from here to the next layer's MLP backward: the attention's workspace
-        be_.attention_backward(a.d_3c, a.d_c, a.qkv, a.atty, a.att_state, B, T, C, NH, a.d_4c,
-                               d_4c_elems(Shape{cfg_, this->B_, this->T_, opt_}) * sizeof(act_t));
+        be_.attention_backward(a.d_3c, a.d_c, a.qkv, a.atty, a.att_state, B, T, C, NH);
         if (opt_.recompute_layernorm) be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
         be_.matmul_backward(a.d_c, gw.qkvw, gw.qkvb, a.d_3c, a.ln1, w.qkvw, N, C, 3 * C);
         be_.layernorm_backward(a.d_residual, gw.ln1w, gw.ln1b, a.d_c, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd, N, C);

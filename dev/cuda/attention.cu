@@ -4,31 +4,27 @@
 // FLOPs, the FlashAttention papers' convention for causal attention (half of the full T x T work):
 //   forward   2 products (Q K^T, P V) of B NH T^2 hs multiply-adds, halved:      4 B NH T^2 hs / 2
 //   backward  5 products (S, dP, dV, dQ, dK), halved: 2.5 x the forward
-// The backward executes those 5 (dS goes through memory, see attention.cuh); the recomputing backward kept as the
-// baseline executes 7 (S and P recomputed by both of its kernels): its own throughput is 7/5 of the figure printed,
+// The backward executes 7 (its two kernels each recompute S and P): its own throughput is 7/5 of the figure printed,
 // which is the one comparable with other implementations.
 //
-// Implementations timed in the same call: the kernels this GPU gets (attention_kernels_for) with the backward's dS
-// in a workspace the size of the model's d fch buffer (N x 4C bf16: the passes the trainer makes) and in one holding
-// every head (one pass), every other compiled forward variant that fits its shared memory, and the recomputing
-// backward (dev/cuda/attention_bwd_recompute.cuh: the two kernels before dS went through memory, with the dQ key tile
-// this GPU got then), which the benchmark checks gives the same bits as the current one (docs/cuda.md). The figures
-// of the kernels before the head-major grid and of the backward with 16 rows per warp, both retired, are in
-// docs/benchmarks.md. dev/bench/pytorch_sdpa.py times PyTorch's flash and cuDNN attention at the same shapes
-// (dev/gpu/run_checks.sh runs both).
+// Implementations timed in the same call: the kernels this GPU gets (attention_kernels_for), every other compiled
+// forward variant that fits its shared memory, and the backward with the other dQ key tile where it fits (the same
+// bits: checked); then each backward kernel alone. dev/bench/pytorch_sdpa.py times PyTorch's flash and cuDNN
+// attention at the same shapes (dev/gpu/run_checks.sh runs both). The backward that stored dS for a separate dQ
+// kernel, and the older kernels, were measured against these on an H200 (docs/benchmarks.md) and are gone.
 //
-// Before timing, each implementation's outputs are checked against a plain fp32 reference computed on the GPU (one warp per row, no
-// tensor cores, no tiling) from the same bf16 inputs: every element within 2^-6 of the reference relative to the
-// largest reference value of its tensor, a loose check meant to catch indexing and layout errors (the simulator tests
-// in test/sim/test_attention.cpp hold the kernels to bounds derived from the arithmetic).
+// Before timing, each implementation's outputs are checked against a plain fp32 reference computed on the GPU (one
+// warp per row, no tensor cores, no tiling) from the same bf16 inputs: every element within 2^-6 of the reference
+// relative to the largest reference value of its tensor, a loose check meant to catch indexing and layout errors (the
+// simulator tests in test/sim/test_attention.cpp hold the kernels to bounds derived from the arithmetic).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "attention_bwd_recompute.cuh"
 #include "bench_common.h"
 #include "llmc/cuda/attention.cuh"
 
@@ -169,7 +165,7 @@ int main(int argc, char** argv) {
         LLMC_LAUNCH(reference_backward_dkv, grid, 256, 0, st, ref_dqkv, (const bf16*)qkv, (const bf16*)dout,
                     (const float*)ref_lse, (const float*)ref_rowdot, (int)B, (int)T, (int)NH, scale);
 
-        // The implementations: this GPU's choice first, then the other variants that fit, then the old kernels.
+        // The implementations: this GPU's choice first, then the other variants that fit.
         struct Impl {
             std::string name;
             std::function<void(cudaStream_t)> fwd, bwd;
@@ -178,24 +174,15 @@ int main(int argc, char** argv) {
         std::vector<Impl> impls;
         const llmc::DeviceLimits limits = llmc::read_device_limits(0);
         const llmc::AttentionKernels mine = llmc::attention_kernels_or_fail(hs, limits);
-        // The backward's workspace: the trainer lends it the d fch buffer, (N, 4C) bf16; and room for every head.
-        const size_t ws_model = B * T * 4 * C * sizeof(bf16);
-        const size_t ws_all = B * NH * llmc::attention_backward_min_workspace(T);
-        void* ws = nullptr;
-        CUDA_CHECK(cudaMalloc(&ws, std::max(ws_model, ws_all)));
-        auto fwd_mine = [=](cudaStream_t q) { llmc::attention_forward(out, lse, qkv, B, T, C, NH, mine, q); };
-        for (size_t bytes : {ws_model, ws_all}) {
-            const size_t per = llmc::attention_heads_per_pass(B, T, NH, bytes);
-            impls.push_back({"new, this GPU's choice: fwd " + std::to_string(mine.fwd_keys) + " keys x " +
-                                 std::to_string(mine.fwd_stages) + " stages; backward dS through memory, " +
-                                 std::to_string(llmc::ceil_div(B * NH, per)) + " passes of " + std::to_string(per) +
-                                 " heads (workspace " + std::to_string(bytes >> 20) + " MiB)",
-                             fwd_mine,
-                             [=](cudaStream_t q) {
-                                 llmc::attention_backward(dqkv, rowdot, ws, bytes, dout, qkv, out, lse, B, T, C, NH, q);
-                             },
-                             impls.size() > 0});
-        }
+        auto fwd_with = [=](const llmc::AttentionKernels& k) {
+            return [=](cudaStream_t q) { llmc::attention_forward(out, lse, qkv, B, T, C, NH, k, q); };
+        };
+        auto bwd_with = [=](const llmc::AttentionKernels& k) {
+            return [=](cudaStream_t q) { llmc::attention_backward(dqkv, rowdot, dout, qkv, out, lse, B, T, C, NH, k, q); };
+        };
+        impls.push_back({"this GPU's choice: forward " + std::to_string(mine.fwd_keys) + " keys x " +
+                             std::to_string(mine.fwd_stages) + " stages, dQ " + std::to_string(mine.dq_keys) + " keys",
+                         fwd_with(mine), bwd_with(mine), false});
         const int fwd_variants[][2] = {{64, 3}, {64, 2}, {32, 2}};
         for (const auto& f : fwd_variants) {
             llmc::AttentionKernels k = mine;
@@ -203,37 +190,23 @@ int main(int argc, char** argv) {
             if ((k.fwd_keys == mine.fwd_keys && k.fwd_stages == mine.fwd_stages) ||
                 llmc::AttentionTiles<kHS>::fwd_smem(k.fwd_keys, k.fwd_stages) > limits.smem_per_block)
                 continue;
-            impls.push_back({"new: fwd " + std::to_string(k.fwd_keys) + " keys x " + std::to_string(k.fwd_stages) +
-                                 " stages",
-                             [=](cudaStream_t q) { llmc::attention_forward(out, lse, qkv, B, T, C, NH, k, q); },
-                             [=](cudaStream_t q) {
-                                 llmc::attention_backward(dqkv, rowdot, ws, ws_model, dout, qkv, out, lse, B, T, C,
-                                                          NH, q);
-                             },
-                             false});
+            impls.push_back({"forward " + std::to_string(k.fwd_keys) + " keys x " + std::to_string(k.fwd_stages) +
+                                 " stages", fwd_with(k), bwd_with(k), false});
         }
-        // The dQ key tile the recomputing backward would get here: 64 where it fits, as attention_kernels_for chose.
-        const int old_dq_keys = llmc::recompute::fits(hs, 64, limits) ? 64 : 32;
-        const size_t recompute_index = impls.size();
-        impls.push_back({"backward recomputing S and P (7 products; forward: this GPU's choice), dQ " +
-                             std::to_string(old_dq_keys) + " keys",
-                         fwd_mine,
-                         [=](cudaStream_t q) {
-                             llmc::recompute::attention_backward(dqkv, rowdot, dout, qkv, out, lse, B, T, C, NH,
-                                                                 old_dq_keys, q);
-                         },
-                         true});
+        llmc::AttentionKernels other_dq = mine;
+        other_dq.dq_keys = mine.dq_keys == 64 ? 32 : 64;
+        if (llmc::AttentionTiles<kHS>::dq_smem(other_dq.dq_keys) <= limits.smem_per_block)
+            impls.push_back({"dQ " + std::to_string(other_dq.dq_keys) + " keys (forward: this GPU's choice)",
+                             fwd_with(mine), bwd_with(other_dq), true});
 
         const double fwd_flops = 4.0 * B * NH * T * T * hs / 2;
         bool ok = true;
         std::vector<bf16> dqkv_mine;  // this GPU's choice's gradients, for the bitwise comparisons
-        std::vector<float> bwd_ms_of(impls.size());
         for (size_t n = 0; n < impls.size(); n++) {
             const Impl& im = impls[n];
             std::printf("# %s\n", im.name.c_str());
             CUDA_CHECK(cudaMemsetAsync(out, 0, B * T * C * sizeof(bf16), st));
             CUDA_CHECK(cudaMemsetAsync(dqkv, 0, B * T * 3 * C * sizeof(bf16), st));
-            CUDA_CHECK(cudaMemsetAsync(ws, 0xff, std::max(ws_model, ws_all), st));  // NaN: dS read before stored
             im.fwd(st);
             im.bwd(st);
             CUDA_CHECK(cudaStreamSynchronize(st));
@@ -250,16 +223,22 @@ int main(int argc, char** argv) {
             const float fwd_ms = bench::time_ms(im.fwd, st);
             bench::report(dev, "attention_forward (causal, FA convention)", fwd_ms, 0, fwd_flops);
             const float bwd_ms = bench::time_ms(im.bwd, st);
-            bwd_ms_of[n] = bwd_ms;
             bench::report(dev, "attention_backward (causal, FA convention)", bwd_ms, 0, 2.5 * fwd_flops);
             bench::report(dev, "attention forward + backward", fwd_ms + bwd_ms, 0, 3.5 * fwd_flops);
             std::printf("# per training step of GPT-2 124M (12 layers): %.2f ms of attention\n",
                         12 * (fwd_ms + bwd_ms));
         }
-        std::printf("# backward, dS through memory (the trainer's passes) against recomputing (dQ %d keys): %.3f ms vs "
-                    "%.3f ms, %.2fx\n", old_dq_keys, bwd_ms_of[0], bwd_ms_of[recompute_index],
-                    bwd_ms_of[recompute_index] / bwd_ms_of[0]);
-        CUDA_CHECK(cudaFree(ws));
+        // Each backward kernel alone, with this GPU's variants (the dK/dV kernel reads the D the dQ kernel wrote).
+        const std::pair<const char*, std::function<void(cudaStream_t)>> kernels[] = {
+            {"dQ (and D)", [=](cudaStream_t q) {
+                 if (mine.dq_keys == 64)
+                     llmc::launch_attention_dq<kHS, 64>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, q);
+                 else
+                     llmc::launch_attention_dq<kHS, 32>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, q);
+             }},
+            {"dK/dV", [=](cudaStream_t q) { llmc::launch_attention_dkv<kHS>(dqkv, dout, qkv, lse, rowdot, B, T, NH, q); }},
+        };
+        for (const auto& k : kernels) std::printf("# kernel %-12s %.3f ms\n", k.first, bench::time_ms(k.second, st));
         for (void* p : {(void*)qkv, (void*)out, (void*)dout, (void*)dqkv, (void*)lse, (void*)rowdot, (void*)ref_out,
                         (void*)ref_dqkv, (void*)ref_lse, (void*)ref_rowdot})
             CUDA_CHECK(cudaFree(p));

@@ -10,7 +10,7 @@
 
 namespace {
 
-struct Layer { const char* name; size_t in, out; bool gelu_out, gelu_in; };
+struct Layer { const char* name; size_t in, out; bool gelu_out, gelu_in, bias = true; };
 
 void bench_layer(const bench::Device& dev, llmc::GemmRunner& gemm, const char* variant, const Layer& l, size_t N,
                  cudaStream_t st) {
@@ -22,11 +22,12 @@ void bench_layer(const bench::Device& dev, llmc::GemmRunner& gemm, const char* v
     float* partials = bench::alloc_f32(llmc::bias_backward_scratch_floats(N, l.out), 10);
     const double flops = 2.0 * N * l.in * l.out;
     float ms = bench::time_ms([&](cudaStream_t q) {
-        llmc::matmul_forward(gemm, out, inp, w, bias, N, l.in, l.out, pre, q);
+        llmc::matmul_forward(gemm, out, inp, w, l.bias ? bias : nullptr, N, l.in, l.out, pre, q);
     }, st);
     bench::report(dev, std::string("matmul_forward ") + l.name + " [" + variant + "]", ms, 0, flops);
     ms = bench::time_ms([&](cudaStream_t q) {
-        llmc::matmul_backward(gemm, dinp, dw, db, partials, dout, inp, w, N, l.in, l.out, nullptr, pre_in, q);
+        llmc::matmul_backward(gemm, dinp, dw, l.bias ? db : nullptr, partials, dout, inp, w, N, l.in, l.out, nullptr,
+                              pre_in, q);
     }, st);
     bench::report(dev, std::string("matmul_backward ") + l.name + " [" + variant + "]", ms, 0, 2 * flops);
     for (void* p : {(void*)inp, (void*)w, (void*)bias, (void*)out, (void*)pre, (void*)dout, (void*)dinp,
@@ -58,6 +59,14 @@ int main(int argc, char** argv) {
             for (const Layer& l : layers) bench_layer(dev, gemm, v.name, l, N, st);
             std::printf("# [%s] %zu cuBLASLt plans, %zu timed; choices:\n%s", v.name, gemm.num_plans(),
                         gemm.num_timed(), gemm.choices().c_str());
+        }
+        // The lm_head's GEMMs: one chunk of the classifier's rows (4096, the trainer's default --classifier-chunk),
+        // logits (4096, Vp) = x wte^T, no bias; a step runs N / 4096 of them.
+        {
+            llmc::GemmRunner gemm(true);
+            const size_t rows = std::min<size_t>(4096, N);
+            bench_layer(dev, gemm, "tuned, one 4096-row chunk", {"lm_head", C, s.Vp, false, false, false}, rows, st);
+            std::printf("# lm_head: %zu chunks per step\n", llmc::ceil_div(N, rows));
         }
         // The memory-bound pass the BGRADB epilogue replaces, on its own against the bandwidth.
         const size_t OC = 4 * C;

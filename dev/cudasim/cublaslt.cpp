@@ -178,6 +178,9 @@ cublasStatus_t validate(const Desc& d, const Layout& a, const Layout& b, const L
     }
     if (bias_out && p.bias_type != (int)c.type)
         return complain(CUBLAS_STATUS_NOT_SUPPORTED, "bias gradient elements must have the output's type (Ctype)");
+    // Seen on a GPU (cuBLASLt 13.0, H200: docs/cudasim.md): no algorithm for BGRADB unless op(B) is transposed.
+    if (p.bgradb && d.transb != CUBLAS_OP_T)
+        return complain(CUBLAS_STATUS_NOT_SUPPORTED, "BGRADB needs op(B) transposed (CUBLASLT_MATMUL_DESC_TRANSB)");
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -490,6 +493,10 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     Problem p;
     if (validate(*D(desc), *L(a), *L(b), *L(c), *L(d), p) != CUBLAS_STATUS_SUCCESS) return CUBLAS_STATUS_NOT_SUPPORTED;
     if (epilogue_declined(D(desc)->epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;  // the switch above: no line
+    // Seen on a GPU (cuBLASLt 13.0, H200): DGELU_BGRAD has algorithms only where the preference allows a workspace.
+    if (D(desc)->epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD && reinterpret_cast<Preference*>(pref)->max_workspace == 0)
+        return complain(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic: DGELU_BGRAD needs a workspace "
+                        "(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES > 0)");
     Algo algo;
     if (choose_algorithm(*reinterpret_cast<Preference*>(pref), *L(a), *L(b), *L(c), *L(d), algo) !=
         CUBLAS_STATUS_SUCCESS)

@@ -247,9 +247,11 @@ std::string describe(const char* fn, size_t count, ncclDataType_t t, const ncclC
 
 extern "C" {
 
+// The header's version, or CUDASIM_NCCL_VERSION's (a test of the trainer's refusal of an old library).
 ncclResult_t ncclGetVersion(int* version) {
     if (!version) return ncclInvalidArgument;
-    *version = NCCL_VERSION_CODE;
+    const char* env = std::getenv("CUDASIM_NCCL_VERSION");
+    *version = env ? std::atoi(env) : NCCL_VERSION_CODE;
     return ncclSuccess;
 }
 

@@ -17,6 +17,9 @@ harness stops on the stale entry and names it, so the list is easy to keep up to
   ptx       the inline-PTX instruction text of llmc/cuda/mma.cuh altered (the simulator executes that text)
   loop      a bug in a grid-stride or chunked loop's second iteration (the CUDASIM_GRID_CAP runs reach it)
   cache     state cached across calls keeping the first caller's pointers (the 3-layer simulated reference)
+  nvcc      the lines of llmc/cuda/platform.cuh only nvcc compiles (the operand kinds of mma.cuh's PTX wrappers,
+            whose operand lists are written once for both builds): caught when nvcc refuses the planted code, else by the checks
+            of the nvcc object (run.py builds the CUDA programs for these and runs sass_check and resource_check)
 """
 from dataclasses import dataclass
 
@@ -156,10 +159,10 @@ MUTATIONS = [
         "flash forward's cp.async pipeline waits for one group too few: the key tile in use may not have landed"),
     Mutation(
         "attention-dq-no-cp-async-wait", "shared", "llmc/cuda/attention.cuh",
-        "        cp_async_wait<0>();\n        __syncthreads();  // buffer kb % 2 landed",
-        "        __syncthreads();  // buffer kb % 2 landed",
-        "dQ kernel: the barrier is passed before the thread's cp.async group of K / dS^T has completed, so the MMAs "
-        "read key and dS tiles that have not arrived"),
+        "        cp_async_wait<0>();\n        __syncthreads();\n        if (kt + 1 < num_kt) {\n",
+        "        __syncthreads();\n        if (kt + 1 < num_kt) {\n",
+        "dQ kernel: the barrier is passed before the thread's cp.async group of K / V has completed, so the MMAs "
+        "read key and value tiles that have not arrived"),
     Mutation(
         "attention-dkv-refill-without-barrier", "shared", "llmc/cuda/attention.cuh",
         "        cp_async_wait<0>();\n        __syncthreads();\n        if (qt + 1 < num_qt) load_queries(",
@@ -170,7 +173,7 @@ MUTATIONS = [
         "attention-dkv-refill-before-barrier", "shared", "llmc/cuda/attention.cuh",
         "        __syncthreads();\n        if (qt + 1 < num_qt) load_queries(qt + 1, 1 - cur);\n",
         "        if (qt + 1 < num_qt) load_queries(qt + 1, 1 - cur);\n        __syncthreads();\n",
-        "dK/dV kernel: the next query tile's copies and L / D stores are issued before the barrier, into the buffer "
+        "dK/dV kernel: the next query tile's copies (Q, dO, L, D) are issued before the barrier, into the buffer "
         "other warps may still be reading"),
     Mutation(
         "attention-dkv-copies-before-barrier", "shared", "llmc/cuda/attention.cuh",
@@ -262,22 +265,26 @@ MUTATIONS = [
         "[T](int row, int key) { return key <= row + 1 && key < T; }",
         "flash forward's causal mask is off by one: each query also sees the next key"),
     Mutation(
-        "attention-ds-stored-in-wrong-tile", "bounds", "llmc/cuda/attention.cuh",
-        "    bf16* tile = ds + ds_tile_offset(query0 / kDsTile, key0 / kDsTile)",
-        "    bf16* tile = ds + ds_tile_offset(key0 / kDsTile, query0 / kDsTile)",
-        "the dK/dV kernel stores the dS of an off-diagonal tile (query tile, key tile) where the tile (key tile, "
-        "query tile) would go: the dQ kernel reads stale or another tile's dS"),
+        "attention-dkv-l-d-read-past-t", "bounds", "llmc/cuda/attention.cuh",
+        "            const bool ok = row < T;\n            cp_async_4(sL + nb * BQ + tid, ok ? Lg + row : Lg, ok);\n",
+        "            const bool ok = row <= T;\n            cp_async_4(sL + nb * BQ + tid, ok ? Lg + row : Lg, ok);\n",
+        "the dK/dV kernel copies the L and D of row T (one past the head's rows): the next head's values, or past the "
+        "end of the buffer for the last head"),
     Mutation(
-        "attention-dq-key-steps-reversed", "numerics", "llmc/cuda/attention.cuh",
-        "        for (int ks = 0; ks < BK / 16; ks++) {\n            if (kb * (BK / 16) + ks > last_step) break;",
-        "        for (int ks = BK / 16 - 1; ks >= 0; ks--) {\n            if (kb * (BK / 16) + ks > last_step) continue;",
-        "the dQ kernel adds the k16 steps of each key block in reverse: the right sum in another fp32 order, no longer "
-        "the bits of the recomputing kernel"),
+        "attention-dq-d-of-other-row-half", "numerics", "llmc/cuda/attention.cuh",
+        "                    for (int i = 0; i < 4; i++) s[mt][c * DPK / 8 + nt][i] *= dp[mt][nt][i] - D[mt][i / 2];\n",
+        "                    for (int i = 0; i < 4; i++) s[mt][c * DPK / 8 + nt][i] *= dp[mt][nt][i] - D[mt][i % 2];\n",
+        "the dQ kernel's dS = P (dP - D) takes D of the wrong row of the lane's pair (rows g and g + 8)"),
     Mutation(
-        "attention-dq-passes-share-one-head", "bounds", "llmc/cuda/attention.cuh",
-        "    const bf16* ds_head = ds + (size_t)hp * attention_ds_head_elems(T);\n",
-        "    const bf16* ds_head = ds;\n",
-        "the dQ kernel reads the first head's stored dS for every head of a pass"),
+        "attention-dq-rowdot-of-other-half", "numerics", "llmc/cuda/attention.cuh",
+        "            if (t4 == 0 && row < T) rowdot[(size_t)bh * T + row] = D[mt][hh];\n",
+        "            if (t4 == 0 && row < T) rowdot[(size_t)bh * T + row] = D[mt][1 - hh];\n",
+        "the dQ kernel hands the dK/dV kernel the D of the row 8 away (rows g and g + 8 swapped)"),
+    Mutation(
+        "attention-dq-mask-lets-next-key-in", "tail", "llmc/cuda/attention.cuh",
+        "            mask_tile(s, r0, k0, lane, 0.0f, [T](int row, int key) { return key <= row && key < T && row < T; });\n",
+        "            mask_tile(s, r0, k0, lane, 0.0f, [T](int row, int key) { return key <= row + 1 && key < T && row < T; });\n",
+        "the dQ kernel's causal mask lets each row see the next key (on the tiles that need a mask)"),
     Mutation(
         "attention-dkv-mask-skips-diagonal", "tail", "llmc/cuda/attention.cuh",
         "[T](int key, int query) { return query >= key && query < T && key < T; }",
@@ -413,6 +420,12 @@ MUTATIONS = [
         '    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%9,%8}, {%10,%11,%12,%13};\\n"\n',
         "the mma instruction text names the two B registers in the wrong order"),
     Mutation(
+        "ptx-nvcc-constant-as-register", "nvcc", "llmc/cuda/platform.cuh",
+        '#define LLMC_CONST(x) "n"(x)\n',
+        '#define LLMC_CONST(x) "r"(x)\n',
+        "nvcc's operand kind for a compile-time constant passes a register: cp.async.wait_group's count must be an "
+        "immediate"),
+    Mutation(
         "cp-async-wait-all-groups-pending", "ptx", "llmc/cuda/mma.cuh",
         '#define LLMC_PTX_CP_ASYNC_WAIT "cp.async.wait_group %0;\\n"\n',
         '#define LLMC_PTX_CP_ASYNC_WAIT "cp.async.wait_group 1;\\n"\n',
@@ -461,4 +474,127 @@ MUTATIONS = [
         "        gw.bias = bias_scratch;\n",
         "        gw.bias = dbias;\n",
         "BGRADB writes the bias gradient straight into dbias, overwriting the accumulated gradient"),
+    # ---- the speedrun recipe's kernels (llmc/cuda/speedrun_ops.h; tests: sim_speedrun_kernels*, sim_newton_schulz) --
+    Mutation(
+        "rmsnorm-mean-without-c", "numerics", "llmc/cuda/rmsnorm.cuh",
+        "    const float r = rsqrtf(warp_sum(ss) / (float)C + kRmsNormEps);\n",
+        "    const float r = rsqrtf(warp_sum(ss) + kRmsNormEps);\n",
+        "RMSNorm divides by the root of the sum of squares, not of their mean"),
+    Mutation(
+        "rmsnorm-backward-adds-to-dout", "numerics", "llmc/cuda/rmsnorm.cuh",
+        "        float d[W];\n        load_floats(d, dx + j * W);\n",
+        "        float d[W];\n        load_floats(d, dout + row * C + j * W);\n",
+        "the RMSNorm backward adds its gradient to dout's values, not to dinp's (the residual stream's gradient is "
+        "lost)"),
+    Mutation(
+        "rmsnorm-backward-xhat-unscaled", "numerics", "llmc/cuda/rmsnorm.cuh",
+        "        for (int e = 0; e < W; e++) d[e] += r * (to_float(g[e]) - to_float(xp[e]) * r * proj);\n",
+        "        for (int e = 0; e < W; e++) d[e] += r * (to_float(g[e]) - to_float(xp[e]) * proj);\n",
+        "the RMSNorm backward projects with x instead of x rstd"),
+    Mutation(
+        "rmsnorm-forward-row-past-end", "bounds", "llmc/cuda/rmsnorm.cuh",
+        "    if (row >= N) return;  // whole warps leave together\n    RowSlice<bf16, W, P> x(inp + row * C",
+        "    if (row > N) return;  // whole warps leave together\n    RowSlice<bf16, W, P> x(inp + row * C",
+        "the RMSNorm forward's warps past the last row read and write one row beyond the buffers"),
+    Mutation(
+        "rmsnorm-vector-any-width", "vector", "llmc/cuda/rmsnorm.cuh",
+        "    const bool vec = vector_ok(C, kPackBf16, out, inp);\n",
+        "    const bool vec = vector_ok(kPackBf16, kPackBf16, out, inp);\n",
+        "the RMSNorm forward takes the 16-byte path for any row length"),
+    Mutation(
+        "qk-rotary-no-barrier", "shared", "llmc/cuda/qk_rotary.cuh",
+        "        partial[j] = s;\n    }\n    __syncthreads();\n    for (unsigned j = threadIdx.x; j < pairs; j += blockDim.x) {\n        bf16* x",
+        "        partial[j] = s;\n    }\n    for (unsigned j = threadIdx.x; j < pairs; j += blockDim.x) {\n        bf16* x",
+        "the QK-norm forward sums a head's partials before the other threads of the head have written theirs"),
+    Mutation(
+        "qk-rotary-sin-sign", "numerics", "llmc/cuda/qk_rotary.cuh",
+        "            y2[e] = n2 * c[e] - n1 * s[e];\n",
+        "            y2[e] = n2 * c[e] + n1 * s[e];\n",
+        "the rotary forward's second half turns the other way (not a rotation)"),
+    Mutation(
+        "qk-rotary-backward-output-not-turned", "numerics", "llmc/cuda/qk_rotary.cuh",
+        "        n1[e] = to_float(y1[e]) * c[e] - to_float(y2[e]) * s[e];\n",
+        "        n1[e] = to_float(y1[e]);\n",
+        "the QK-norm backward projects on the rotated output instead of the normalised input R^T y"),
+    Mutation(
+        "qk-rotary-rstd-slot", "bounds", "llmc/cuda/qk_rotary.cuh",
+        "        if (j % g.per_head == 0) rstd[(size_t)blockIdx.x * 2 * NH + g.head(j)] = r;\n",
+        "        if (j % g.per_head == 0) rstd[(size_t)blockIdx.x * NH + g.head(j)] = r;\n",
+        "the forward saves each position's rstd with the stride of NH heads instead of 2 NH (q and k)"),
+    Mutation(
+        "qk-rotary-second-pair-pack-skipped", "loop", "llmc/cuda/qk_rotary.cuh",
+        "    for (unsigned j = threadIdx.x; j < pairs; j += blockDim.x) {\n        const size_t o = base + g.offset(j, W);\n        const bool first",
+        "    for (unsigned j = threadIdx.x; j < pairs; j += 2 * blockDim.x) {\n        const size_t o = base + g.offset(j, W);\n        const bool first",
+        "the backward's threads skip their second pair pack (positions with more pair packs than threads)"),
+    Mutation(
+        "qk-rotary-vector-half-head", "vector", "llmc/cuda/qk_rotary.cuh",
+        "    L.vector = (C / NH) % (2 * kPackBf16) == 0 && aligned16(a)",
+        "    L.vector = (C / NH) % kPackBf16 == 0 && aligned16(a)",
+        "the QK-norm takes the 16-byte path when the head size is a multiple of 8, so the second half's packs start "
+        "mid-pack"),
+    Mutation(
+        "relu2-backward-no-factor-2", "numerics", "llmc/cuda/relu2.cuh",
+        "    for (int e = 0; e < W; e++) d[e] *= 2.0f * fmaxf(x[e], 0.0f);\n",
+        "    for (int e = 0; e < W; e++) d[e] *= fmaxf(x[e], 0.0f);\n",
+        "the ReLU^2 backward forgets the factor 2 of its derivative"),
+    Mutation(
+        "relu2-forward-off-by-one", "bounds", "llmc/cuda/relu2.cuh",
+        "    if (i >= n) return;\n    float x[W];\n",
+        "    if (i > n) return;\n    float x[W];\n",
+        "the ReLU^2 forward reads and writes one pack past the end"),
+    Mutation(
+        "softcap-no-slope", "numerics", "llmc/cuda/classifier.cuh",
+        "            if (col < num_real) g = dloss * (expf(c - m) * inv - (col == tgt ? 1.0f : 0.0f)) * logits.slope(c);\n",
+        "            if (col < num_real) g = dloss * (expf(c - m) * inv - (col == tgt ? 1.0f : 0.0f));\n",
+        "the soft-capped classifier's gradient is taken with respect to the capped logits, not the logits"),
+    Mutation(
+        "softcap-target-not-capped", "numerics", "llmc/cuda/classifier.cuh",
+        "    const float x_target = threadIdx.x == 0 && valid ? lg(to_float(x[target])) : 0.0f;\n",
+        "    const float x_target = threadIdx.x == 0 && valid ? to_float(x[target]) : 0.0f;\n",
+        "the one-block-per-row kernel's loss uses the uncapped target logit"),
+    Mutation(
+        "softcap-prefetch-next-target-not-capped", "loop", "llmc/cuda/classifier.cuh",
+        "            x_target = lg(to_float(logits[next * Vp + target_next]));\n",
+        "            x_target = to_float(logits[next * Vp + target_next]);\n",
+        "the persistent kernel reads the uncapped target logit for a block's second and later rows"),
+    Mutation(
+        "softcap-uncapped-argument", "numerics", "llmc/cuda/softcap_classifier.cuh",
+        "    __device__ __forceinline__ float operator()(float z) const { return cap * tanhf(z * inv_cap); }\n",
+        "    __device__ __forceinline__ float operator()(float z) const { return cap * tanhf(z); }\n",
+        "the soft-cap takes tanh of the logit instead of the logit over the cap"),
+    Mutation(
+        "newton-schulz-b-c-swapped", "numerics", "llmc/cuda/newton_schulz.cuh",
+        "kNewtonSchulzC, kNewtonSchulzB, stream);  // B = c A A + b A",
+        "kNewtonSchulzB, kNewtonSchulzC, stream);  // B = c A A + b A",
+        "the quintic's b and c coefficients swapped in the B = c A A + b A GEMM"),
+    Mutation(
+        "newton-schulz-next-not-seeded", "stream", "llmc/cuda/newton_schulz.cuh",
+        "    CUDA_CHECK(cudaMemcpyAsync(y, x, rows * cols * sizeof(bf16), cudaMemcpyDeviceToDevice, stream));\n",
+        "",
+        "the next iterate's a X term (the GEMM's beta) reads whatever its buffer held, not a copy of X"),
+    Mutation(
+        "newton-schulz-tall-gram-transposed", "numerics", "llmc/cuda/newton_schulz.cuh",
+        "        gemm_row_major(gemm, a, x, true, x, false, m, m, n, 1.0f, 0.0f, stream);  // A = X^T X\n",
+        "        gemm_row_major(gemm, a, x, false, x, true, m, m, n, 1.0f, 0.0f, stream);  // A = X^T X\n",
+        "a tall matrix's Gram matrix is taken as if it were wide (its rows read as m x n)"),
+    Mutation(
+        "newton-schulz-norm-accumulates", "stream", "llmc/cuda/newton_schulz.cuh",
+        "    CUDA_CHECK(cudaMemsetAsync(sumsq, 0, sizeof(float), stream));\n",
+        "",
+        "the squared norm is added to the previous call's instead of starting from 0"),
+    Mutation(
+        "newton-schulz-no-sqrt", "numerics", "llmc/cuda/newton_schulz.cuh",
+        "    const float inv = 1.0f / (sqrtf(*sumsq) + kNewtonSchulzEps);\n",
+        "    const float inv = 1.0f / (*sumsq + kNewtonSchulzEps);\n",
+        "the normalisation divides by the squared Frobenius norm"),
+    Mutation(
+        "muon-nesterov-ignored", "numerics", "llmc/cuda/muon.cuh",
+        "        u[e] = nesterov ? g[e] + mu * b[e] : b[e];\n",
+        "        u[e] = b[e];\n",
+        "Muon orthogonalises the momentum buffer, not the Nesterov update g + mu buf"),
+    Mutation(
+        "muon-apply-ignores-seed-offset", "numerics", "llmc/cuda/muon.cuh",
+        "        p[e] = stochastic_round_bf16(w[e], hash_index(seed, seed_offset + i + e));\n",
+        "        p[e] = stochastic_round_bf16(w[e], hash_index(seed, i + e));\n",
+        "Muon's stochastic rounding ignores the matrix's offset: q, k and v blocks of a layer round alike"),
 ]

@@ -98,7 +98,7 @@ void CpuBackend::attention_forward(act_t* out, float* att, const act_t* qkv, siz
 }
 
 void CpuBackend::attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
-                                    const float* att, size_t B, size_t T, size_t C, size_t NH, void*, size_t) {
+                                    const float* att, size_t B, size_t T, size_t C, size_t NH) {
     check_shape("attention_backward", B, T, C, NH);
     const size_t hs = C / NH, C3 = 3 * C;
     const float scale = 1.0f / std::sqrt((float)hs);

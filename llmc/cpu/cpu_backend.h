@@ -82,9 +82,7 @@ public:
     static std::vector<BufferSize> scratch_plan(size_t B, size_t T, size_t C, size_t NH, const BackendOptions& opt);
     void attention_forward(act_t* out, float* state, const act_t* qkv, size_t B, size_t T, size_t C, size_t NH);
     void attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out, const float* state,
-                            size_t B, size_t T, size_t C, size_t NH, void* workspace = nullptr,
-                            size_t workspace_bytes = 0);
-    static size_t attention_backward_min_workspace(size_t) { return 0; }  // its scratch is its own
+                            size_t B, size_t T, size_t C, size_t NH);
     // cpu_classifier.cpp
     void fused_classifier(act_t* logits, float* losses, const int* targets, float dloss,
                           size_t N, size_t V, size_t Vp, bool write_dlogits);

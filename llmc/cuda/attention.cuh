@@ -16,19 +16,16 @@
 //   A operand (l sums the fp32 values). K_j, V_j stream through shared memory, STAGES tiles in flight with cp.async.
 // Grids are head-major (the tiles of one (b, h) are consecutive blocks: K / V, or Q / dO, are read from L2 after the
 // first); the forward's key tile and depth are chosen per device from its shared memory (attention_kernels_for).
-// backward (dqkv written, =), D_i = sum_d dO_id O_id (= sum_j p_ij dP_ij), dS = P o (dP - D): 5 T x T x hs products,
-// dS through memory, heads in passes (the workspace holds the dS of a pass's heads: attention_heads_per_pass):
-//   D kernel, every row of every head:  D_i = dO_i . O_i  (rowdot, (B, NH, T) fp32)
-//   per pass:
-//   dK/dV kernel, per block of 128 keys (64 at hs = 128), over query tiles i from the diagonal on:
+// backward (dqkv written, =), D_i = sum_d dO_id O_id (= sum_j p_ij dP_ij), dS = P o (dP - D): two kernels that each
+// recompute S and P (7 T x T x hs products; storing dS for a second kernel measured slower: docs/cuda.md):
+//   dQ kernel, per block of 128 query rows (64 at hs = 128), over key tiles j up to the diagonal:
+//     D_i = dO_i . O_i (written to rowdot, (B, NH, T) fp32, for the other kernel);  S = Q K_j^T, P = 2^(S c - L),
+//     dP = dO V_j^T, dS = P o (dP - D), dQ += dS K_j;   dq = scale dQ
+//   dK/dV kernel, after it, per block of 128 keys (64 at hs = 128), over query tiles i from the diagonal on:
 //     S^T = K Q_i^T, P^T = 2^(S^T c - L_i), dV += P^T dO_i, dP^T = V dO_i^T, dS^T = P^T o (dP^T - D_i),
-//     dK += dS^T Q_i;   dk = scale dK, dv = dV;   dS^T of every causal tile stored (bf16, store_ds_fragments)
-//   dQ kernel, per block of 128 query rows (64 at hs = 128), over key blocks j up to the diagonal:
-//     dQ += dS_j K_j  (dS^T and K streamed through shared memory);   dq = scale dQ
-//   Each warp owns 32 rows (16 at hs = 128); every fp32 sum is added in the order of the recomputing backward
-//   (dev/cuda/attention_bwd_recompute.cuh: its dQ kernel recomputed S, P, dP and dS, 7 products), so the bits are
-//   the same (docs/cuda.md). Each output row is written by exactly one warp, once: no atomics, so the result is
-//   the same bits on every run, whatever the passes.
+//     dK += dS^T Q_i;   dk = scale dK, dv = dV
+//   Each warp owns 32 rows (16 at hs = 128) of its kernel. Each output row is written by exactly one warp, once: no
+//   atomics, so the result is the same bits on every run.
 // Fragment conventions (llmc/cuda/mma.cuh): an accumulator tile acc[nt][4] of a warp covers 16 rows x 8 NT columns;
 // lane (g = lane / 4, t = lane % 4) holds rows g (acc[..][0..1]) and g + 8 (acc[..][2..3]), columns nt 8 + 2t + {0,1}.
 // Two adjacent accumulator tiles of P (or dS) are exactly the A fragment of the next product (pack_bf16x2), so P never
@@ -57,9 +54,9 @@ namespace llmc {
 // extern thread_local inside a template without checking that it exists.
 extern __shared__ __align__(16) unsigned char shmem[];
 
-// Tile sizes per head size (docs/cuda.md explains the choice: registers, shared memory, occupancy). The key tile of
-// the forward and its cp.async depth are template parameters chosen on the host from the device's shared memory
-// (attention_kernels_for); fwd_smem, dq_smem and dkv_smem give each kernel's bytes.
+// Tile sizes per head size (docs/cuda.md explains the choice: registers, shared memory, occupancy). The key tiles of
+// the forward and of the dQ kernel and the forward's cp.async depth are template parameters chosen on the host from
+// the device's shared memory (attention_kernels_for); fwd_smem, dq_smem and dkv_smem give each kernel's bytes.
 template <int HS>
 struct AttentionTiles {
     static_assert(HS % 16 == 0 && HS <= 128, "head size must be a multiple of 16, at most 128");
@@ -72,29 +69,27 @@ struct AttentionTiles {
     // query rows streamed; 32 keys per warp (MT = 2) let every B fragment loaded by ldmatrix serve two MMAs (shared
     // memory bandwidth bounds it, docs/cuda.md). At hs = 128 it keeps 16 keys per warp: the dK and dV accumulators
     // alone would be 256 registers at 32 keys. dQ kernel: kDqMTiles m16 tiles of query rows per warp (kDqRows per
-    // block), the stored dS^T and K streamed kDqKeys keys at a time. A dQ warp's rows lie inside one query tile of
-    // the dK/dV kernel, so every dS value it reads was stored (attention_backward_dq_kernel).
+    // block), K and V streamed in tiles of 64 or 32 keys (the device's choice), dP computed kDqDpKeys keys at a time
+    // (fewer live registers at hs = 64).
     static constexpr int kBwdWarps = 4;
     static constexpr int kDqMTiles = HS == 128 ? 1 : 2;
     static constexpr int kDqRows = 16 * kBwdWarps * kDqMTiles;
-    static constexpr int kDqKeys = 32;
-    static constexpr int kDsStride = kDqRows + 8;  // the dQ kernel's shared dS^T tile: kDqKeys rows of kDqRows queries
+    static constexpr int kDqDpKeys = HS == 64 ? 32 : 64;  // at most: min(this, the dQ kernel's key tile)
     static constexpr int kDkvMTiles = HS == 128 ? 1 : 2;
     static constexpr int kDkvKeys = 16 * kBwdWarps * kDkvMTiles;
     static constexpr int kBwdQueries = HS == 128 ? 16 : 32;
-    static_assert(kBwdQueries % (16 * kDqMTiles) == 0, "a dQ warp's rows lie inside one dK/dV query tile");
     // Blocks per SM each kernel is compiled for (__launch_bounds__): the register budget ptxas may use, 65536 /
     // (threads x blocks). Chosen as the most blocks whose budget holds the kernel without spilling on sm_80 and
     // sm_90 (docs/cuda.md lists the resulting register counts).
     static constexpr int kFwdMinBlocks = HS == 128 ? 1 : HS == 64 ? 2 : 3;
-    static constexpr int kDqMinBlocks = 4;
+    static constexpr int kDqMinBlocks = HS == 16 ? 3 : 2;
     static constexpr int kDkvMinBlocks = HS == 16 ? 3 : 2;
     // Q tile + `stages` buffers of K and V tiles of `keys` rows
     static constexpr size_t fwd_smem(int keys, int stages) {
         return (size_t)(kFwdRows + 2 * stages * keys) * kStride * 2;
     }
-    // two buffers of a K tile and a dS^T tile of kDqKeys keys (the output is staged in the same memory afterwards)
-    static constexpr size_t dq_smem() { return (size_t)2 * kDqKeys * (kStride + kDsStride) * 2; }
+    // Q and dO tiles + two buffers of K and V tiles of `keys` rows
+    static constexpr size_t dq_smem(int keys) { return (size_t)(2 * kDqRows + 4 * keys) * kStride * 2; }
     // K and V tiles + two buffers of Q and dO tiles of kBwdQueries rows, and of their L and D
     static constexpr size_t dkv_smem() {
         return (size_t)(2 * kDkvKeys + 4 * kBwdQueries) * kStride * 2 + 4 * kBwdQueries * sizeof(float);
@@ -403,74 +398,119 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kFwdWarps * 32, AttentionT
 }
 
 // ---- backward ----------------------------------------------------------------------------------------------------
-// D_i = dO_i . O_i, (B, NH, T) fp32 (rowdot). One thread per row of one head, threads in the order of (b, t, h), so a
-// warp reads consecutive head rows of dout and out. The sum is formed exactly as by 4 lanes of an MMA row and
-// row_sum4: lane t sums the pairs at columns 8 nt + 2t, +1 in ascending nt, then (v0 + v1) + (v2 + v3) (the bits of
-// the recomputing dQ kernel, dev/cuda/attention_bwd_recompute.cuh, that used to compute D).
-template <int HS>
-__global__ void __launch_bounds__(256)
-    attention_rowdot_kernel(float* rowdot, const bf16* dout, const bf16* out, int T, int NH, size_t rows) {
-    const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;  // (b T + t) NH + h
-    if (i >= rows) return;
-    const size_t bt = i / NH, h = i % NH, b = bt / T, t = bt % T;
-    const bf16 *g = dout + i * HS, *o = out + i * HS;  // (B, T, C) with C = NH HS: row (b, t), head h
-    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+// dQ, and D_i = dO_i . O_i for the dK/dV kernel (rowdot, (B, NH, T)). Grid: (B NH) x ceil(T / kDqRows), head-major
+// as the forward, heavy tiles first within a head. BC keys per streamed tile (double-buffered). Each warp owns 16 MT
+// query rows; a key tile that is above the diagonal for the warp's first m16 tile but not its second is masked for
+// the first: its dS there is exactly 0, so dQ gets the same fp32 sums in the same k16 order as with 16 rows per warp.
+template <int HS, int BC>
+__global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionTiles<HS>::kDqMinBlocks)
+    attention_backward_dq_kernel(bf16* dqkv, float* rowdot, const bf16* dout, const bf16* qkv, const bf16* out,
+                                 const float* lse, int T, int NH, float c_log2, float scale) {
+    using Tiles = AttentionTiles<HS>;
+    static_assert(BC % 16 == 0, "key tiles of whole k16 steps");
+    constexpr int MT = Tiles::kDqMTiles, BR = Tiles::kDqRows, S = Tiles::kStride, DPK = BC < Tiles::kDqDpKeys ? BC : Tiles::kDqDpKeys;
+    constexpr int NTHREADS = Tiles::kBwdWarps * 32, NTK = BC / 8, NTD = HS / 8;
+    static_assert(BC % DPK == 0 && DPK % 16 == 0, "dP chunks of whole k16 steps");
+    bf16* sQ = reinterpret_cast<bf16*>(shmem);  // BR x S
+    bf16* sdO = sQ + BR * S;                     // BR x S
+    bf16* sK = sdO + BR * S;                     // 2 x BC x S
+    bf16* sV = sK + 2 * BC * S;                  // 2 x BC x S
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+    const int nq = (T + BR - 1) / BR, qt = nq - 1 - (int)(blockIdx.x % nq), bh = (int)(blockIdx.x / nq);
+    const HeadOffsets at(bh, T, NH, HS);
+    const size_t C = at.C;
+    const bf16 *q = qkv + at.in_qkv, *k = q + C, *v = q + 2 * C, *dO = dout + at.in_rows, *O = out + at.in_rows;
+    const int q0 = qt * BR, r0 = q0 + warp * 16 * MT;  // the block's and the warp's first query row
+    const int num_kt = (min(T, q0 + BR) + BC - 1) / BC;
+
+    load_tile_async<HS, BR, NTHREADS>(sQ, q, 3 * C, q0, T, tid);
+    load_tile_async<HS, BR, NTHREADS>(sdO, dO, C, q0, T, tid);
+    load_tile_async<HS, BC, NTHREADS>(sK, k, 3 * C, 0, T, tid);
+    load_tile_async<HS, BC, NTHREADS>(sV, v, 3 * C, 0, T, tid);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+
+    // D and L of the lane's rows (g and g + 8 of each of the warp's m16 tiles); rows past T get 0 (masked below).
+    float D[MT][2], L[MT][2];
     LLMC_UNROLL
-    for (int nt = 0; nt < HS / 8; nt++) {
-        const uint4 g8 = *reinterpret_cast<const uint4*>(g + nt * 8), o8 = *reinterpret_cast<const uint4*>(o + nt * 8);
-        const uint32_t gw[4] = {g8.x, g8.y, g8.z, g8.w}, ow[4] = {o8.x, o8.y, o8.z, o8.w};
+    for (int mt = 0; mt < MT; mt++)
         LLMC_UNROLL
-        for (int l = 0; l < 4; l++) {  // a word holds columns 8 nt + 2 l (low half) and + 1; bf16 -> fp32 is exact
-            v[l] += __uint_as_float(gw[l] << 16) * __uint_as_float(ow[l] << 16);
-            v[l] += __uint_as_float(gw[l] & 0xffff0000u) * __uint_as_float(ow[l] & 0xffff0000u);
+        for (int hh = 0; hh < 2; hh++) {
+            const int rl = warp * 16 * MT + mt * 16 + g + 8 * hh, row = q0 + rl;
+            float d = 0.0f;
+            if (row < T) {
+                LLMC_UNROLL
+                for (int nt = 0; nt < NTD; nt++) {
+                    const int col = nt * 8 + 2 * t4;
+                    const __nv_bfloat162 o2 = *reinterpret_cast<const __nv_bfloat162*>(O + (size_t)row * C + col);
+                    const __nv_bfloat162 g2 = *reinterpret_cast<const __nv_bfloat162*>(sdO + rl * S + col);
+                    d += to_float(g2.x) * to_float(o2.x);
+                    d += to_float(g2.y) * to_float(o2.y);
+                }
+            }
+            D[mt][hh] = row_sum4(d);
+            L[mt][hh] = row < T ? lse[(size_t)bh * T + row] : 0.0f;
+            if (t4 == 0 && row < T) rowdot[(size_t)bh * T + row] = D[mt][hh];
         }
-    }
-    rowdot[(b * NH + h) * T + t] = (v[0] + v[1]) + (v[2] + v[3]);
-}
 
-// dS through memory. The dK/dV kernel stores, per head, the dS of the causal tiles of kDsTile x kDsTile (query tile
-// qi, key tile kj <= qi) as bf16, each tile row-major over (key, query), i.e. dS^T, at tile index qi (qi + 1) / 2 +
-// kj of the head's run of tiles; the dQ kernel reads them. A head holds ds_head_elems(T) elements; the heads of one
-// pass of the backward follow each other in the workspace (the pass's first head first).
-constexpr int kDsTile = 64;
-__host__ __device__ inline size_t attention_ds_head_elems(size_t T) {
-    const size_t n = (T + kDsTile - 1) / kDsTile;
-    return n * (n + 1) / 2 * kDsTile * kDsTile;
-}
-__device__ __forceinline__ size_t ds_tile_offset(int qi, int kj) {
-    return ((size_t)qi * (qi + 1) / 2 + kj) * kDsTile * kDsTile;
-}
-
-// The dK/dV kernel's hook: stores a warp's dS^T, already rounded to bf16 as the dK MMA's A fragments (mma.cuh's A
-// layout): a[ks][mt][r] holds dS^T(key0 + 16 mt + g + 8 (r % 2), query0 + 16 ks + 2 t + 8 (r / 2) + {0, 1}) (g =
-// lane / 4, t = lane % 4), into the stored tiles of head `head` of the pass (ds: the pass's workspace). The 16 MT
-// keys and NQ queries must lie in one kDsTile tile with query tile >= key tile (the dK/dV kernel's warp tiles do).
-// Masked elements are stored as the (zero) values the kernel holds.
-template <int MT, int NQ>
-__device__ __forceinline__ void store_ds_fragments(bf16* ds, int T, int head, const uint32_t (&a)[NQ / 16][MT][4],
-                                                   int key0, int query0, int lane) {
-    bf16* tile = ds + ds_tile_offset(query0 / kDsTile, key0 / kDsTile) + (size_t)head * attention_ds_head_elems(T);
-    const int kl = key0 % kDsTile + lane / 4, ql = query0 % kDsTile + 2 * (lane % 4);
-    LLMC_UNROLL
-    for (int ks = 0; ks < NQ / 16; ks++)
+    float dq[MT][NTD][4];
+    zero(dq);
+    const bf16* sQw = sQ + warp * 16 * MT * S;
+    const bf16* sdOw = sdO + warp * 16 * MT * S;
+    for (int kt = 0; kt < num_kt; kt++) {
+        cp_async_wait<0>();
+        __syncthreads();
+        if (kt + 1 < num_kt) {
+            const int nb = (kt + 1) % 2;
+            load_tile_async<HS, BC, NTHREADS>(sK + nb * BC * S, k, 3 * C, (kt + 1) * BC, T, tid);
+            load_tile_async<HS, BC, NTHREADS>(sV + nb * BC * S, v, 3 * C, (kt + 1) * BC, T, tid);
+        }
+        cp_async_commit();
+        const int k0 = kt * BC;
+        if (r0 >= T || k0 > r0 + 16 * MT - 1) continue;  // warp-uniform: no row of this warp sees these keys
+        const bf16* sKt = sK + (kt % 2) * BC * S;
+        const bf16* sVt = sV + (kt % 2) * BC * S;
+        float s[MT][NTK][4];
+        zero(s);
+        warp_mma_abt<MT, HS / 16, NTK>(s, sQw, sKt, S, lane);  // S = Q K^T
         LLMC_UNROLL
         for (int mt = 0; mt < MT; mt++)
             LLMC_UNROLL
-            for (int r = 0; r < 4; r++)
-                *reinterpret_cast<uint32_t*>(tile + (kl + 16 * mt + 8 * (r % 2)) * kDsTile + ql + 16 * ks +
-                                             8 * (r / 2)) = a[ks][mt][r];
+            for (int nt = 0; nt < NTK; nt++)
+                LLMC_UNROLL
+                for (int i = 0; i < 4; i++) s[mt][nt][i] = exp2_approx(fmaf(s[mt][nt][i], c_log2, -L[mt][i / 2]));  // P
+        if (k0 + BC - 1 > r0 || k0 + BC > T || r0 + 16 * MT - 1 >= T)
+            mask_tile(s, r0, k0, lane, 0.0f, [T](int row, int key) { return key <= row && key < T && row < T; });
+        LLMC_UNROLL
+        for (int c = 0; c < BC / DPK; c++) {  // dP = dO V^T, DPK keys at a time;  dS = P (dP - D) in place of P
+            float dp[MT][DPK / 8][4];
+            zero(dp);
+            warp_mma_abt<MT, HS / 16, DPK / 8>(dp, sdOw, sVt + c * DPK * S, S, lane);
+            LLMC_UNROLL
+            for (int mt = 0; mt < MT; mt++)
+                LLMC_UNROLL
+                for (int nt = 0; nt < DPK / 8; nt++)
+                    LLMC_UNROLL
+                    for (int i = 0; i < 4; i++) s[mt][c * DPK / 8 + nt][i] *= dp[mt][nt][i] - D[mt][i / 2];
+        }
+        warp_mma_pb<MT, BC / 16, NTD>(dq, s, sKt, S, lane);  // dQ += dS K
+    }
+    float mul[MT][2];
+    LLMC_UNROLL
+    for (int mt = 0; mt < MT; mt++) mul[mt][0] = mul[mt][1] = scale;
+    if (r0 < T) store_rows<HS, MT>(dqkv + at.in_qkv, 3 * C, dq, mul, sQ + warp * 16 * MT * S, r0, T, lane);
 }
 
-// dK and dV, and dS stored for the dQ kernel. Grid: x the ceil(T / kDkvKeys) key tiles, y the heads of the pass (bh =
-// head0 + y, bh = b NH + h; their dS go to ds, attention_ds_head_elems(T) elements per head, head y at y of them);
-// blocks are numbered x fastest, so the grid is head-major, within a head the key tiles with the most queries (the
-// first) first. (The head as blockIdx.y costs the dS store no register: at hs = 64 the kernel uses 252 of 255.)
+// dK and dV, after the dQ kernel (which wrote D). Grid: x the ceil(T / kDkvKeys) key tiles, y the heads of the
+// launch (bh = head0 + y, bh = b NH + h; a launch covers at most 65535 heads, gridDim.y's limit); blocks are numbered
+// x fastest, so the grid is head-major, within a head the key tiles with the most queries (the first) first.
 // Each warp owns 16 MT keys. Every dK / dV element sums the 16-query k16 steps from the block's first key on in
 // ascending order, whatever the query tile; the steps below a warp's keys contribute exact zeros (P masked to 0), so
 // the sums are the same bits as with 16 keys per warp and 64-query tiles.
 template <int HS>
 __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionTiles<HS>::kDkvMinBlocks)
-    attention_backward_dkv_kernel(bf16* dqkv, bf16* ds, const bf16* dout, const bf16* qkv, const float* lse,
+    attention_backward_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                   const float* rowdot, int T, int NH, int head0, float c_log2, float scale) {
     using Tiles = AttentionTiles<HS>;
     constexpr int MT = Tiles::kDkvMTiles, BK = Tiles::kDkvKeys, BQ = Tiles::kBwdQueries, S = Tiles::kStride;
@@ -484,7 +524,7 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
     float* sL = reinterpret_cast<float*>(sdO + 2 * BQ * S);  // 2 x BQ
     float* sD = sL + 2 * BQ;                                  // 2 x BQ
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, t4 = lane % 4;
-    const int kt = (int)blockIdx.x, bh = head0 + (int)blockIdx.y;  // key tile, head (blockIdx.y: of the pass)
+    const int kt = (int)blockIdx.x, bh = head0 + (int)blockIdx.y;  // key tile, head (blockIdx.y: of the launch)
     const HeadOffsets at(bh, T, NH, HS);
     const size_t C = at.C;
     const bf16 *q = qkv + at.in_qkv, *k = q + C, *v = q + 2 * C, *dO = dout + at.in_rows;
@@ -493,14 +533,17 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
     const int k0 = kt * BK, kw0 = k0 + warp * 16 * MT;  // the block's and the warp's first key
     const int qt0 = k0 / BQ, num_qt = (T + BQ - 1) / BQ;
 
-    // Query tile qt into buffer nb: Q and dO by cp.async, L and D by plain loads (0 past T, where they are masked).
+    // Query tile qt into buffer nb, all by cp.async: Q and dO, and L and D (4-byte copies: a head's rows start at
+    // bh T floats, 16-byte aligned only when T is a multiple of 4; zero-filled past T, where they are masked). Plain
+    // loads of L and D would stall each of their threads for a global load right before its shared store.
     auto load_queries = [&](int qt, int nb) {
         load_tile_async<HS, BQ, NTHREADS>(sQ + nb * BQ * S, q, 3 * C, qt * BQ, T, tid);
         load_tile_async<HS, BQ, NTHREADS>(sdO + nb * BQ * S, dO, C, qt * BQ, T, tid);
         if (tid < BQ) {
             const int row = qt * BQ + tid;
-            sL[nb * BQ + tid] = row < T ? Lg[row] : 0.0f;
-            sD[nb * BQ + tid] = row < T ? Dg[row] : 0.0f;
+            const bool ok = row < T;
+            cp_async_4(sL + nb * BQ + tid, ok ? Lg + row : Lg, ok);
+            cp_async_4(sD + nb * BQ + tid, ok ? Dg + row : Dg, ok);
         }
     };
     load_tile_async<HS, BK, NTHREADS>(sK, k, 3 * C, k0, T, tid);
@@ -551,16 +594,12 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
             for (int nt = 0; nt < NTQ; nt++)
                 LLMC_UNROLL
                 for (int i = 0; i < 4; i++) st[mt][nt][i] *= dpt[mt][nt][i] - sLl[2 * BQ + nt * 8 + (i & 1)];
-        uint32_t ds_frag[BQ / 16][MT][4];
         LLMC_UNROLL
-        for (int ks = 0; ks < BQ / 16; ks++) pack_a_fragment(ds_frag[ks], st, ks);
-        // dS^T point: ds_frag[ks][mt] is this warp's dS^T as bf16 A fragments (mma.cuh's A layout): register r holds
-        // key kw0 + 16 mt + g + 8 (r % 2), queries qbase + 16 ks + 2 t4 + 8 (r / 2) + (0 low half, 1 high half),
-        // g = lane / 4; zero where masked (query < key, or past T). S^T, P^T and dP^T are dead here. Exactly these
-        // values, the A operand of the dK MMA below, are stored for the dQ kernel (dS through memory).
-        store_ds_fragments<MT, BQ>(ds, T, blockIdx.y, ds_frag, kw0, qbase, lane);
-        LLMC_UNROLL
-        for (int ks = 0; ks < BQ / 16; ks++) lane_mma_fb_step<MT, NTD, S>(dk, ds_frag[ks], sQl, ks);  // dK += dS^T Q
+        for (int ks = 0; ks < BQ / 16; ks++) {  // dK += dS^T Q
+            uint32_t dsf[MT][4];
+            pack_a_fragment(dsf, st, ks);
+            lane_mma_fb_step<MT, NTD, S>(dk, dsf, sQl, ks);
+        }
     }
     if (kw0 < T) {
         bf16* dk_dst = dqkv + at.in_qkv + C;
@@ -570,93 +609,6 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
         store_rows<HS, MT>(dk_dst, 3 * C, dk, mul_k, sK + warp * 16 * MT * S, kw0, T, lane);
         store_rows<HS, MT>(dk_dst + C, 3 * C, dv, mul_v, sV + warp * 16 * MT * S, kw0, T, lane);
     }
-}
-
-// dQ = scale dS K from the stored dS, after the dK/dV kernel of the same pass. Grid: (heads of the pass) x
-// ceil(T / kDqRows), head-major, heavy tiles first within a head; head0 and ds as for the dK/dV kernel. The block
-// streams kDqKeys keys at a time (double-buffered cp.async): K, and the dS^T rows of those keys for its query tiles.
-// Each warp owns 16 MT query rows and adds, for each m16 tile, the k16 steps of keys 0 .. up to its last row in
-// ascending order: the fp32 order of the recomputing dQ kernel, whose extra steps above the diagonal added exact
-// zeros (the accumulator starts at +0 and never holds -0, so x + 0 = x): the same bits. The warp reads only dS that
-// the dK/dV kernel stored: its rows lie in one of that kernel's query tiles (AttentionTiles), which stores every key
-// tile of 16 MT keys up to it; keys past T are zero-filled.
-template <int HS>
-__global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionTiles<HS>::kDqMinBlocks)
-    attention_backward_dq_kernel(bf16* dqkv, const bf16* ds, const bf16* qkv, int T, int NH, int head0,
-                                 float scale) {
-    using Tiles = AttentionTiles<HS>;
-    constexpr int MT = Tiles::kDqMTiles, BR = Tiles::kDqRows, BK = Tiles::kDqKeys, S = Tiles::kStride;
-    constexpr int SD = Tiles::kDsStride, NTHREADS = Tiles::kBwdWarps * 32, NTD = HS / 8, QTILES = BR / kDsTile;
-    static_assert(BR % kDsTile == 0 && kDsTile % BK == 0 && BK % 16 == 0, "whole dS tiles per block, k16 steps");
-    static_assert(BR * S <= 2 * BK * (S + SD), "the output's staging rows fit the tiles' memory");
-    bf16* sK = reinterpret_cast<bf16*>(shmem);  // 2 x BK x S
-    bf16* sDs = sK + 2 * BK * S;                 // 2 x BK x SD: dS^T, (key, query)
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int nq = (T + BR - 1) / BR, qt = nq - 1 - (int)(blockIdx.x % nq), hp = (int)(blockIdx.x / nq);
-    const HeadOffsets at(head0 + hp, T, NH, HS);
-    const size_t C = at.C;
-    const bf16* k = qkv + at.in_qkv + C;
-    const bf16* ds_head = ds + (size_t)hp * attention_ds_head_elems(T);
-    const int q0 = qt * BR, r0 = q0 + warp * 16 * MT;  // the block's and the warp's first query row
-    const int num_kb = (min(T, q0 + BR) + BK - 1) / BK;
-    const int last_step = (min(r0 + 16 * MT, T) - 1) / 16;  // the warp's last k16 step (when r0 < T)
-
-    // Keys kb BK .. into buffer nb: K, and the dS^T rows of those keys of each stored (query tile, key tile).
-    auto load_keys = [&](int kb, int nb) {
-        const int key0 = kb * BK, kj = key0 / kDsTile;
-        load_tile_async<HS, BK, NTHREADS>(sK + nb * BK * S, k, 3 * C, key0, T, tid);
-        LLMC_UNROLL
-        for (int i = 0; i < QTILES; i++) {
-            const int qi = q0 / kDsTile + i;
-            if (qi * kDsTile >= T || kj > qi) continue;  // no such tile: none of its rows is read
-            const bf16* src = ds_head + ds_tile_offset(qi, kj) + (key0 % kDsTile) * kDsTile;
-            for (int c = tid; c < BK * (kDsTile / 8); c += NTHREADS) {
-                const int r = c / (kDsTile / 8), cc = c % (kDsTile / 8);
-                const bool ok = key0 + r < T;
-                cp_async_16(sDs + nb * BK * SD + r * SD + i * kDsTile + cc * 8, ok ? src + r * kDsTile + cc * 8 : src,
-                            ok);
-            }
-        }
-    };
-    load_keys(0, 0);
-    cp_async_commit();
-
-    float dq[MT][NTD][4];
-    zero(dq);
-    for (int kb = 0; kb < num_kb; kb++) {
-        cp_async_wait<0>();
-        __syncthreads();  // buffer kb % 2 landed for all; every warp is done with the other, refilled next
-        if (kb + 1 < num_kb) load_keys(kb + 1, (kb + 1) % 2);
-        cp_async_commit();
-        if (r0 >= T) continue;  // warp-uniform
-        const bf16* sKt = sK + (kb % 2) * BK * S;
-        const bf16* sDt = sDs + (kb % 2) * BK * SD + warp * 16 * MT;  // the warp's query columns
-        LLMC_UNROLL
-        for (int ks = 0; ks < BK / 16; ks++) {
-            if (kb * (BK / 16) + ks > last_step) break;  // keys past the warp's last row (or past T): dS = 0
-            uint32_t af[MT][4];
-            LLMC_UNROLL
-            for (int mt = 0; mt < MT; mt++)  // A = dS (query, key), read transposed from dS^T
-                ldmatrix_x4_trans(af[mt], sDt + (ks * 16 + (lane / 16) * 8 + lane % 8) * SD + mt * 16 +
-                                              (lane / 8 % 2) * 8);
-            LLMC_UNROLL
-            for (int np = 0; np < NTD / 2; np++) {
-                uint32_t bf[4];
-                ldmatrix_x4_trans(bf, sKt + (ks * 16 + (lane / 8 % 2) * 8 + lane % 8) * S + np * 16 + (lane / 16) * 8);
-                LLMC_UNROLL
-                for (int mt = 0; mt < MT; mt++) {
-                    mma_bf16_16816(dq[mt][2 * np], af[mt], bf, dq[mt][2 * np]);
-                    mma_bf16_16816(dq[mt][2 * np + 1], af[mt], bf + 2, dq[mt][2 * np + 1]);
-                }
-            }
-        }
-    }
-    cp_async_wait<0>();
-    __syncthreads();  // every warp is done with the tiles: the output is staged in their memory
-    float mul[MT][2];
-    LLMC_UNROLL
-    for (int mt = 0; mt < MT; mt++) mul[mt][0] = mul[mt][1] = scale;
-    if (r0 < T) store_rows<HS, MT>(dqkv + at.in_qkv, 3 * C, dq, mul, sK + warp * 16 * MT * S, r0, T, lane);
 }
 
 // ---- host side ---------------------------------------------------------------------------------------------------
@@ -689,15 +641,16 @@ inline void check_attention_args(const char* op, const void* a, const void* b, s
 }
 
 // ---- kernel variants per device ----------------------------------------------------------------------------------
-// The variants one device runs at one head size: the forward's key tile and cp.async depth. Compiled, per head size,
-// in order of preference: (keys, stages) (64, 3), (64, 2), (32, 2). attention_kernels_for picks the variant with the
-// most blocks resident per SM as far as shared memory goes (DeviceLimits: per block with the opt-in, per SM; capped
-// at the occupancy the kernel is compiled for), the earliest in the list among equals. Results are bitwise
-// reproducible on one device; another key tile adds the same terms in another order (as cuBLASLt's choice of
-// algorithm does for the matmuls on another GPU). The backward has one variant per head size (its bits do not
-// depend on the device); it must fit too.
+// The variants one device runs at one head size: the forward's key tile and cp.async depth, and the dQ kernel's key
+// tile. Forward, compiled per head size in order of preference: (keys, stages) (64, 3), (64, 2), (32, 2);
+// attention_kernels_for picks the variant with the most blocks resident per SM as far as shared memory goes
+// (DeviceLimits: per block with the opt-in, per SM; capped at the occupancy the kernel is compiled for), the earliest
+// in the list among equals. Results are bitwise reproducible on one device; another forward key tile adds the same
+// terms in another order (as cuBLASLt's choice of algorithm does for the matmuls on another GPU). The dQ kernel
+// streams 64 keys per tile where its shared memory fits a block, else 32: its sums run over the keys in k16 steps
+// in ascending order either way, so the backward's bits do not depend on the device.
 struct AttentionKernels {
-    int fwd_keys = 0, fwd_stages = 0;
+    int fwd_keys = 0, fwd_stages = 0, dq_keys = 0;
     size_t fwd_smem = 0, dq_smem = 0, dkv_smem = 0;  // dynamic shared memory of each kernel, bytes
 };
 
@@ -710,10 +663,12 @@ bool attention_kernels_hs(const DeviceLimits& d, AttentionKernels* k) {
         const int r = resident_blocks(Tiles::fwd_smem(f[0], f[1]), Tiles::kFwdMinBlocks, d);
         if (r > best) best = r, k->fwd_keys = f[0], k->fwd_stages = f[1];
     }
-    if (best == 0 || resident_blocks(Tiles::dq_smem(), 1, d) == 0 || resident_blocks(Tiles::dkv_smem(), 1, d) == 0)
+    k->dq_keys = resident_blocks(Tiles::dq_smem(64), 1, d) > 0 ? 64 : 32;
+    if (best == 0 || resident_blocks(Tiles::dq_smem(k->dq_keys), 1, d) == 0 ||
+        resident_blocks(Tiles::dkv_smem(), 1, d) == 0)
         return false;
     k->fwd_smem = Tiles::fwd_smem(k->fwd_keys, k->fwd_stages);
-    k->dq_smem = Tiles::dq_smem();
+    k->dq_smem = Tiles::dq_smem(k->dq_keys);
     k->dkv_smem = Tiles::dkv_smem();
     return true;
 }
@@ -734,7 +689,7 @@ inline bool attention_kernels_for(size_t hs, const DeviceLimits& d, AttentionKer
 template <int HS>
 size_t attention_min_smem() {
     using Tiles = AttentionTiles<HS>;
-    return std::max(std::max(Tiles::fwd_smem(32, 2), Tiles::dq_smem()), Tiles::dkv_smem());
+    return std::max(std::max(Tiles::fwd_smem(32, 2), Tiles::dq_smem(32)), Tiles::dkv_smem());
 }
 
 // Refuses, with the reason, a head size device d cannot run (none of the variants of some kernel fits).
@@ -768,39 +723,45 @@ void attention_forward_hs(bf16* out, float* lse, const bf16* qkv, size_t B, size
     else fail("attention_forward: no compiled variant with %d keys x %d stages", k.fwd_keys, k.fwd_stages);
 }
 
-// The least workspace attention_backward accepts: the stored dS of one head. More lets a pass hold more heads.
-inline size_t attention_backward_min_workspace(size_t T) { return attention_ds_head_elems(T) * sizeof(bf16); }
-
-// Heads per pass of the backward with a workspace of `bytes`: as many as it holds (at most 65535, the dK/dV grid's
-// y), evened out over the passes (768 heads in 361-head room: 3 passes of 256). 0 when not even one head fits.
-inline size_t attention_heads_per_pass(size_t B, size_t T, size_t NH, size_t bytes) {
-    const size_t fit = std::min(std::min(B * NH, (size_t)65535), bytes / attention_backward_min_workspace(T));
-    if (fit == 0) return 0;
-    const size_t passes = ceil_div(B * NH, fit);
-    return ceil_div(B * NH, passes);
+// f(head0, n) for consecutive runs of at most `most` of BH heads: the dK/dV kernel's launches, whose grid has the
+// heads as y (at most 65535 on every GPU).
+constexpr size_t kAttentionMaxGridY = 65535;
+template <class F>
+void for_each_head_chunk(size_t BH, size_t most, F f) {
+    for (size_t head0 = 0; head0 < BH; head0 += most) f(head0, std::min(BH - head0, most));
 }
 
-// D for every head, then per pass of `per_pass` heads: dK/dV (storing dS into ds), dQ (reading it). Stream order
-// keeps a pass's dQ before the next pass overwrites ds.
-template <int HS>
-void attention_backward_hs(bf16* dqkv, float* rowdot, bf16* ds, size_t per_pass, const bf16* dout, const bf16* qkv,
-                           const bf16* out, const float* lse, size_t B, size_t T, size_t NH, cudaStream_t st) {
+// The backward's two launches: dQ with D (into rowdot) for every head, then dK and dV, which read D.
+template <int HS, int BC>
+void launch_attention_dq(bf16* dqkv, float* rowdot, const bf16* dout, const bf16* qkv, const bf16* out,
+                         const float* lse, size_t B, size_t T, size_t NH, cudaStream_t st) {
     using Tiles = AttentionTiles<HS>;
-    constexpr size_t dq_smem = Tiles::dq_smem(), dkv_smem = Tiles::dkv_smem();
-    allow_dynamic_shared(attention_backward_dq_kernel<HS>, dq_smem);
-    allow_dynamic_shared(attention_backward_dkv_kernel<HS>, dkv_smem);
-    const size_t BH = B * NH, rows = BH * T;
-    LLMC_LAUNCH(attention_rowdot_kernel<HS>, grid_size(rows, 256), 256, 0, st, rowdot, dout, out, (int)T, (int)NH,
-                rows);
-    for (size_t head0 = 0; head0 < BH; head0 += per_pass) {
-        const size_t n = std::min(per_pass, BH - head0);
+    constexpr size_t smem = Tiles::dq_smem(BC);
+    allow_dynamic_shared(attention_backward_dq_kernel<HS, BC>, smem);
+    LLMC_LAUNCH((attention_backward_dq_kernel<HS, BC>), grid_size(B * NH * ceil_div(T, Tiles::kDqRows), 1),
+                Tiles::kBwdWarps * 32, smem, st, dqkv, rowdot, dout, qkv, out, lse, (int)T, (int)NH,
+                attention_c_log2(HS), attention_scale(HS));
+}
+template <int HS>
+void launch_attention_dkv(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* rowdot,
+                          size_t B, size_t T, size_t NH, cudaStream_t st) {
+    using Tiles = AttentionTiles<HS>;
+    allow_dynamic_shared(attention_backward_dkv_kernel<HS>, Tiles::dkv_smem());
+    for_each_head_chunk(B * NH, kAttentionMaxGridY, [&](size_t head0, size_t n) {
         LLMC_LAUNCH(attention_backward_dkv_kernel<HS>, dim3(grid_size(T, Tiles::kDkvKeys), (unsigned)n),
-                    Tiles::kBwdWarps * 32, dkv_smem, st, dqkv, ds, dout, qkv, lse, (const float*)rowdot, (int)T,
-                    (int)NH, (int)head0, attention_c_log2(HS), attention_scale(HS));
-        LLMC_LAUNCH(attention_backward_dq_kernel<HS>, grid_size(n * ceil_div(T, Tiles::kDqRows), 1),
-                    Tiles::kBwdWarps * 32, dq_smem, st, dqkv, (const bf16*)ds, qkv, (int)T, (int)NH, (int)head0,
-                    attention_scale(HS));
-    }
+                    Tiles::kBwdWarps * 32, Tiles::dkv_smem(), st, dqkv, dout, qkv, lse, rowdot, (int)T, (int)NH,
+                    (int)head0, attention_c_log2(HS), attention_scale(HS));
+    });
+}
+
+template <int HS>
+void attention_backward_hs(bf16* dqkv, float* rowdot, const bf16* dout, const bf16* qkv, const bf16* out,
+                           const float* lse, size_t B, size_t T, size_t NH, const AttentionKernels& k,
+                           cudaStream_t st) {
+    if (k.dq_keys == 64) launch_attention_dq<HS, 64>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, st);
+    else if (k.dq_keys == 32) launch_attention_dq<HS, 32>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, st);
+    else fail("attention_backward: no compiled dQ variant with %d keys", k.dq_keys);
+    launch_attention_dkv<HS>(dqkv, dout, qkv, lse, rowdot, B, T, NH, st);
 }
 
 // out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C), with the variants k (attention_kernels_for).
@@ -815,27 +776,19 @@ inline void attention_forward(bf16* out, float* lse, const bf16* qkv, size_t B, 
     }
 }
 
-// dqkv (B, T, 3C) written from dout (B, T, C), qkv, out and lse of the forward; rowdot: attention_rowdot_elems floats
-// of scratch (D); workspace: `workspace_bytes` bytes (16-byte aligned) the backward may overwrite, at least
-// attention_backward_min_workspace(T): the stored dS of the heads of one pass.
-inline void attention_backward(bf16* dqkv, float* rowdot, void* workspace, size_t workspace_bytes, const bf16* dout,
-                               const bf16* qkv, const bf16* out, const float* lse, size_t B, size_t T, size_t C,
-                               size_t NH, cudaStream_t st) {
+// dqkv (B, T, 3C) written from dout (B, T, C), qkv, out and lse of the forward, with the variants k; rowdot:
+// attention_rowdot_elems floats of scratch (D).
+inline void attention_backward(bf16* dqkv, float* rowdot, const bf16* dout, const bf16* qkv, const bf16* out,
+                               const float* lse, size_t B, size_t T, size_t C, size_t NH, const AttentionKernels& k,
+                               cudaStream_t st) {
     check_attention_args("attention_backward", dqkv, dout, B, T, C, NH);
     check_attention_args("attention_backward", qkv, out, B, T, C, NH);
-    if (B * T == 0) return;  // no rows (and no head's dS to size a pass by: attention_backward_min_workspace(0) = 0)
-    const size_t per_pass = attention_heads_per_pass(B, T, NH, workspace_bytes);
-    if (per_pass == 0)
-        fail("attention_backward: the workspace of %zu bytes cannot hold the dS of one head (T=%zu: %zu bytes)",
-             workspace_bytes, T, attention_backward_min_workspace(T));
-    if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
-        fail("attention_backward: the workspace must be 16-byte aligned");
-    bf16* ds = static_cast<bf16*>(workspace);
+    if (B * T == 0) return;  // no rows: nothing to launch (an empty grid is a launch error)
     switch (C / NH) {
-        case 16: attention_backward_hs<16>(dqkv, rowdot, ds, per_pass, dout, qkv, out, lse, B, T, NH, st); break;
-        case 32: attention_backward_hs<32>(dqkv, rowdot, ds, per_pass, dout, qkv, out, lse, B, T, NH, st); break;
-        case 64: attention_backward_hs<64>(dqkv, rowdot, ds, per_pass, dout, qkv, out, lse, B, T, NH, st); break;
-        default: attention_backward_hs<128>(dqkv, rowdot, ds, per_pass, dout, qkv, out, lse, B, T, NH, st); break;
+        case 16: attention_backward_hs<16>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, k, st); break;
+        case 32: attention_backward_hs<32>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, k, st); break;
+        case 64: attention_backward_hs<64>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, k, st); break;
+        default: attention_backward_hs<128>(dqkv, rowdot, dout, qkv, out, lse, B, T, NH, k, st); break;
     }
 }
 

@@ -21,6 +21,8 @@
 // - fused_classifier_kernel: one block per row, the row loaded straight into registers (the scalar path, whose
 //   2-byte elements cp.async cannot copy, and rows whose buffer exceeds the device's shared memory).
 // Both give the same bits: the same threads hold the same packs and do the same arithmetic in the same order.
+// The row code takes the logits through a transform (Logits): PlainLogits here, the identity, which compiles to the
+// code without it; the speedrun's soft-cap (softcap_classifier.cuh) runs the same kernels' bodies with its own.
 #pragma once
 
 #include <cmath>
@@ -40,33 +42,42 @@ __device__ __forceinline__ void softmax_combine(float& m, float& s, float m2, fl
     m = mm;
 }
 
+// The identity transform of the logits: c = z, dc/dz = 1 (llmc/backend.h's fused_classifier).
+struct PlainLogits {
+    __device__ __forceinline__ float operator()(float z) const { return z; }
+    __device__ __forceinline__ float slope(float) const { return 1.0f; }
+};
+
 constexpr int kClassifierBlock = 1024;
 constexpr int kClassifierRegPacks = 7;  // rows up to 7 x 8 x 1024 = 57344 columns in registers (64 registers at most)
 
 // One row, once `slice` holds this thread's first P packs and reads any further ones from the row x in memory:
-// pass 1, the block's (max, sum), the loss, pass 2. x_target (thread 0 only) is x[target], read before the block's
-// first barrier of this row, so before any thread overwrites the row. smax / ssum: this row's __shared__ float[32]
-// pair (the per-warp partials).
-template <int W, int P>
+// pass 1, the block's (max, sum), the loss, pass 2. x_target (thread 0 only) is the transformed x[target], read
+// before the block's first barrier of this row, so before any thread overwrites the row. smax / ssum: this row's
+// __shared__ float[32] pair (the per-warp partials). The softmax is over c = logits(z); the gradient is taken back
+// through it: dz = dc logits.slope(c).
+template <int W, int P, class Logits>
 __device__ __forceinline__ void classifier_row(RowSlice<bf16, W, P>& slice, bf16* x, float* loss, int target,
                                                float x_target, float dloss, size_t V, bool write_dlogits,
-                                               float* smax, float* ssum) {
+                                               const Logits& logits, float* smax, float* ssum) {
     const bool valid = target >= 0 && (size_t)target < V;  // an invalid target gives a NaN loss, not a wild read
     const unsigned num_real = (unsigned)V;
     float m = -3.402823466e38f, s = 0.0f;
     slice.for_each([&](int, unsigned j, const Pack<bf16, W>& p) {
         const unsigned col = j * W;
-        float pm = -3.402823466e38f;
+        float pm = -3.402823466e38f, c[W];
 LLMC_UNROLL
-        for (int e = 0; e < W; e++)
-            if (col + e < num_real) pm = fmaxf(pm, to_float(p[e]));
+        for (int e = 0; e < W; e++) {
+            c[e] = logits(to_float(p[e]));
+            if (col + e < num_real) pm = fmaxf(pm, c[e]);
+        }
         if (pm > m) {
             s *= expf(m - pm);
             m = pm;
         }
 LLMC_UNROLL
         for (int e = 0; e < W; e++)
-            if (col + e < num_real) s += expf(to_float(p[e]) - m);
+            if (col + e < num_real) s += expf(c[e] - m);
     });
     slice.keep_packed();
     // Warp tree, then the per-warp partials in shared memory, then warp tree again (every warp computes the total).
@@ -95,26 +106,35 @@ LLMC_UNROLL
 LLMC_UNROLL
         for (int e = 0; e < W; e++) {
             const unsigned col = j * W + e;
+            const float c = logits(to_float(p[e]));
             float g = 0.0f;
-            if (col < num_real) g = dloss * (expf(to_float(p[e]) - m) * inv - (col == tgt ? 1.0f : 0.0f));
+            if (col < num_real) g = dloss * (expf(c - m) * inv - (col == tgt ? 1.0f : 0.0f)) * logits.slope(c);
             d[e] = to_bf16(g);
         }
         d.store(x + j * W);
     });
 }
 
-template <int W, int P>
-__global__ void __launch_bounds__(kClassifierBlock) fused_classifier_kernel(bf16* logits, float* losses, const int* targets,
-                                                                float dloss, size_t V, size_t Vp, bool write_dlogits) {
+// The body of the one-block-per-row kernels (fused_classifier_kernel, and the soft-capped one).
+template <int W, int P, class Logits>
+__device__ __forceinline__ void classifier_block_row(bf16* logits, float* losses, const int* targets, float dloss,
+                                                     size_t V, size_t Vp, bool write_dlogits, const Logits& lg) {
     __shared__ float smax[32], ssum[32];
     const size_t row = blockIdx.x;
     bf16* x = logits + row * Vp;
     const int target = targets[row];
     const bool valid = target >= 0 && (size_t)target < V;
     // Thread 0 reads x[target] before the reduction's barrier, so before anyone overwrites the row.
-    const float x_target = threadIdx.x == 0 && valid ? to_float(x[target]) : 0.0f;
+    const float x_target = threadIdx.x == 0 && valid ? lg(to_float(x[target])) : 0.0f;
     RowSlice<bf16, W, P> slice(x, (unsigned)(Vp / W), threadIdx.x, blockDim.x);
-    classifier_row(slice, x, losses + row, target, x_target, dloss, V, write_dlogits, smax, ssum);
+    classifier_row(slice, x, losses + row, target, x_target, dloss, V, write_dlogits, lg, smax, ssum);
+}
+
+template <int W, int P>
+__global__ void __launch_bounds__(kClassifierBlock) fused_classifier_kernel(bf16* logits, float* losses, const int* targets,
+                                                                float dloss, size_t V, size_t Vp, bool write_dlogits,
+                                                                PlainLogits lg) {
+    classifier_block_row<W, P>(logits, losses, targets, dloss, V, Vp, write_dlogits, lg);
 }
 
 // The copies of row x's register packs of this thread (packs threadIdx.x + k blockDim, k < P) into their slots of
@@ -134,9 +154,11 @@ LLMC_UNROLL
 // P 8 blockDim columns) come from memory as in fused_classifier_kernel. The (max, sum) partials alternate between two
 // slots by row: a warp may write row r + grid's partials while a slower warp still reads row r's, never row r - grid's
 // (every warp has passed row r's barrier, after its reads of row r - grid).
-template <int P>
-__global__ void __launch_bounds__(kClassifierBlock) fused_classifier_prefetch_kernel(
-    bf16* logits, float* losses, const int* targets, float dloss, size_t N, size_t V, size_t Vp, bool write_dlogits) {
+// The body of the persistent kernels (fused_classifier_prefetch_kernel, and the soft-capped one).
+template <int P, class Logits>
+__device__ __forceinline__ void classifier_prefetch_rows(bf16* logits, float* losses, const int* targets, float dloss,
+                                                         size_t N, size_t V, size_t Vp, bool write_dlogits,
+                                                         const Logits& lg) {
     constexpr int W = kPackBf16;
     __shared__ float smax[2][32], ssum[2][32];
     bf16* buffer = reinterpret_cast<bf16*>(dynamic_shared_floats());
@@ -144,28 +166,50 @@ __global__ void __launch_bounds__(kClassifierBlock) fused_classifier_prefetch_ke
     size_t row = blockIdx.x;
     classifier_prefetch<P>(buffer, logits + row * Vp, packs);
     int target = targets[row];
-    float x_target = threadIdx.x == 0 && target >= 0 && (size_t)target < V ? to_float(logits[row * Vp + target]) : 0.0f;
+    float x_target =
+        threadIdx.x == 0 && target >= 0 && (size_t)target < V ? lg(to_float(logits[row * Vp + target])) : 0.0f;
     for (int parity = 0; row < N; parity ^= 1) {
         const size_t next = row + gridDim.x;
         bf16* x = logits + row * Vp;
         cp_async_wait<0>();  // this thread's copies of row `row` have landed (it reads only its own slots)
         RowSlice<bf16, W, P> slice(buffer, packs, threadIdx.x, blockDim.x);
         slice.src = x;  // packs beyond the registers: from the row in memory
-        // The slots just read are refilled with the next row. The shared loads above were issued first, and a
-        // copy writes its slot only when its global data arrives, hundreds of clocks later.
+        // The slots just read are refilled with the next row. cp.async is not ordered after the thread's earlier
+        // shared loads of the same slots (PTX: asynchronous copies are weak operations, ordered only by waits and
+        // barriers), so the barrier makes those loads complete before any refill is issued. One barrier per row of
+        // several microseconds.
+        __syncthreads();
         int target_next = 0;
         if (next < N) {
             classifier_prefetch<P>(buffer, logits + next * Vp, packs);
             target_next = targets[next];
         }
-        classifier_row(slice, x, losses + row, target, x_target, dloss, V, write_dlogits, smax[parity], ssum[parity]);
+        classifier_row(slice, x, losses + row, target, x_target, dloss, V, write_dlogits, lg,
+                       smax[parity], ssum[parity]);
         // The next row is untouched until this block reaches it: x[target] read now, used after its first barrier.
         if (next < N && threadIdx.x == 0 && target_next >= 0 && (size_t)target_next < V)
-            x_target = to_float(logits[next * Vp + target_next]);
+            x_target = lg(to_float(logits[next * Vp + target_next]));
         target = target_next;
         row = next;
     }
 }
+
+template <int P>
+__global__ void __launch_bounds__(kClassifierBlock) fused_classifier_prefetch_kernel(
+    bf16* logits, float* losses, const int* targets, float dloss, size_t N, size_t V, size_t Vp, bool write_dlogits,
+    PlainLogits lg) {
+    classifier_prefetch_rows<P>(logits, losses, targets, dloss, N, V, Vp, write_dlogits, lg);
+}
+
+// The kernels of one transform: the plain ones here, the soft-capped ones in softcap_classifier.cuh.
+template <class Logits>
+struct ClassifierKernels;
+template <>
+struct ClassifierKernels<PlainLogits> {
+    template <int W>
+    static auto row() { return fused_classifier_kernel<W, kClassifierRegPacks>; }
+    static auto prefetch() { return fused_classifier_prefetch_kernel<kClassifierRegPacks>; }
+};
 
 // Host: how fused_classifier runs on a device, chosen from the shape, the logits' alignment and the device's limits.
 struct ClassifierLaunch {
@@ -207,9 +251,11 @@ inline ClassifierLaunch classifier_launch(size_t N, size_t Vp, const bf16* logit
     return L;
 }
 
-// Runs `L` (from classifier_launch, or a test's variant of it); returns true when the vector path ran.
-inline bool fused_classifier(bf16* logits, float* losses, const int* targets, float dloss, size_t N, size_t V,
-                             size_t Vp, bool write_dlogits, const ClassifierLaunch& L, cudaStream_t stream) {
+// Runs `L` (from classifier_launch, or a test's variant of it) with the kernels of the transform lg; returns true when
+// the vector path ran.
+template <class Logits>
+inline bool run_classifier(bf16* logits, float* losses, const int* targets, float dloss, size_t N, size_t V, size_t Vp,
+                           bool write_dlogits, const Logits& lg, const ClassifierLaunch& L, cudaStream_t stream) {
     if (N == 0) return true;
     if (V == 0 || V > Vp) fail("fused_classifier: need 0 < V <= Vp (V=%zu, Vp=%zu)", V, Vp);
     check_row_length("fused_classifier", Vp);
@@ -217,16 +263,21 @@ inline bool fused_classifier(bf16* logits, float* losses, const int* targets, fl
         if (!L.vector || L.grid == 0 || L.grid > N)
             fail("fused_classifier: the prefetch kernel needs the vector path and 0 < grid <= N (grid=%zu, N=%zu)",
                  L.grid, N);
-        auto kernel = fused_classifier_prefetch_kernel<kClassifierRegPacks>;
+        auto kernel = ClassifierKernels<Logits>::prefetch();
         allow_dynamic_shared(kernel, L.smem);
         LLMC_LAUNCH(kernel, grid_size(L.grid, 1), L.block, L.smem, stream, logits, losses, targets, dloss, N, V, Vp,
-                    write_dlogits);
+                    write_dlogits, lg);
         return true;
     }
-    auto kernel = L.vector ? fused_classifier_kernel<kPackBf16, kClassifierRegPacks>
-                           : fused_classifier_kernel<1, kClassifierRegPacks>;
-    LLMC_LAUNCH(kernel, grid_size(N, 1), L.block, 0, stream, logits, losses, targets, dloss, V, Vp, write_dlogits);
+    auto kernel = L.vector ? ClassifierKernels<Logits>::template row<kPackBf16>()
+                           : ClassifierKernels<Logits>::template row<1>();
+    LLMC_LAUNCH(kernel, grid_size(N, 1), L.block, 0, stream, logits, losses, targets, dloss, V, Vp, write_dlogits, lg);
     return L.vector;
+}
+
+inline bool fused_classifier(bf16* logits, float* losses, const int* targets, float dloss, size_t N, size_t V,
+                             size_t Vp, bool write_dlogits, const ClassifierLaunch& L, cudaStream_t stream) {
+    return run_classifier(logits, losses, targets, dloss, N, V, Vp, write_dlogits, PlainLogits(), L, stream);
 }
 
 // The launch classifier_launch chooses for this device.

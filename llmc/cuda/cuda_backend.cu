@@ -325,15 +325,12 @@ void CudaBackend::layernorm_backward(act_t* dinp, float* dweight, float* dbias, 
 }
 
 void CudaBackend::attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
-                                     const float* state, size_t B, size_t T, size_t C, size_t NH, void* workspace,
-                                     size_t workspace_bytes) {
+                                     const float* state, size_t B, size_t T, size_t C, size_t NH) {
     if (B * T * C == 0) return;
     float* rowdot = (float*)scratch(attention_rowdot_, attention_rowdot_elems(B, T, NH) * sizeof(float));
-    attention_kernels_or_fail(C / NH, limits_);  // the backward's kernels fit this device
-    llmc::attention_backward(dqkv, rowdot, workspace, workspace_bytes, dout, qkv, out, state, B, T, C, NH, main_);
+    llmc::attention_backward(dqkv, rowdot, dout, qkv, out, state, B, T, C, NH,
+                             attention_kernels_or_fail(C / NH, limits_), main_);
 }
-
-size_t CudaBackend::attention_backward_min_workspace(size_t T) { return llmc::attention_backward_min_workspace(T); }
 
 void CudaBackend::encoder_backward(float* dwte, float* dwpe, const act_t* dout, const int* inp, size_t B, size_t T,
                                    size_t C) {

@@ -94,10 +94,8 @@ public:
                          const act_t* dinp_pre_gelu = nullptr);
     void layernorm_backward(act_t* dinp, float* dweight, float* dbias, const act_t* dout, const act_t* inp,
                             const act_t* w, const float* mean, const float* rstd, size_t N, size_t C);
-    // workspace: at least attention_backward_min_workspace(T) bytes; the dS of as many heads per pass as it holds.
     void attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out, const float* state,
-                            size_t B, size_t T, size_t C, size_t NH, void* workspace, size_t workspace_bytes);
-    static size_t attention_backward_min_workspace(size_t T);
+                            size_t B, size_t T, size_t C, size_t NH);
     // Groups positions by token on the host (encoder_groups.h): from the tokens of the last upload_tokens into `inp`
     // without synchronising; otherwise it copies the tokens back, which waits for the stream.
     void encoder_backward(float* dwte, float* dwpe, const act_t* dout, const int* inp, size_t B, size_t T, size_t C);

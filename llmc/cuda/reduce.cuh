@@ -50,8 +50,10 @@ LLMC_UNROLL
     if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
 
-__global__ void __launch_bounds__(512) sum_final_kernel(float* acc, const float* partials, size_t num_partials,
-                                                        float scale) {
+// static: the one kernel here that is not a template, and more than one translation unit includes this file
+// (cuda_backend.cu, speedrun_ops.cu): each gets its own copy instead of two definitions of one symbol.
+static __global__ void __launch_bounds__(512) sum_final_kernel(float* acc, const float* partials, size_t num_partials,
+                                                               float scale) {
     __shared__ float scratch[32];
     float s = 0.0f;
     for (size_t i = threadIdx.x; i < num_partials; i += blockDim.x) s += partials[i];

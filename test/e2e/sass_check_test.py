@@ -57,15 +57,13 @@ KERNELS = [
     ("llmc::convert_kernel<4, true, float, float>", True),
     ("llmc::convert_kernel<8, false, __nv_bfloat16, float>", True),
     ("llmc::convert_kernel<8, false, float, __nv_bfloat16>", True),
-    # The attention backward's D: one thread per head row, 16-byte loads of dout and out; its store is 4 bytes a row.
-    ("llmc::attention_rowdot_kernel<64>", False),
 ]
 # Kernels whose 16-byte loads go through shared memory by cp.async (LDGSTS.E.BYPASS.128 and its variants) and that
 # store 128-bit: the classifier's prefetch kernel (its plain loads are only the packs beyond the registers), the
 # attention backward's dQ kernel.
 ASYNC_KERNELS = [
     "llmc::fused_classifier_prefetch_kernel<7>",
-    "llmc::attention_backward_dq_kernel<64>",  # K and the stored dS^T by cp.async, dq rows in 16-byte stores
+    "llmc::attention_backward_dq_kernel<64, 64>",  # Q, dO, K and V by cp.async, dq rows in 16-byte stores
 ]
 # Scalar-path instantiations: must have no 128-bit global load or store.
 SCALAR_CONTROLS = [

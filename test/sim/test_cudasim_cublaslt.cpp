@@ -189,14 +189,22 @@ void test_backward_epilogue_rules() {
         check("DGELU_BGRAD with an fp32 bias gradient for a bf16 output (it must have the output's type): no algorithm",
               !g.heuristic());
         g.bias(buf + 3584, CUDA_R_16BF);
-        check("DGELU_BGRAD with a bf16 bias gradient: an algorithm, and it runs",
+        check("DGELU_BGRAD with a bf16 bias gradient and no workspace: no algorithm (as on a GPU)", !g.heuristic());
+        void* ws = nullptr;
+        cudaMalloc(&ws, 1u << 20);
+        g.workspace(ws, 1u << 20);
+        check("DGELU_BGRAD with a bf16 bias gradient and a workspace: an algorithm, and it runs",
               g.heuristic() && g.matmul(a, b, d) == CUBLAS_STATUS_SUCCESS);
+        cudaDeviceSynchronize();
+        cudaFree(ws);
     }
     {
         CublasLtCase g(m, n, k, (int64_t)m);
         g.epilogue(CUBLASLT_EPILOGUE_BGRADB);
         g.bias(buf + 3584, CUDA_R_16BF);
-        check("BGRADB with a bias gradient of the output's type: an algorithm, and it runs",
+        check("BGRADB with B not transposed: no algorithm (as on a GPU)", !g.heuristic());
+        g.transpose_b();
+        check("BGRADB with B transposed and a bias gradient of the output's type: an algorithm, and it runs",
               g.heuristic() && g.matmul(a, b, d) == CUBLAS_STATUS_SUCCESS);
     }
     cudaDeviceSynchronize();

@@ -37,6 +37,7 @@
 #include "llmc/cuda/cuda_backend.h"
 #include "llmc/cuda/encoder_groups.h"
 #include "llmc/error.h"
+#include "test/fixtures/sim_check.h"
 #include "test/fixtures/testing.h"
 
 using llmc::CpuBackend;
@@ -47,8 +48,13 @@ using Bound = std::vector<double>;
 
 namespace {
 
-constexpr double U = 1.0 / 256.0;                             // bf16 unit roundoff, 2^-8
-inline double G(size_t n) { return 2.0 * (double)(n + 2) * 0x1p-24; }  // fp32 accumulation bound factor
+using simcheck::Arena;
+using simcheck::check_bound;
+using simcheck::G;
+using simcheck::get;
+using simcheck::put;
+using simcheck::round_bf16;
+using simcheck::U;
 constexpr double kGeluSlope = 1.13;                           // max |gelu'(x)| of the tanh GELU (1.1289 at x ~ 1.5)
 
 // Whether the simulated cuBLASLt was told to decline this fused epilogue (CUDASIM_CUBLASLT_DECLINE="BIAS,DGELU,..." or
@@ -74,70 +80,6 @@ Vec random_bf16(size_t n, float lo, float hi) {
     for (auto& x : v) x = llmc::bf16_to_float(llmc::float_to_bf16(x));
     return v;
 }
-Vec round_bf16(Vec v) {
-    for (auto& x : v) x = llmc::bf16_to_float(llmc::float_to_bf16(x));
-    return v;
-}
-
-// Device buffers of one test, freed at the end of the test.
-struct Arena {
-    CudaBackend& g;
-    std::vector<void*> ptrs;
-    explicit Arena(CudaBackend& gpu) : g(gpu) {}
-    ~Arena() {
-        for (void* p : ptrs) g.free(p);
-    }
-    void* raw(size_t bytes) {
-        ptrs.push_back(g.alloc(bytes));
-        return ptrs.back();
-    }
-    bf16* bf(size_t n) { return (bf16*)raw(n * sizeof(bf16)); }
-    float* f32(size_t n) { return (float*)raw(n * sizeof(float)); }
-    int* i32(const std::vector<int>& h) {
-        int* p = (int*)raw(h.size() * sizeof(int));
-        g.copy_to_device(p, h.data(), h.size() * sizeof(int));
-        return p;
-    }
-};
-void put(CudaBackend& g, bf16* d, const Vec& h) { g.upload_floats(d, h.data(), h.size()); }
-void put(CudaBackend& g, float* d, const Vec& h) { g.copy_to_device(d, h.data(), h.size() * sizeof(float)); }
-Vec get(CudaBackend& g, const bf16* d, size_t n) {
-    Vec h(n);
-    g.download_floats(h.data(), d, n);
-    return h;
-}
-Vec get(CudaBackend& g, const float* d, size_t n) {
-    Vec h(n);
-    g.copy_to_host(h.data(), d, n * sizeof(float));
-    return h;
-}
-
-// PASS if |got - want| <= bound elementwise (NaN fails); reports the largest error and the largest error / bound.
-bool check_bound(const std::string& name, const Vec& got, const Vec& want, const Bound& bound) {
-    if (got.size() != want.size() || got.size() != bound.size())
-        return testing::check(name, false, "size mismatch %zu %zu %zu", got.size(), want.size(), bound.size());
-    size_t bad = 0, first = 0;
-    double max_err = 0, max_ratio = 0;
-    for (size_t i = 0; i < got.size(); i++) {
-        double e = std::fabs((double)got[i] - (double)want[i]);
-        if (!(e <= bound[i])) {
-            if (!bad) first = i;
-            bad++;
-        }
-        if (std::isnan(e)) e = INFINITY;
-        max_err = std::max(max_err, e);
-        if (bound[i] > 0) max_ratio = std::max(max_ratio, e / bound[i]);
-    }
-    if (bad)
-        return testing::check(name, false, "%zu of %zu elements outside the bound; first at %zu: got %.9g want %.9g "
-                              "bound %.3g", bad, got.size(), first, (double)got[first], (double)want[first],
-                              bound[first]);
-    std::printf("PASS %s (max abs err %.3g, max err/bound %.3f)\n", name.c_str(), max_err, max_ratio);
-    std::fflush(stdout);
-    testing::counts().passed++;
-    return true;
-}
-
 // Which path the memory-bound kernels of an op must take (Any: not checked).
 enum class Path { Vector, Scalar, Any };
 Path path_for(bool vector) { return vector ? Path::Vector : Path::Scalar; }

@@ -296,8 +296,7 @@ void test_size_orders(CudaBackend& be) {
              *d_dqkv = b.bf(Vec(B * T * 3 * Ca, 0.0f));
         float* d_state = b.f32(Vec(CudaBackend::attention_state_elems(B, T, NH), 0.0f));
         be.attention_forward(d_out, d_state, d_qkv, B, T, Ca, NH);
-        const size_t ws = CudaBackend::attention_backward_min_workspace(T);  // one head per pass
-        be.attention_backward(d_dqkv, d_dy, d_qkv, d_out, d_state, B, T, Ca, NH, b.bf(Vec(ws / 2, 0.0f)), ws);
+        be.attention_backward(d_dqkv, d_dy, d_qkv, d_out, d_state, B, T, Ca, NH);
         return std::vector<Vec>{b.get(d_out, B * T * Ca), b.get(d_dqkv, B * T * 3 * Ca)};
     });
     check_small_large_small("encoder_backward (token grouping)", 6, 1500, [&](size_t T) {

@@ -1,0 +1,366 @@
+// The speedrun recipe's CUDA kernels under the simulator (llmc/cuda/speedrun_ops.h: RMSNorm, QK-norm + rotary,
+// ReLU^2, the soft-capped classifier) against the CPU ops (llmc/cpu/), under every thread order (bitwise equal
+// results), on the vector path and the scalar path (sizes not a multiple of the pack width, a misaligned pointer),
+// rows longer than the registers hold, and within error bounds derived from the arithmetic (U, G: see
+// test/fixtures/sim_check.h). Inputs are rounded to bf16 first, so both sides see the same values.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cudasim.h"
+#include "llmc/cpu/cpu_classifier.h"
+#include "llmc/cpu/cpu_qk_rotary.h"
+#include "llmc/cpu/cpu_relu2.h"
+#include "llmc/cpu/cpu_rmsnorm.h"
+#include "llmc/cuda/cuda_backend.h"
+#include "llmc/cuda/softcap_classifier.cuh"
+#include "llmc/cuda/speedrun_ops.h"
+#include "llmc/error.h"
+#include "llmc/rotary_table.h"
+#include "test/fixtures/sim_check.h"
+#include "test/fixtures/testing.h"
+
+using llmc::CudaBackend;
+using namespace simcheck;
+
+namespace {
+
+std::mt19937_64 rng(20241106);
+
+// Random values already representable in bf16, so both sides start from identical inputs.
+Vec random_bf16(std::mt19937_64& gen, size_t n, float lo, float hi) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    Vec v(n);
+    for (auto& x : v) x = d(gen);
+    return round_bf16(v);
+}
+
+// ---- RMSNorm -----------------------------------------------------------------------------------------------------
+// rstd = (ss / C + eps)^-1/2 with ss an fp32 sum of C squares on each side (G(C) relative, the terms being positive),
+// halved by the square root, plus rsqrtf's 2 ulp (2^-22) and the CPU's sqrt and division (2^-23) and the division by C
+// and the eps addition (2 u32): rel_r = G(C) / 2 + 2^-21. out = round(x r): U |out| + |x r| (rel_r + 2 u32).
+// Backward (both sides given the CPU's rstd): proj = mean(g x r), an fp32 sum of C products of two roundings each:
+// err_proj <= (G(C) + 4 u32) mean|g xhat|; dinp = round(dinp0 + r (g - xhat proj)): r (|xhat| err_proj + 4 u32 (|g| +
+// |xhat proj|)) + (U + u32) |want|.
+void test_rmsnorm(CudaBackend& gpu, size_t N, size_t C, size_t offset = 0) {
+    const std::string tag = "rmsnorm N=" + std::to_string(N) + " C=" + std::to_string(C) +
+                            (offset ? " misaligned" : "");
+    const bool vector = C % 8 == 0 && offset == 0;
+    Arena a(gpu);
+    const Vec x = random_bf16(rng, N * C, -2.0f, 2.6f);
+    Vec out_ref(N * C), rstd_ref(N);
+    llmc::rmsnorm_forward(out_ref.data(), rstd_ref.data(), x.data(), N, C, 1);
+    bf16 *d_x = a.bf(N * C + offset) + offset, *d_out = a.bf(N * C + offset) + offset;
+    float* d_rstd = a.f32(N);
+    put(gpu, d_x, x);
+    const Outputs f = run_orders_on_path(tag + " forward", vector, [&](bool& vec) {
+        vec = llmc::speedrun::rmsnorm_forward(d_out, d_rstd, d_x, N, C, gpu.stream());
+        return Outputs{get(gpu, d_out, N * C), get(gpu, d_rstd, N)};
+    });
+    const double rel_r = G(C) / 2 + 0x1p-21;
+    Bound bo(N * C), br(N);
+    for (size_t n = 0; n < N; n++) {
+        br[n] = rel_r * rstd_ref[n];
+        for (size_t c = 0; c < C; c++)
+            bo[n * C + c] =
+                U * std::fabs(out_ref[n * C + c]) + std::fabs(x[n * C + c] * rstd_ref[n]) * (rel_r + 2 * u32);
+    }
+    check_bound(tag + " forward out", f[0], out_ref, bo);
+    check_bound(tag + " forward rstd", f[1], rstd_ref, br);
+
+    const Vec dout = random_bf16(rng, N * C, -1, 1), dinp0 = random_bf16(rng, N * C, -1, 1);
+    Vec dinp_ref = dinp0;
+    llmc::rmsnorm_backward(dinp_ref.data(), dout.data(), x.data(), rstd_ref.data(), N, C, 1);
+    bf16 *d_dout = a.bf(N * C + offset) + offset, *d_dinp = a.bf(N * C + offset) + offset;
+    put(gpu, d_dout, dout);
+    const Outputs b = run_orders_on_path(tag + " backward", vector, [&](bool& vec) {
+        put(gpu, d_dinp, dinp0);
+        put(gpu, d_rstd, rstd_ref);
+        vec = llmc::speedrun::rmsnorm_backward(d_dinp, d_dout, d_x, d_rstd, N, C, gpu.stream());
+        return Outputs{get(gpu, d_dinp, N * C)};
+    });
+    Bound bd(N * C);
+    for (size_t n = 0; n < N; n++) {
+        const double r = rstd_ref[n];
+        double proj = 0, mabs = 0;
+        for (size_t c = 0; c < C; c++) {
+            proj += (double)dout[n * C + c] * x[n * C + c] * r / C;
+            mabs += std::fabs((double)dout[n * C + c] * x[n * C + c] * r) / C;
+        }
+        const double err_proj = (G(C) + 4 * u32) * mabs;
+        for (size_t c = 0; c < C; c++) {
+            const size_t i = n * C + c;
+            const double xh = std::fabs(x[i] * r);
+            bd[i] = r * (xh * err_proj + 4 * u32 * (std::fabs(dout[i]) + xh * std::fabs(proj))) +
+                    (U + u32) * std::fabs(dinp_ref[i]);
+        }
+    }
+    check_bound(tag + " backward dinp (+=)", b[0], dinp_ref, bd);
+}
+
+// ---- QK-norm + rotary ------------------------------------------------------------------------------------------
+// Forward, per head: rel_r = G(hs) / 2 + 2^-21 as for RMSNorm; y1 = (x1 r) cos + (x2 r) sin is three roundings per
+// side of terms bounded by r (|x1 cos| + |x2 sin|) (the same fp32 table on both sides): U |y| + r (|x1 c| + |x2 s|)
+// (rel_r + 6 u32). Backward (both sides given the forward's stored bf16 output and the CPU's rstd): g = R^T dy and
+// n = R^T y carry 3 u32 per side of |g|a = |dy1 c| + |dy2 s| and |n|a (likewise); proj = mean(g n):
+// err_proj <= (G(hs) + 12 u32) mean(|g|a |n|a); dx = round(r (g - n proj)): r (6 u32 (|g|a + |n|a |proj|) + |n|a
+// err_proj + 4 u32 (|g| + |n proj|)) + U |want|. v and dv are untouched: bound 0.
+struct HeadRef {
+    std::vector<double> g, n, ga, na;  // R^T dy, R^T y, and their magnitude sums, one per channel
+};
+HeadRef turn_back(const Vec& dy, const Vec& y, const Vec& table, size_t off, size_t t, size_t hs) {
+    const size_t h = hs / 2;
+    HeadRef r{std::vector<double>(hs), std::vector<double>(hs), std::vector<double>(hs), std::vector<double>(hs)};
+    for (size_t i = 0; i < h; i++) {
+        const double c = table[t * hs + i], s = table[t * hs + h + i];
+        const double d1 = dy[off + i], d2 = dy[off + h + i], y1 = y[off + i], y2 = y[off + h + i];
+        r.g[i] = d1 * c - d2 * s, r.g[h + i] = d2 * c + d1 * s;
+        r.n[i] = y1 * c - y2 * s, r.n[h + i] = y2 * c + y1 * s;
+        r.ga[i] = std::fabs(d1 * c) + std::fabs(d2 * s), r.ga[h + i] = std::fabs(d2 * c) + std::fabs(d1 * s);
+        r.na[i] = std::fabs(y1 * c) + std::fabs(y2 * s), r.na[h + i] = std::fabs(y2 * c) + std::fabs(y1 * s);
+    }
+    return r;
+}
+
+void test_qk_rotary(CudaBackend& gpu, size_t B, size_t T, size_t C, size_t NH) {
+    const size_t hs = C / NH, h = hs / 2, n3 = B * T * 3 * C, nr = llmc::qk_rotary_rstd_floats(B, T, NH);
+    const std::string tag = "qk_norm_rotary B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" +
+                            std::to_string(C) + " NH=" + std::to_string(NH);
+    const bool vector = hs % 16 == 0;
+    Arena a(gpu);
+    const Vec qkv = random_bf16(rng, n3, -1.5f, 2.0f), table = llmc::rotary_table(T, hs);
+    Vec ref = qkv, rstd_ref(nr);
+    llmc::qk_norm_rotary_forward(ref.data(), rstd_ref.data(), table.data(), B, T, C, NH, 1);
+    bf16* d_qkv = a.bf(n3);
+    float *d_rstd = a.f32(nr), *d_table = a.f32(table.size());
+    put(gpu, d_table, table);
+    const Outputs f = run_orders_on_path(tag + " forward", vector, [&](bool& vec) {
+        put(gpu, d_qkv, qkv);
+        vec = llmc::speedrun::qk_norm_rotary_forward(d_qkv, d_rstd, d_table, B, T, C, NH, gpu.stream());
+        return Outputs{get(gpu, d_qkv, n3), get(gpu, d_rstd, nr)};
+    });
+    const double rel_r = G(hs) / 2 + 0x1p-21;
+    Bound by(n3, 0.0), br(nr);
+    for (size_t p = 0; p < B * T; p++)
+        for (size_t head = 0; head < 2 * NH; head++) {
+            const size_t off = p * 3 * C + head * hs, t = p % T;
+            const double r = rstd_ref[p * 2 * NH + head];
+            br[p * 2 * NH + head] = rel_r * r;
+            for (size_t i = 0; i < h; i++) {
+                const double c = std::fabs(table[t * hs + i]), s = std::fabs(table[t * hs + h + i]);
+                const double x1 = std::fabs(qkv[off + i]), x2 = std::fabs(qkv[off + h + i]);
+                by[off + i] = U * std::fabs(ref[off + i]) + r * (x1 * c + x2 * s) * (rel_r + 6 * u32);
+                by[off + h + i] = U * std::fabs(ref[off + h + i]) + r * (x2 * c + x1 * s) * (rel_r + 6 * u32);
+            }
+        }
+    check_bound(tag + " forward q, k in place (v untouched)", f[0], ref, by);
+    check_bound(tag + " forward rstd", f[1], rstd_ref, br);
+
+    const Vec y = f[0], dy = random_bf16(rng, n3, -1, 1);
+    Vec dref = dy;
+    llmc::qk_norm_rotary_backward(dref.data(), y.data(), rstd_ref.data(), table.data(), B, T, C, NH, 1);
+    bf16* d_dqkv = a.bf(n3);
+    const Outputs b = run_orders_on_path(tag + " backward", vector, [&](bool& vec) {
+        put(gpu, d_qkv, y);
+        put(gpu, d_dqkv, dy);
+        put(gpu, d_rstd, rstd_ref);
+        vec = llmc::speedrun::qk_norm_rotary_backward(d_dqkv, d_qkv, d_rstd, d_table, B, T, C, NH, gpu.stream());
+        return Outputs{get(gpu, d_dqkv, n3)};
+    });
+    Bound bd(n3, 0.0);
+    for (size_t p = 0; p < B * T; p++)
+        for (size_t head = 0; head < 2 * NH; head++) {
+            const size_t off = p * 3 * C + head * hs;
+            const double r = rstd_ref[p * 2 * NH + head];
+            const HeadRef e = turn_back(dy, y, table, off, p % T, hs);
+            double proj = 0, mabs = 0;
+            for (size_t i = 0; i < hs; i++) proj += e.g[i] * e.n[i] / hs, mabs += e.ga[i] * e.na[i] / hs;
+            const double err_proj = (G(hs) + 12 * u32) * mabs;
+            for (size_t i = 0; i < hs; i++)
+                bd[off + i] = r * (6 * u32 * (e.ga[i] + e.na[i] * std::fabs(proj)) + e.na[i] * err_proj +
+                                   4 * u32 * (std::fabs(e.g[i]) + std::fabs(e.n[i] * proj))) +
+                              U * std::fabs(dref[off + i]);
+        }
+    check_bound(tag + " backward dqkv in place (dv untouched)", b[0], dref, bd);
+}
+
+// ---- ReLU^2 -----------------------------------------------------------------------------------------------------
+// out = round(r r): one fp32 rounding per side and the bf16 one: (U + 2 u32) |want|. dout *= 2 max(x, 0): two fp32
+// roundings per side: (U + 4 u32) |want|.
+void test_relu2(CudaBackend& gpu, size_t n, size_t offset = 0) {
+    const std::string tag = "relu2 n=" + std::to_string(n) + (offset ? " misaligned" : "");
+    const bool vector = n % 8 == 0 && offset == 0;
+    Arena a(gpu);
+    Vec x = random_bf16(rng, n, -3, 3);
+    x[0] = 0.0f, x[n / 2] = -0.0f;
+    const Vec dy = random_bf16(rng, n, -1, 1);
+    Vec out_ref(n), d_ref = dy;
+    llmc::relu2_forward(out_ref.data(), x.data(), n, 1);
+    llmc::relu2_backward_inplace(d_ref.data(), x.data(), n, 1);
+    bf16 *d_x = a.bf(n + offset) + offset, *d_out = a.bf(n + offset) + offset, *d_d = a.bf(n + offset) + offset;
+    put(gpu, d_x, x);
+    const Outputs f = run_orders_on_path(tag, vector, [&](bool& vec) {
+        put(gpu, d_d, dy);
+        vec = llmc::speedrun::relu2_forward(d_out, d_x, n, gpu.stream());
+        vec = llmc::speedrun::relu2_backward_inplace(d_d, d_x, n, gpu.stream()) && vec;
+        return Outputs{get(gpu, d_out, n), get(gpu, d_d, n)};
+    });
+    Bound bo(n), bd(n);
+    for (size_t i = 0; i < n; i++) {
+        bo[i] = (U + 2 * u32) * std::fabs(out_ref[i]);
+        bd[i] = (U + 4 * u32) * std::fabs(d_ref[i]);
+    }
+    check_bound(tag + " forward", f[0], out_ref, bo);
+    check_bound(tag + " backward: dout *= 2 max(x, 0) in place", f[1], d_ref, bd);
+}
+
+// ---- the soft-capped classifier -----------------------------------------------------------------------------------
+// The plain classifier's bound (test/sim/test_kernels.cpp: rel_s = G(V) + (r + 11) 2^-22 for the online softmax's
+// rescalings and tree, the loss, dlogits) on the capped logits c, plus the cap's own error per logit:
+//   dc = 3 u32 |z| (1 - t^2)  (z / cap on the CPU against z * (1/cap) on the GPU: 3 roundings of the argument)
+//      + 2^-21 |c|            (tanhf's 2 ulp and the CPU's tanh's 1 ulp)  + 2 u32 |c|   (the products by cap)
+// The loss moves by at most max_j dc_j + dc_target (log-sum-exp is 1-Lipschitz in the max norm); p_j relatively by
+// dc_j + max dc; the slope 1 - (c / cap)^2 by 2 |c| dc / cap^2 + 4 u32.
+void test_softcap_classifier(CudaBackend& gpu, size_t N, size_t V, size_t Vp, float zmax) {
+    const std::string tag = "softcap_classifier N=" + std::to_string(N) + " V=" + std::to_string(V) + " Vp=" +
+                            std::to_string(Vp) + " |z|<=" + std::to_string((int)zmax);
+    const float cap = llmc::kLogitSoftCap;
+    const bool vector = Vp % 8 == 0;
+    Arena a(gpu);
+    Vec z = random_bf16(rng, N * Vp, -zmax, zmax);
+    for (size_t i = 0; i < N; i++)
+        for (size_t j = V; j < Vp; j++) z[i * Vp + j] = 100.0f;  // padded columns must be ignored
+    std::vector<int> tgt(N);
+    for (size_t i = 0; i < N; i++) tgt[i] = (int)((i * 131 + 7) % V);
+    const float dloss = 1.0f / (float)(3 * N);
+    Vec loss_ref(N), dl_ref = z;
+    llmc::softcap_classifier(dl_ref.data(), loss_ref.data(), tgt.data(), dloss, N, V, Vp, true, cap, 1);
+    bf16* d_z = a.bf(N * Vp);
+    float* d_loss = a.f32(N);
+    int* d_tgt = a.i32(tgt);
+    int sms = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    const Outputs f = run_orders_on_path(tag, vector, [&](bool& vec) {
+        put(gpu, d_z, z);
+        vec = llmc::speedrun::softcap_classifier(d_z, d_loss, d_tgt, dloss, N, V, Vp, false, cap,
+                                                 gpu.device_limits(), sms, gpu.stream());
+        const Vec l1 = get(gpu, d_loss, N), untouched = get(gpu, d_z, N * Vp);
+        vec = llmc::speedrun::softcap_classifier(d_z, d_loss, d_tgt, dloss, N, V, Vp, true, cap,
+                                                 gpu.device_limits(), sms, gpu.stream()) && vec;
+        return Outputs{get(gpu, d_loss, N), get(gpu, d_z, N * Vp), l1, untouched};
+    });
+    const size_t packs = vector ? Vp / 8 : Vp, block = std::min<size_t>(1024, (packs + 31) / 32 * 32);
+    const double rel_s = G(V) + (double)((packs + block - 1) / block + 11) * 0x1p-22;
+    Bound bl(N), bd(N * Vp, 0.0);
+    for (size_t n = 0; n < N; n++) {
+        std::vector<double> c(V), dc(V);
+        double mx = -1e300, S = 0, dmax = 0;
+        for (size_t j = 0; j < V; j++) {
+            const double zz = z[n * Vp + j], t = std::tanh(zz / cap);
+            c[j] = cap * t;
+            dc[j] = 3 * u32 * std::fabs(zz) * (1 - t * t) + (0x1p-21 + 2 * u32) * std::fabs(c[j]);
+            mx = std::max(mx, c[j]), dmax = std::max(dmax, dc[j]);
+        }
+        for (size_t j = 0; j < V; j++) S += std::exp(c[j] - mx);
+        const size_t y = (size_t)tgt[n];
+        bl[n] = rel_s + 0x1p-23 * (std::fabs(std::log(S)) + std::fabs(mx) + std::fabs(c[y])) + dmax + dc[y];
+        for (size_t j = 0; j < V; j++) {
+            const double p = std::exp(c[j] - mx) / S, slope = 1 - (c[j] / cap) * (c[j] / cap);
+            const double pe = p * (rel_s + 0x1p-21 + dc[j] + dmax) + 0x1p-24;
+            bd[n * Vp + j] = U * std::fabs(dl_ref[n * Vp + j]) +
+                             dloss * (pe * slope + std::fabs(p - (j == y)) * (2 * std::fabs(c[j]) * dc[j] /
+                                                                              (cap * cap) + 4 * u32));
+        }
+    }
+    check_bound(tag + " losses", f[0], loss_ref, bl);
+    check_bound(tag + " dlogits in place (padded columns 0)", f[1], dl_ref, bd);
+    check_bound(tag + " losses without dlogits", f[2], loss_ref, bl);
+    check_bound(tag + " without dlogits the logits are untouched", f[3], z, Bound(N * Vp, 0.0));
+}
+
+// The soft-capped prefetch kernel against the soft-capped one-block-per-row kernel, bit for bit (the same packs, the
+// same threads, the same arithmetic: anything else is a bug), at persistent grids that walk several rows per block.
+void test_softcap_prefetch_bits(CudaBackend& gpu, size_t N, size_t V, size_t Vp, size_t grid) {
+    const std::string tag = "softcap prefetch kernel N=" + std::to_string(N) + " Vp=" + std::to_string(Vp) +
+                            " grid=" + std::to_string(grid);
+    Arena a(gpu);
+    const Vec z = random_bf16(rng, N * Vp, -60, 60);
+    std::vector<int> tgt(N);
+    for (size_t i = 0; i < N; i++) tgt[i] = (int)((i * 17 + 1) % V);
+    bf16* d_z = a.bf(N * Vp);
+    float* d_loss = a.f32(N);
+    int* d_tgt = a.i32(tgt);
+    llmc::ClassifierLaunch rows;
+    rows.vector = true;
+    rows.block = std::min<size_t>(1024, (Vp / 8 + 31) / 32 * 32);
+    rows.grid = N;
+    llmc::ClassifierLaunch pre = rows;
+    pre.prefetch = true, pre.grid = grid, pre.smem = llmc::classifier_prefetch_bytes(Vp / 8, rows.block);
+    auto run = [&](const llmc::ClassifierLaunch& L) {
+        put(gpu, d_z, z);
+        llmc::softcap_classifier(d_z, d_loss, d_tgt, 0.5f, N, V, Vp, true, 30.0f, L, gpu.stream());
+        return Outputs{get(gpu, d_loss, N), get(gpu, d_z, N * Vp)};
+    };
+    const Outputs want = run(rows);
+    bool same = true;
+    cudasim::for_each_order([&](cudasim::Order) {
+        const Outputs got = run(pre);
+        for (size_t k = 0; k < 2; k++)
+            same = same && std::memcmp(got[k].data(), want[k].data(), want[k].size() * sizeof(float)) == 0;
+    });
+    testing::check(tag + ": bitwise equal to one block per row, every thread order", same);
+}
+
+void test_refusals(CudaBackend& gpu) {
+    Arena a(gpu);
+    bf16* q = a.bf(3 * 10);
+    float *r = a.f32(4), *t = a.f32(10);
+    testing::check("qk_norm_rotary refuses an odd head size", testing::throws_with([&] {
+        llmc::speedrun::qk_norm_rotary_forward(q, r, t, 1, 1, 10, 2, gpu.stream());
+    }, "even size"));
+    float* l = a.f32(1);
+    int* tg = a.i32({0});
+    testing::check("softcap_classifier refuses a cap <= 0", testing::throws_with([&] {
+        llmc::speedrun::softcap_classifier(q, l, tg, 1.0f, 1, 8, 8, true, 0.0f, gpu.device_limits(), 1,
+                                           gpu.stream());
+    }, "cap"));
+}
+
+}  // namespace
+
+int main() {
+    try {
+        CudaBackend gpu;
+        test_rmsnorm(gpu, 13, 20);         // scalar
+        test_rmsnorm(gpu, 9, 64);          // vector
+        test_rmsnorm(gpu, 3, 8);
+        test_rmsnorm(gpu, 5, 300);         // scalar, beyond the 128 elements in registers
+        test_rmsnorm(gpu, 4, 1032);        // vector, beyond the 1024 in registers
+        test_rmsnorm(gpu, 6, 64, 1);       // a misaligned row: the scalar path
+        test_qk_rotary(gpu, 2, 5, 64, 4);  // hs 16: vector
+        test_qk_rotary(gpu, 1, 9, 256, 2);   // hs 128, the records' head size
+        test_qk_rotary(gpu, 1, 7, 48, 2);  // hs 24: scalar
+        test_qk_rotary(gpu, 2, 3, 12, 3);  // hs 4: scalar, one pair pack per thread of a head of 2
+        test_qk_rotary(gpu, 1, 2, 1200, 12);  // hs 100, scalar: 1200 pair packs, several per thread
+        test_qk_rotary(gpu, 1, 2, 2304, 18);  // hs 128, vector: 288 pair packs over 256 threads
+        test_relu2(gpu, 1000);
+        test_relu2(gpu, 1001);
+        test_relu2(gpu, 8);
+        test_relu2(gpu, 64, 1);
+        test_softcap_classifier(gpu, 5, 77, 80, 75.0f);      // vector, the last pack masked
+        test_softcap_classifier(gpu, 4, 77, 77, 75.0f);      // scalar
+        test_softcap_classifier(gpu, 3, 1500, 1536, 8.0f);   // vector, logits below the cap
+        test_softcap_classifier(gpu, 2, 7450, 7450, 75.0f);  // scalar, beyond the registers
+        test_softcap_classifier(gpu, 2, 50257, 50304, 75.0f);  // GPT-2's row: the device's prefetch choice
+        test_softcap_prefetch_bits(gpu, 11, 77, 80, 1);
+        test_softcap_prefetch_bits(gpu, 11, 77, 80, 3);
+        test_softcap_prefetch_bits(gpu, 9, 1000, 1536, 4);
+        test_refusals(gpu);
+    } catch (const std::exception& e) {
+        testing::fail("speedrun kernels", "exception: %s", e.what());
+    }
+    return testing::finish();
+}
