@@ -14,18 +14,20 @@
 // and what follows from them: the ranks that share one copy of the optimizer state (state_ranks), this rank's part
 // of it (shard_plan), the replicas, the padding of the flat buffers, the memory per rank.
 //
-// Optimizer groups (ParamSpec::group, llmc/layout.h): each group's state is sharded its own way. Every group here is
-// sharded in flat ranges of the shard plan (AdamW's elementwise state: any cut works); an optimizer that needs whole
-// matrices (Muon's Newton-Schulz) gives each of its matrices an owner rank instead (docs/architecture.md, "Adding an
-// optimizer").
+// Optimizer groups (ParamSpec::group, llmc/layout.h): each group's state is sharded its own way (group_sharding,
+// llmc/state_ownership.h): in flat ranges of the shard plan (AdamW's elementwise state: any cut works), or in whole
+// matrices, each with one owner rank (an optimizer such as Muon, whose Newton-Schulz needs a whole matrix:
+// docs/architecture.md, "Adding an optimizer"). GPT-2's one group, AdamW's, is in flat ranges.
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "backend.h"
 #include "dp_mesh.h"
 #include "layout.h"
+#include "state_ownership.h"
 #include "zero.h"
 
 namespace llmc {
@@ -55,6 +57,7 @@ struct ParallelPlan {
     OuterSyncConfig outer;
     std::string shard_group;  // as given (for messages)
     size_t align = 128;       // elements: every shard starts on such a boundary
+    std::vector<GroupSharding> group_sharding;  // per optimizer group (a group past the end: FlatRanges)
 
     int world() const { return mesh.world_size; }
     bool periodic() const { return outer.every > 0; }
@@ -72,6 +75,14 @@ struct ParallelPlan {
     // This rank's shard of the optimizer state of num_params parameters.
     ShardPlan shard_plan(size_t num_params) const {
         return make_shard_plan(num_params, state_ranks(), state_rank(), align);
+    }
+    // How optimizer group g's state is sharded, and which state rank owns each part of the flat buffer.
+    GroupSharding sharding_of(int group) const {
+        return group >= 0 && (size_t)group < group_sharding.size() ? group_sharding[(size_t)group]
+                                                                    : GroupSharding::FlatRanges;
+    }
+    std::vector<OwnedRange> ownership(const ParamLayout& layout) const {
+        return state_ownership(layout, shard_plan(layout.total), group_sharding);
     }
     // The memory per rank of the training state (parameters, gradients, optimizer state): what the strategy
     // allocates, and what the dry run prints. act_bytes: 2 (bf16, CUDA) or 4 (fp32, CPU).
