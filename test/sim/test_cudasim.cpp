@@ -739,7 +739,7 @@ void test_cublaslt() {
     { GemmCase g; g.name = "fp32 GELU_AUX_BIAS epilogue"; g.ta = true; g.m = 9; g.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS; add(g); }
     { GemmCase g; g.name = "bf16 GELU_AUX epilogue"; g.ta = true; g.bf16_in = g.bf16_out = true; g.epilogue = CUBLASLT_EPILOGUE_GELU_AUX; add(g); }
     { GemmCase g; g.name = "fp32 BGRADB, NT"; g.tb = true; g.k = 17; g.epilogue = CUBLASLT_EPILOGUE_BGRADB; add(g); }
-    { GemmCase g; g.name = "bf16 BGRADB, NN, beta=1"; g.bf16_in = g.bf16_out = true; g.beta = 1.0f; g.epilogue = CUBLASLT_EPILOGUE_BGRADB; add(g); }
+    { GemmCase g; g.name = "bf16 BGRADB, NT, beta=1"; g.tb = true; g.bf16_in = g.bf16_out = true; g.beta = 1.0f; g.epilogue = CUBLASLT_EPILOGUE_BGRADB; add(g); }
     for (const auto& g : cases) run_gemm_case(h, g);
 
     // The alignment preferences (uint32_t, as the backend sets them from its pointers) are accepted and ignored.
