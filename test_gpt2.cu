@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,11 @@
 #include "llmc/error.h"
 #include "llmc/file_util.h"
 #include "llmc/layout.h"
+#include "llmc/grad_sink.h"
 #include "llmc/model.h"
+#include "llmc/models.h"
 #include "llmc/model_file.h"
-#include "llmc/optimizer.h"
+#include "llmc/zero_optimizer.h"
 #include "llmc/zero.h"
 #include "test/fixtures/testing.h"
 
@@ -52,7 +55,7 @@ constexpr int32_t REF_MAGIC = 20240622;
 constexpr int32_t REF_VERSION = 1;
 
 struct Reference {
-    llmc::GPT2Config cfg;
+    llmc::ModelConfig cfg;
     size_t B = 0, T = 0, steps = 0, num_params = 0;
     uint64_t seed = 0;
     float lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, grad_clip = 0;
@@ -126,7 +129,7 @@ static Reference read_reference(const std::string& path) {
 constexpr int32_t LLMC_STATE_MAGIC = 20240327;
 constexpr int32_t LLMC_STATE_VERSION = 2;
 
-static Reference read_llmc_debug_state(const std::string& path, const llmc::GPT2Config& cfg) {
+static Reference read_llmc_debug_state(const std::string& path, const llmc::ModelConfig& cfg) {
     const size_t file_bytes = llmc::file_size_or_fail(path);
     if (file_bytes < 256 * sizeof(int32_t))
         fail("%s: %zu bytes is too short for a debug state header (1024 bytes)", path.c_str(), file_bytes);
@@ -300,11 +303,11 @@ static void check_final_params(const Reference& ref, const std::vector<float>& g
     const llmc::ParamLayout layout(ref.cfg);
     const size_t C = ref.cfg.channels;
     const double loose = tol.param_loose * ref.lr * (double)ref.steps, tight = tol.param_atol_tight * ref.lr;
-    for (int t = 0; t < llmc::NUM_PARAM_TENSORS; t++) {
+    for (int t = 0; t < layout.num_tensors(); t++) {
         const size_t off = layout.offsets[t], n = layout.sizes[t];
         const float* g = got.data() + off;
         const float* w = ref.final_params.data() + off;
-        const std::string name = "params after " + std::to_string(ref.steps) + " steps: " + llmc::ParamLayout::name(t);
+        const std::string name = "params after " + std::to_string(ref.steps) + " steps: " + layout.name(t);
         Errors all = measure(g, w, n, tol.param_rtol, loose);
         char stats[400];
         int len = std::snprintf(stats, sizeof stats, "max abs err %.3g = %.2g lr*steps (loose bound rtol %.3g + %.3g)",
@@ -348,7 +351,8 @@ static int run(const std::string& model_path, const std::string& ref_path) {
     Backend be{llmc::BackendOptions()};
     llmc::ModelOptions mo;
     mo.pad_to = llmc::zero_pad_multiple(1);  // the optimizer's flat shards (one rank)
-    llmc::GPT2<Backend> model(be, ref.cfg, B, T, mo);
+    std::unique_ptr<llmc::Model<Backend>> created = llmc::create_model(be, ref.cfg, B, T, mo);
+    llmc::Model<Backend>& model = *created;
     model.set_params(mf.params);
 
     // Forward only: the logits survive (grad_scale 0).
@@ -362,15 +366,15 @@ static int run(const std::string& model_path, const std::string& ref_path) {
     expect_close("loss", &loss, &ref.loss, 1, tol.loss_rtol, tol.loss_per_logit_err * logit_err);
 
     // Forward + backward: every gradient tensor.
-    model.zero_grads();
+    llmc::FlatGrads<Backend> sink(be, model.layout(), model.padded_params());
     model.forward(ref.inputs.data(), ref.targets.data(), B, T, 1.0f);
-    model.backward();
-    std::vector<float> grads = model.get_grads();
+    model.backward(sink);
+    std::vector<float> grads = sink.download();
     const llmc::ParamLayout& layout = model.layout();
-    for (int t = 0; t < llmc::NUM_PARAM_TENSORS; t++) {
+    for (int t = 0; t < layout.num_tensors(); t++) {
         const float* want = ref.grads.data() + layout.offsets[t];
         const size_t n = layout.sizes[t];
-        expect_close(std::string("grad ") + llmc::ParamLayout::name(t), grads.data() + layout.offsets[t], want, n,
+        expect_close(std::string("grad ") + layout.name(t), grads.data() + layout.offsets[t], want, n,
                      tol.grad_rtol, tol.grad_atol * max_abs_of(want, n));
     }
 
@@ -379,18 +383,17 @@ static int run(const std::string& model_path, const std::string& ref_path) {
         return testing::finish();
     }
     // Training on the same batch: AdamW with the reference's hyperparameters, ZeRO stage 0, one process.
-    model.zero_grads();
     auto comm = llmc::make_single_comm();
     llmc::OptimConfig oc;
     oc.beta1 = ref.beta1, oc.beta2 = ref.beta2, oc.eps = ref.eps, oc.weight_decay = ref.weight_decay;
     oc.grad_clip = ref.grad_clip;
-    llmc::Optimizer<Backend> opt(be, model, *comm, oc, 0, ref.seed);
+    llmc::ZeroOptimizer<Backend> opt(be, model, *comm, oc, 0, ref.seed);
     std::vector<float> losses(ref.steps), norms(ref.steps);
     for (size_t s = 0; s < ref.steps; s++) {
         model.forward(ref.inputs.data(), ref.targets.data(), B, T, 1.0f);
         losses[s] = model.mean_loss();
-        model.backward();
-        opt.reduce_gradients(true);
+        model.backward(opt.grad_sink(true));
+        opt.end_micro_step(true);
         norms[s] = opt.step(ref.lr, (int)s + 1);
         std::printf("# step %2zu: loss %.7f (reference %.7f), grad norm %.7f (reference %.7f)\n", s + 1, losses[s],
                     ref.step_losses[s], norms[s], ref.grad_norms[s]);

@@ -13,6 +13,7 @@
 #include "llmc/launch_check.h"
 #include "llmc/error.h"
 #include "llmc/mpi_env.h"
+#include "llmc/test_hooks.h"
 #include "llmc/trainer.h"
 
 #if defined(__CUDACC__) || defined(LLMC_CUDASIM)
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
         co.watchdog_s = opt.comm_timeout;
         std::unique_ptr<llmc::Comm> comm = llmc::create_comm(backend, info, co);
         llmc::check_launch_layout(*comm);  // before the trainer touches -o
-        int rc = llmc::Trainer<Backend>(opt, backend, *comm).run();
+        int rc = llmc::Trainer<Backend>(opt, backend, *comm, llmc::hooks_from_environment()).run();
         comm.reset();
         llmc::mpi_finalize();
         return rc;

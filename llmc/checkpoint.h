@@ -7,15 +7,9 @@
 //
 // Resume (-y 1) takes the newest complete checkpoint whose files verify; a corrupt one is reported on stderr (the
 // file, the CRC computed and the CRC recorded) and the previous one is tried. The files are verified in parallel
-// (rank r checks files r, r + world, ...). A rank of the new run reads the parts of the optimizer files that
-// overlap its own range, so N writers and M readers need not agree.
-// Hybrid sharding (llmc/dp_mesh.h): every sharding group holds the same optimizer state, so only group 0 writes it:
-// N files, file i by the rank at dp_rank i (its shard i); meta.json's world_size is then N, the writing ranks.
-// With --sync-every (an OuterSync) the mesh says which replica a rank belongs to (replica_rank, one of `replicas`)
-// and which shard of it it holds (shard_rank of shard_size): every rank writes its shard's logical range of its
-// replica's parameters, m, v, master (replica_<r>.bin when a replica is one rank, replica_<r>_shard_<s>.bin), and
-// replica 0's ranks the outer state of their ranges (outer.bin, outer_shard_<s>.bin). A resume reads what overlaps
-// its ranges from the files of its replica, so the ranks per replica may change; the number of replicas may not.
+// (rank r checks files r, r + world, ...). Which optimizer-state files a checkpoint has, who writes each and how a
+// rank reads its state back is the data-parallel strategy's (llmc/data_parallel.h): optim_<i>.bin for the
+// strategies that reduce every step, replica and outer files for --sync-every (docs/checkpoints.md).
 #pragma once
 
 #include <algorithm>
@@ -29,12 +23,10 @@
 #include "checkpoint_store.h"
 #include "comm.h"
 #include "crc32c.h"
-#include "dp_mesh.h"
+#include "data_parallel.h"
 #include "error.h"
 #include "model.h"
 #include "model_file.h"
-#include "optimizer.h"
-#include "outer_sync.h"
 
 namespace llmc {
 
@@ -42,14 +34,14 @@ namespace llmc {
 template <class Backend>
 class Checkpointer {
 public:
-    // comm: every rank of the run; mesh: where this rank sits among the sharding groups (one group by default);
-    // outer: the run's OuterSync with --sync-every, else nullptr; then mesh's groups are the replicas (groups of one
-    // rank, in rank order, when every rank is a replica).
-    Checkpointer(const std::string& out_dir, Backend& be, Comm& comm, GPT2<Backend>& model, Optimizer<Backend>& opt,
-                 const DpMesh& mesh = DpMesh(), OuterSync<Backend>* outer = nullptr)
-        : out_(out_dir), be_(be), comm_(comm), model_(model), opt_(opt), mesh_(mesh), outer_(outer) {}
+    // comm: every rank of the run; dp: its data-parallel strategy, whose state the optimizer files hold;
+    // inside_checkpoint: a test's hook (llmc/test_hooks.h).
+    Checkpointer(const std::string& out_dir, Comm& comm, Model<Backend>& model, DataParallel<Backend>& dp,
+                 std::function<void(int)> inside_checkpoint = {})
+        : out_(out_dir), comm_(comm), model_(model), dp_(dp), inside_checkpoint_(std::move(inside_checkpoint)) {}
 
-    // Writes ckpt_<meta.step>: the caller fills everything but `files`, world_size, zero_stage, num_params.
+    // Writes ckpt_<meta.step>: the caller fills everything but what the strategy describes (describe_checkpoint).
+    // Every rank writes its state files, then rank 0 model.bin (its parameters) and, last, meta.json.
     void save(CheckpointMeta meta, int keep_last, int keep_every) {
         const int rank = comm_.rank();
         const std::string dir = checkpoint_dir(out_, meta.step);
@@ -58,21 +50,24 @@ public:
             make_checkpoint_directory(dir);
         }
         comm_.barrier();
-        if (outer_) return save_replicas(dir, meta, keep_last, keep_every);
-        std::vector<float> params;
-        if (rank == 0) params = model_.get_params();
-        const ShardPlan& plan = opt_.plan();  // over the sharding group (every rank with one group)
-        const bool writer = !mesh_.hybrid() || mesh_.replica_rank == 0;
-        const int file = mesh_.hybrid() ? mesh_.dp_rank : rank;  // = the shard it owns, for a writer
-        CheckpointFileInfo mine;
-        if (writer) mine = write_own_state(dir, file, meta.step);
-        // Every rank's (file + 1 or 0, size, CRC) for meta.json.
-        const std::vector<uint64_t> got =
-            comm_.all_gather_host({writer ? (uint64_t)file + 1 : 0, mine.bytes, mine.crc32c});
+        // Every rank's (index + 1 or 0, size, CRC) of each file it wrote, for meta.json.
+        std::vector<uint64_t> mine(3 * kMaxOwnFiles, 0);
+        const std::vector<OwnStateFile> own = dp_.own_state_files();
+        if (own.size() > kMaxOwnFiles) fail("checkpoint: %zu state files from one rank, at most %zu", own.size(),
+                                            kMaxOwnFiles);
+        for (size_t i = 0; i < own.size(); i++) {
+            const OwnStateFile& f = own[i];
+            const CheckpointFileInfo info =
+                write_optim_state(dir, f.name, meta.step, model_.num_params(), f.begin, f.end, f.fetch, inside_checkpoint_);
+            mine[3 * i] = f.index + 1, mine[3 * i + 1] = info.bytes, mine[3 * i + 2] = info.crc32c;
+        }
+        const std::vector<uint64_t> got = comm_.all_gather_host(mine);
         if (rank == 0) {
-            meta.files = {write_model(dir, params)};
-            for (int r = 0; r < plan.world_size; r++) meta.files.push_back(optim_file_info(plan, r, got));
-            meta.world_size = plan.world_size, meta.zero_stage = opt_.zero_stage(), meta.num_params = plan.num_params;
+            dp_.describe_checkpoint(meta);
+            for (size_t k = 0; k + 2 < got.size(); k += 3)
+                if (got[k] != 0) meta.files.at(got[k] - 1).bytes = got[k + 1], meta.files[got[k] - 1].crc32c =
+                                                                                     (uint32_t)got[k + 2];
+            meta.files[0] = write_model(dir, model_.get_params());
             write_checkpoint_meta(dir, meta);  // last: the checkpoint is complete from here on
             apply_retention(out_, keep_last, keep_every, meta.step);
         }
@@ -109,34 +104,19 @@ public:
         return found;
     }
 
-    // Parameters from model.bin, m / v / master for this rank's range from the optimizer files (verified by
-    // find_latest_valid). The parameters are not recomputed from the master: on bf16 backends they were rounded
-    // stochastically, so the saved values are the exact ones.
+    // The parameters and this rank's optimizer state (verified by find_latest_valid), through the strategy.
     void load(const CheckpointMeta& meta) {
         const std::string dir = checkpoint_dir(out_, meta.step);
-        if ((meta.sync.every > 0) != (outer_ != nullptr))  // check_resume_compatible refused this already
-            fail("%s: --sync-every %d, this run has %d", dir.c_str(), meta.sync.every,
-                 outer_ ? outer_->config().every : 0);
-        if (outer_) return load_replica(dir, meta);
-        ModelFile mf = read_model_file(dir + "/model.bin");
-        if (!(mf.config == model_.config()))
-            fail("%s/model.bin: model %s, expected %s", dir.c_str(), mf.config.describe().c_str(),
+        if ((meta.sync.every > 0) != dp_.plan().periodic())  // check_resume_compatible refused this already
+            fail("%s: --sync-every %d, this run has %d", dir.c_str(), meta.sync.every, dp_.plan().outer.every);
+        if (!(meta.config == model_.config()))
+            fail("%s/model.bin: model %s, expected %s", dir.c_str(), meta.config.describe().c_str(),
                  model_.config().describe().c_str());
-        model_.set_params(mf.params);
-        const uint64_t lo = opt_.state_offset();
-        const uint64_t hi = std::min<uint64_t>(lo + opt_.state_count(), meta.num_params);
-        float* arrays[3] = {opt_.m(), opt_.v(), opt_.master()};
-        const uint64_t chunk = 1ull << 24;  // 64 MiB of host staging
-        std::vector<float> host(std::min<uint64_t>(chunk, hi > lo ? hi - lo : 0));
-        for (int which = 0; which < 3; which++)
-            for (uint64_t a = lo; a < hi; a += chunk) {
-                const uint64_t b = std::min(hi, a + chunk);
-                read_optim_state(dir, meta, which, a, b, host.data());
-                be_.copy_to_device(arrays[which] + (a - lo), host.data(), (b - a) * sizeof(float));
-            }
+        dp_.load_state(dir, meta);
     }
 
 private:
+    static constexpr size_t kMaxOwnFiles = 2;
     // Rank 0: `params` into <dir>/model.bin, and that file's entry for meta.json.
     CheckpointFileInfo write_model(const std::string& dir, const std::vector<float>& params) {
         CheckpointFileInfo f;
@@ -145,119 +125,12 @@ private:
         f.crc32c = crc32c_file(dir + "/model.bin", &f.bytes);
         return f;
     }
-    // --sync-every: every rank writes its shard's logical range of its replica (the whole replica when a replica is
-    // one rank), replica 0's ranks the outer state of theirs, rank 0 model.bin (its replica's parameters: the replicas' common ones at the end of a period), then
-    // meta.json. Version 3 when a replica is one rank (one file per replica, outer.bin), else 4.
-    void save_replicas(const std::string& dir, CheckpointMeta meta, int keep_last, int keep_every) {
-        const int rank = comm_.rank(), world = comm_.world_size(), group = mesh_.shard_size;
-        const uint64_t n = opt_.plan().num_params;
-        const ShardPlan& plan = opt_.plan();  // over the replica's ranks: its shards are mesh_'s
-        const uint64_t begin = plan.logical_begin(plan.rank), end = plan.logical_end(plan.rank);
-        const std::vector<float> params = model_.get_params(begin, end);  // this rank's range only
-        const size_t base = state_index(begin, end);
-        float* arrays[3] = {opt_.m(), opt_.v(), opt_.master()};
-        const CheckpointFileInfo mine = write_optim_state(
-            dir, replica_file_name(mesh_.replica_rank, mesh_.shard_rank, group), meta.step, n, begin, end,
-            [&](int which, uint64_t off, size_t count, float* dst) {
-                if (which == 0) std::copy(params.begin() + off, params.begin() + off + count, dst);
-                else be_.copy_to_host(dst, arrays[which - 1] + base + off, count * sizeof(float));
-            });
-        CheckpointFileInfo outer;
-        if (mesh_.replica_rank == 0) {
-            const float* state[2] = {outer_->theta_last(), outer_->momentum()};
-            outer = write_optim_state(dir, outer_file_name(mesh_.shard_rank, group), meta.step, n, begin, end,
-                                      [&](int which, uint64_t off, size_t count, float* dst) {
-                                          std::copy(state[which] + base + off, state[which] + base + off + count, dst);
-                                      });
-        }
-        // Every rank's (replica, shard, size, CRC, outer size, outer CRC) for meta.json.
-        const std::vector<uint64_t> got = comm_.all_gather_host({(uint64_t)mesh_.replica_rank,
-                                                                 (uint64_t)mesh_.shard_rank, mine.bytes, mine.crc32c,
-                                                                 outer.bytes, outer.crc32c});
-        if (rank == 0) {
-            meta.world_size = world, meta.zero_stage = opt_.zero_stage(), meta.num_params = n;
-            meta.sync.last_sync_step = outer_->last_sync_step();
-            meta.sync.shard_group = group;
-            meta.files.assign(1 + (size_t)world + (size_t)group, CheckpointFileInfo());
-            if (begin == 0 && end == n) meta.files[0] = write_model(dir, params);  // a one-rank replica: all of them
-            else meta.files[0] = write_model(dir, model_.get_params());
-            for (size_t k = 0; k < (size_t)world; k++) {
-                const uint64_t* w = &got[6 * k];
-                const int r = (int)w[0], s = (int)w[1];
-                CheckpointFileInfo& f = meta.files[sync_replica_file_index(meta, r, s)];
-                f.name = replica_file_name(r, s, group), f.bytes = w[2], f.crc32c = (uint32_t)w[3];
-                f.begin = plan.logical_begin(s), f.end = plan.logical_end(s);
-                if (r != 0) continue;
-                CheckpointFileInfo& o = meta.files[sync_outer_file_index(meta, s)];
-                o.name = outer_file_name(s, group), o.bytes = w[4], o.crc32c = (uint32_t)w[5];
-                o.begin = f.begin, o.end = f.end;
-            }
-            write_checkpoint_meta(dir, meta);  // last: the checkpoint is complete from here on
-            apply_retention(out_, keep_last, keep_every, meta.step);
-        }
-        comm_.barrier();
-    }
-
-    // --sync-every: this rank's replica (the same number of replicas: check_resume_compatible) and the outer state.
-    // The parameters are the replica's whole vector (its files tile it); m, v, master and the outer state are read
-    // for this rank's state range from whatever files of the checkpoint's layout overlap it.
-    void load_replica(const std::string& dir, const CheckpointMeta& meta) {
-        const uint64_t n = meta.num_params;
-        const int replica = mesh_.replica_rank, group = meta.sync.shard_group;
-        std::vector<float> host(n);
-        for (int s = 0; s < group; s++) read_state_file(dir, meta, sync_replica_file_index(meta, replica, s), 0, 0, n,
-                                                        host.data());
-        model_.set_params(host);
-        const uint64_t lo = std::min<uint64_t>(opt_.state_offset(), n);
-        const uint64_t hi = std::min<uint64_t>(opt_.state_offset() + opt_.state_count(), n);
-        float* arrays[3] = {opt_.m(), opt_.v(), opt_.master()};
-        for (int which = 1; which < 4; which++) {
-            for (int s = 0; s < group; s++)
-                read_state_file(dir, meta, sync_replica_file_index(meta, replica, s), which, lo, hi, host.data());
-            if (hi > lo) be_.copy_to_device(arrays[which - 1], host.data(), (hi - lo) * sizeof(float));
-        }
-        for (int s = 0; s < group; s++) {
-            read_state_file(dir, meta, sync_outer_file_index(meta, s), 0, lo, hi, outer_->theta_last());
-            read_state_file(dir, meta, sync_outer_file_index(meta, s), 1, lo, hi, outer_->momentum());
-        }
-        outer_->set_last_sync_step(meta.sync.last_sync_step);
-    }
-
-    static std::string optim_file_name(int file) {
-        char name[32];
-        std::snprintf(name, sizeof name, "optim_%05d.bin", file);
-        return name;
-    }
-    // Where `begin` of this rank's logical range [begin, end) sits in its state arrays; 0 for an empty range (a shard
-    // made only of padding: [num_params, num_params) lies before the shard's start, and nothing is copied).
-    size_t state_index(uint64_t begin, uint64_t end) const { return end > begin ? begin - opt_.state_offset() : 0; }
-    // This rank's logical range of m, v and the master weights (its shard's), into optim_<file>.bin.
-    CheckpointFileInfo write_own_state(const std::string& dir, int file, int step) {
-        const ShardPlan& plan = opt_.plan();
-        const uint64_t begin = plan.logical_begin(plan.rank), end = plan.logical_end(plan.rank);
-        float* arrays[3] = {opt_.m(), opt_.v(), opt_.master()};
-        const size_t base = state_index(begin, end);
-        return write_optim_state(dir, optim_file_name(file), step, plan.num_params, begin, end,
-                                 [&](int which, uint64_t off, size_t count, float* dst) {
-                                     be_.copy_to_host(dst, arrays[which] + base + off, count * sizeof(float));
-                                 });
-    }
-    // File `file`'s entry in meta.json, from the gathered (file + 1, size, CRC) of every rank.
-    static CheckpointFileInfo optim_file_info(const ShardPlan& plan, int file, const std::vector<uint64_t>& got) {
-        CheckpointFileInfo f;
-        f.name = optim_file_name(file), f.begin = plan.logical_begin(file), f.end = plan.logical_end(file);
-        for (size_t r = 0; r + 2 < got.size(); r += 3)
-            if (got[r] == (uint64_t)file + 1) f.bytes = got[r + 1], f.crc32c = (uint32_t)got[r + 2];
-        return f;
-    }
 
     std::string out_;
-    Backend& be_;
     Comm& comm_;
-    GPT2<Backend>& model_;
-    Optimizer<Backend>& opt_;
-    DpMesh mesh_;
-    OuterSync<Backend>* outer_;
+    Model<Backend>& model_;
+    DataParallel<Backend>& dp_;
+    std::function<void(int)> inside_checkpoint_;
 };
 
 }  // namespace llmc

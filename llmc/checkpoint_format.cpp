@@ -1,7 +1,6 @@
 // Checkpoint files: meta.json and the optimizer-state files, written, read and verified (see checkpoint_format.h).
 #include "checkpoint_format.h"
 
-#include <signal.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -98,7 +97,7 @@ nlohmann::json meta_to_json(const CheckpointMeta& m) {
         if (f.name != "model.bin") jf["begin"] = f.begin, jf["end"] = f.end;
         files.push_back(jf);
     }
-    const GPT2Config& c = m.config;
+    const ModelConfig& c = m.config;
     nlohmann::json j = {
         {"format", "llmc checkpoint"},
         {"version", m.sync.every == 0          ? CHECKPOINT_META_VERSION
@@ -123,6 +122,7 @@ nlohmann::json meta_to_json(const CheckpointMeta& m) {
         {"metrics_bytes", m.metrics_bytes},
         {"files", files},
     };
+    if (c.arch != "gpt2") j["model"]["arch"] = c.arch;  // GPT-2's checkpoints stay as they were
     if (m.sync.every > 0)
         j["sync"] = {{"every", m.sync.every}, {"outer_lr", m.sync.outer_lr}, {"outer_momentum", m.sync.outer_momentum},
                      {"last_sync_step", m.sync.last_sync_step}};
@@ -133,10 +133,11 @@ nlohmann::json meta_to_json(const CheckpointMeta& m) {
 namespace {
 
 // The parts of meta_from_json, in the order the file is checked (the first problem is the one reported).
-GPT2Config model_from_json(const nlohmann::json& j, const std::string& path) {
+ModelConfig model_from_json(const nlohmann::json& j, const std::string& path) {
     const nlohmann::json& c = field(j, "model", "model", path);
     const __int128 dim = (__int128)1 << 24;
-    GPT2Config cfg;
+    ModelConfig cfg;
+    if (c.is_object() && c.contains("arch")) cfg.arch = string_field(c, "arch", "model.arch", path);
     cfg.max_seq_len = (size_t)int_field(c, "max_seq_len", "model.max_seq_len", 1, dim, path);
     cfg.vocab_size = (size_t)int_field(c, "vocab_size", "model.vocab_size", 1, dim, path);
     cfg.padded_vocab_size = (size_t)int_field(c, "padded_vocab_size", "model.padded_vocab_size", 1, dim, path);
@@ -366,7 +367,7 @@ std::string verify_checkpoint_file(const std::string& dir, const CheckpointMeta&
     // The header must say what meta.json says (a file with a valid checksum may still be the wrong one).
     try {
         if (index == 0) {
-            const GPT2Config c = read_model_config(path);
+            const ModelConfig c = read_model_config(path);
             if (!(c == meta.config))
                 return path + ": model " + c.describe() + ", meta.json says " + meta.config.describe();
         } else {
@@ -504,17 +505,10 @@ void check_optim_header(const std::string& path, const int32_t* h, const Checkpo
              (unsigned long long)fi.begin, (unsigned long long)fi.end);
 }
 
-void checkpoint_test_hook(int step) {
-    const char* s = std::getenv("LLMC_TEST_CRASH_IN_CHECKPOINT");
-    if (s && std::atoi(s) == step) {
-        std::fprintf(stderr, "LLMC_TEST_CRASH_IN_CHECKPOINT: killing myself inside checkpoint %d\n", step);
-        raise(SIGKILL);
-    }
-}
-
 CheckpointFileInfo write_optim_state(const std::string& dir, const std::string& name, int step, uint64_t num_params,
                                      uint64_t begin, uint64_t end,
-                                     const std::function<void(int, uint64_t, size_t, float*)>& fetch) {
+                                     const std::function<void(int, uint64_t, size_t, float*)>& fetch,
+                                     const std::function<void(int)>& before_rename) {
     CheckpointFileInfo info;
     info.name = name, info.begin = begin, info.end = end;
     const std::string path = dir + "/" + name;
@@ -537,7 +531,7 @@ CheckpointFileInfo write_optim_state(const std::string& dir, const std::string& 
         info.crc32c = crc;
         info.bytes = HEADER_BYTES + (uint64_t)arrays * (end - begin) * sizeof(float);
         std::fflush(f);
-        checkpoint_test_hook(step);
+        if (before_rename) before_rename(step);
     });
     return info;
 }

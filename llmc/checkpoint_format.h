@@ -72,7 +72,7 @@ struct SyncMeta {
 
 struct CheckpointMeta {
     int step = 0;  // optimizer steps done; the run continues with step + 1
-    GPT2Config config;
+    ModelConfig config;
     uint64_t num_params = 0;
     int world_size = 1, zero_stage = 0;
     // Must match on resume (the data order and the model depend on them).
@@ -131,10 +131,12 @@ size_t sync_outer_file_index(const CheckpointMeta& m, int shard);
 
 // Writes one optimizer-state file (or, by its name, a replica or outer file) atomically: `fetch(which, offset,
 // count, dst)` copies `count` floats of array `which` (0 = m, 1 = v, 2 = master for an optimizer file) starting at
-// logical element begin + offset into dst. Returns name, size, CRC.
+// logical element begin + offset into dst. `before_rename(step)`, when given, runs once the temporary file is
+// written and before it is renamed (TestHooks::inside_checkpoint, llmc/test_hooks.h). Returns name, size, CRC.
 CheckpointFileInfo write_optim_state(const std::string& dir, const std::string& name, int step, uint64_t num_params,
                                      uint64_t begin, uint64_t end,
-                                     const std::function<void(int, uint64_t, size_t, float*)>& fetch);
+                                     const std::function<void(int, uint64_t, size_t, float*)>& fetch,
+                                     const std::function<void(int)>& before_rename = {});
 // Reads logical elements [lo, hi) of array `which` from the optimizer files of `meta` (whatever their number) into
 // dst. Validates each file's header against meta.json; fails naming the file.
 void read_optim_state(const std::string& dir, const CheckpointMeta& meta, int which, uint64_t lo, uint64_t hi,
@@ -143,8 +145,5 @@ void read_optim_state(const std::string& dir, const CheckpointMeta& meta, int wh
 void read_state_file(const std::string& dir, const CheckpointMeta& meta, size_t index, int which, uint64_t lo,
                      uint64_t hi, float* dst);
 
-// Test hook: LLMC_TEST_CRASH_IN_CHECKPOINT=<step> makes the writer of step <step>'s checkpoint kill itself
-// (SIGKILL) after the temporary file of its optimizer state is written and before it is renamed.
-void checkpoint_test_hook(int step);
 
 }  // namespace llmc

@@ -5,18 +5,20 @@
 #include <map>
 #include <sstream>
 
+#include "architectures.h"
 #include "error.h"
 
 namespace llmc {
 
-std::string GPT2Config::describe() const {
-    char buf[256];
+std::string ModelConfig::describe() const {
+    char buf[160];
     std::snprintf(buf, sizeof buf, "L=%zu NH=%zu C=%zu maxT=%zu V=%zu Vp=%zu", num_layers, num_heads, channels,
                   max_seq_len, vocab_size, padded_vocab_size);
-    return buf;
+    return (arch == "gpt2" ? "" : "arch=" + arch + " ") + buf;
 }
 
-void validate_config(const GPT2Config& c) {
+void validate_config(const ModelConfig& c) {
+    architecture(c.arch);  // a known one
     if (c.num_layers == 0 || c.num_heads == 0 || c.channels == 0 || c.max_seq_len == 0 || c.vocab_size == 0)
         fail("model config %s: every size must be positive", c.describe().c_str());
     if (c.channels % c.num_heads != 0)
@@ -50,8 +52,8 @@ static bool parse_size(const std::string& s, size_t* out) {
     return true;
 }
 
-bool parse_model_descriptor(const std::string& spec, GPT2Config* out) {
-    GPT2Config c;  // GPT-2 defaults: maxT 1024, V 50257
+bool parse_model_descriptor(const std::string& spec, ModelConfig* out) {
+    ModelConfig c;  // GPT-2 defaults: maxT 1024, V 50257
     size_t depth = 0;
     if (spec.size() > 1 && spec[0] == 'd' && parse_size(spec.substr(1), &depth)) {
         if (depth == 0) fail("model descriptor '%s': depth must be positive", spec.c_str());

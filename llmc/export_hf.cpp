@@ -6,7 +6,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint.h"
 #include "error.h"
 #include "file_util.h"
 #include "layout.h"
@@ -26,37 +25,49 @@ std::vector<float> transposed(const float* src, size_t rows, size_t cols) {
 
 }  // namespace
 
-std::vector<HfTensor> hf_tensors(const GPT2Config& cfg, const std::vector<float>& params) {
-    const ParamLayout lay(cfg);
-    if (params.size() != lay.total)
-        fail("export: %zu parameter values, the model %s has %zu", params.size(), cfg.describe().c_str(), lay.total);
-    const size_t C = cfg.channels, L = cfg.num_layers, V = cfg.vocab_size, T = cfg.max_seq_len;
-    auto at = [&](int t) { return params.data() + lay.offsets[t]; };
-    auto copy = [](const float* p, size_t n) { return std::vector<float>(p, p + n); };
-    std::vector<HfTensor> out;
-    out.push_back({"transformer.wte.weight", {V, C}, copy(at(WTE), V * C)});  // real rows only
-    out.push_back({"transformer.wpe.weight", {T, C}, copy(at(WPE), T * C)});
-    for (size_t l = 0; l < L; l++) {
-        const std::string h = "transformer.h." + std::to_string(l) + ".";
-        out.push_back({h + "ln_1.weight", {C}, copy(at(LN1W) + l * C, C)});
-        out.push_back({h + "ln_1.bias", {C}, copy(at(LN1B) + l * C, C)});
-        out.push_back({h + "attn.c_attn.weight", {C, 3 * C}, transposed(at(QKVW) + l * 3 * C * C, 3 * C, C)});
-        out.push_back({h + "attn.c_attn.bias", {3 * C}, copy(at(QKVB) + l * 3 * C, 3 * C)});
-        out.push_back({h + "attn.c_proj.weight", {C, C}, transposed(at(ATTPROJW) + l * C * C, C, C)});
-        out.push_back({h + "attn.c_proj.bias", {C}, copy(at(ATTPROJB) + l * C, C)});
-        out.push_back({h + "ln_2.weight", {C}, copy(at(LN2W) + l * C, C)});
-        out.push_back({h + "ln_2.bias", {C}, copy(at(LN2B) + l * C, C)});
-        out.push_back({h + "mlp.c_fc.weight", {C, 4 * C}, transposed(at(FCW) + l * 4 * C * C, 4 * C, C)});
-        out.push_back({h + "mlp.c_fc.bias", {4 * C}, copy(at(FCB) + l * 4 * C, 4 * C)});
-        out.push_back({h + "mlp.c_proj.weight", {4 * C, C}, transposed(at(FCPROJW) + l * C * 4 * C, C, 4 * C)});
-        out.push_back({h + "mlp.c_proj.bias", {C}, copy(at(FCPROJB) + l * C, C)});
-    }
-    out.push_back({"transformer.ln_f.weight", {C}, copy(at(LNFW), C)});
-    out.push_back({"transformer.ln_f.bias", {C}, copy(at(LNFB), C)});
+std::vector<HfTensorPlace> hf_tensor_places(const ParamLayout& lay) {
+    std::vector<HfTensorPlace> out;
+    auto add = [&](int t, size_t l) {
+        const ParamSpec& s = lay.spec(t);
+        HfTensorPlace p;
+        p.name = s.hf.pattern;
+        const size_t at = p.name.find("{l}");
+        if (at != std::string::npos) p.name.replace(at, 3, std::to_string(l));
+        p.flat = lay.slice(t, l);
+        p.rows = s.hf.rows ? s.hf.rows : s.shape[0];
+        p.row_elems = s.elements() / s.shape[0];
+        p.transposed = s.hf.transposed;
+        p.shape = s.shape;
+        p.shape[0] = p.rows;
+        if (p.transposed) p.shape = {s.shape[1], s.shape[0]};
+        out.push_back(p);
+    };
+    // HF's order: the tensors before the layers, then layer by layer, then the rest
+    int first = 0;
+    while (first < lay.num_tensors() && !lay.is_per_layer(first)) add(first++, 0);
+    for (size_t l = 0; l < lay.cfg.num_layers; l++)
+        for (int t = first; t < lay.num_tensors(); t++)
+            if (lay.is_per_layer(t)) add(t, l);
+    for (int t = first; t < lay.num_tensors(); t++)
+        if (!lay.is_per_layer(t)) add(t, 0);
     return out;
 }
 
-std::string hf_config_json(const GPT2Config& cfg) {
+std::vector<HfTensor> hf_tensors(const ModelConfig& cfg, const std::vector<float>& params) {
+    const ParamLayout lay(cfg);
+    if (params.size() != lay.total)
+        fail("export: %zu parameter values, the model %s has %zu", params.size(), cfg.describe().c_str(), lay.total);
+    std::vector<HfTensor> out;
+    for (const HfTensorPlace& p : hf_tensor_places(lay)) {
+        const float* src = params.data() + p.flat;
+        std::vector<float> data = p.transposed ? transposed(src, p.rows, p.row_elems)
+                                               : std::vector<float>(src, src + p.rows * p.row_elems);
+        out.push_back({"transformer." + p.name, p.shape, std::move(data)});
+    }
+    return out;
+}
+
+std::string hf_config_json(const ModelConfig& cfg) {
     // <|endoftext|>: GPT-2's id 50256, or byte 0 of the byte-level vocabulary (prepare_data --bytes); another
     // vocabulary's is unknown here, and its last id is the usual guess.
     const int eot = cfg.vocab_size == (size_t)BYTE_VOCAB_SIZE ? BYTE_EOT
@@ -86,7 +97,7 @@ std::string hf_config_json(const GPT2Config& cfg) {
     return j.dump(2) + "\n";
 }
 
-void export_hf(const GPT2Config& cfg, const std::vector<float>& params, const std::string& dir) {
+void export_hf(const ModelConfig& cfg, const std::vector<float>& params, const std::string& dir) {
     make_dirs(dir);  // and its parents: `export_hf model.bin out/hf` works on a fresh clone
     std::vector<HfTensor> tensors = hf_tensors(cfg, params);
     nlohmann::ordered_json header;

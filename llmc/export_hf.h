@@ -1,7 +1,7 @@
 // Export to HuggingFace transformers' GPT2LMHeadModel: <dir>/model.safetensors + <dir>/config.json, loadable with
 // GPT2LMHeadModel.from_pretrained(dir) (fp32).
 //
-// Name mapping (ours, llmc/layout.h -> HF), per layer i:
+// Name mapping (ours, llmc/layout.h -> HF: each tensor's ParamSpec::hf, llmc/gpt2_params.cpp), per layer i:
 //   wte (Vp,C)            transformer.wte.weight (V,C)          the padded rows V..Vp-1 are dropped
 //   wpe                   transformer.wpe.weight
 //   ln1w/ln1b[i]          transformer.h.i.ln_1.weight/bias
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "config.h"
+#include "layout.h"
 
 namespace llmc {
 
@@ -35,12 +36,22 @@ struct HfTensor {
     std::vector<float> data;
 };
 
+// Where each HF tensor is in the flat buffer, in HF's order (the tensors before the layers, layer by layer, the rest):
+// our rows x row_elems elements at `flat` (`rows` of them only: wte's real vocabulary), HF's name (without the
+// "transformer." prefix) and shape, stored transposed (Conv1D's (in, out)) or not.
+struct HfTensorPlace {
+    std::string name;
+    std::vector<size_t> shape;
+    size_t flat = 0, rows = 0, row_elems = 0;
+    bool transposed = false;
+};
+std::vector<HfTensorPlace> hf_tensor_places(const ParamLayout& lay);
 // The HF tensors of a model given as fp32 values in ParamLayout order, in the order they are written.
-std::vector<HfTensor> hf_tensors(const GPT2Config& cfg, const std::vector<float>& params);
+std::vector<HfTensor> hf_tensors(const ModelConfig& cfg, const std::vector<float>& params);
 // config.json's text for GPT2LMHeadModel.
-std::string hf_config_json(const GPT2Config& cfg);
+std::string hf_config_json(const ModelConfig& cfg);
 // Writes dir/model.safetensors and dir/config.json, atomically and as a pair (both or neither); creates dir and its
 // parents.
-void export_hf(const GPT2Config& cfg, const std::vector<float>& params, const std::string& dir);
+void export_hf(const ModelConfig& cfg, const std::vector<float>& params, const std::string& dir);
 
 }  // namespace llmc

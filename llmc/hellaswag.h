@@ -45,7 +45,7 @@ size_t hellaswag_row(const McExample& ex, size_t completion, size_t T, std::vect
 // Accuracy in [0, 1] over all examples (collective: every rank calls it). Rows are batched up to the model's
 // maximum batch; the model's activations are overwritten (call between training steps, not inside one).
 template <class Backend>
-double evaluate_hellaswag(GPT2<Backend>& model, Comm& comm, const std::vector<McExample>& examples) {
+double evaluate_hellaswag(Model<Backend>& model, Comm& comm, const std::vector<McExample>& examples) {
     Backend& be = model.backend();
     const size_t B = model.max_batch(), T = model.max_seq_len();
     const int rank = comm.rank(), world = comm.world_size();

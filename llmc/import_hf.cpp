@@ -12,6 +12,8 @@
 
 #include "error.h"
 #include "file_util.h"
+#include "export_hf.h"
+#include "gpt2_params.h"
 #include "layout.h"
 
 namespace llmc {
@@ -90,7 +92,7 @@ void read_into(const SafetensorsFile& st, const std::string& name, const std::ve
 // Zeroed room for the parameters (wte's padded rows stay zero), allocated only once the file is known to hold as
 // many values as config.json implies: a config.json of a far larger model (n_embd 262144) is refused here, naming
 // both files, instead of zero-filling gigabytes first.
-std::vector<float> allocate_params(const GPT2Config& cfg, const ParamLayout& lay, const SafetensorsFile& st) {
+std::vector<float> allocate_params(const ModelConfig& cfg, const ParamLayout& lay, const SafetensorsFile& st) {
     const size_t needed = lay.total - (cfg.padded_vocab_size - cfg.vocab_size) * cfg.channels;
     size_t held = 0;
     for (const auto& [name, e] : st.tensors()) held += (e.end - e.begin) / safetensors_dtype_size(e.dtype);
@@ -107,13 +109,13 @@ std::vector<float> allocate_params(const GPT2Config& cfg, const ParamLayout& lay
 
 }  // namespace
 
-GPT2Config hf_config_from_json(const std::string& path) {
+ModelConfig hf_config_from_json(const std::string& path) {
     const nlohmann::json j = read_json_file(path);
     if (!j.is_object()) fail("%s: not a JSON object", path.c_str());
     if (!j.contains("model_type") || j["model_type"] != "gpt2")
         fail("%s: model_type is %s (expected \"gpt2\")", path.c_str(),
              j.contains("model_type") ? shown(j["model_type"]).c_str() : "missing");
-    GPT2Config c;
+    ModelConfig c;
     c.num_layers = positive_field(j, "n_layer", path);
     c.num_heads = positive_field(j, "n_head", path);
     c.channels = positive_field(j, "n_embd", path);
@@ -138,37 +140,18 @@ GPT2Config hf_config_from_json(const std::string& path) {
     return c;
 }
 
-std::vector<float> params_from_hf(const GPT2Config& cfg, const SafetensorsFile& st) {
+std::vector<float> params_from_hf(const ModelConfig& cfg, const SafetensorsFile& st) {
     const std::string pre = st.has("transformer.wte.weight") ? "transformer." : "";
     const ParamLayout lay(cfg);
     std::vector<float> p = allocate_params(cfg, lay, st);
-    const size_t C = cfg.channels, V = cfg.vocab_size, T = cfg.max_seq_len;
+    const size_t C = cfg.channels, V = cfg.vocab_size;
     std::set<std::string> used;
     auto get = [&](const std::string& name, std::vector<size_t> shape, bool transpose, float* dst) {
         read_into(st, pre + name, shape, transpose, dst);
         used.insert(pre + name);
     };
     float* base = p.data();
-    get("wte.weight", {V, C}, false, base + lay.offsets[WTE]);
-    get("wpe.weight", {T, C}, false, base + lay.offsets[WPE]);
-    for (size_t l = 0; l < cfg.num_layers; l++) {
-        const std::string h = "h." + std::to_string(l) + ".";
-        LayerParams<float> lp = layer_slices<float>(lay, l, [&](size_t flat) { return base + flat; });
-        get(h + "ln_1.weight", {C}, false, lp.ln1w);
-        get(h + "ln_1.bias", {C}, false, lp.ln1b);
-        get(h + "attn.c_attn.weight", {C, 3 * C}, true, lp.qkvw);
-        get(h + "attn.c_attn.bias", {3 * C}, false, lp.qkvb);
-        get(h + "attn.c_proj.weight", {C, C}, true, lp.attprojw);
-        get(h + "attn.c_proj.bias", {C}, false, lp.attprojb);
-        get(h + "ln_2.weight", {C}, false, lp.ln2w);
-        get(h + "ln_2.bias", {C}, false, lp.ln2b);
-        get(h + "mlp.c_fc.weight", {C, 4 * C}, true, lp.fcw);
-        get(h + "mlp.c_fc.bias", {4 * C}, false, lp.fcb);
-        get(h + "mlp.c_proj.weight", {4 * C, C}, true, lp.fcprojw);
-        get(h + "mlp.c_proj.bias", {C}, false, lp.fcprojb);
-    }
-    get("ln_f.weight", {C}, false, base + lay.offsets[LNFW]);
-    get("ln_f.bias", {C}, false, base + lay.offsets[LNFB]);
+    for (const HfTensorPlace& t : hf_tensor_places(lay)) get(t.name, t.shape, t.transposed, base + t.flat);
     for (const auto& [name, e] : st.tensors()) {
         if (used.count(name)) continue;
         const bool mask = name.size() > 10 && (name.compare(name.size() - 10, 10, ".attn.bias") == 0 ||
@@ -188,7 +171,7 @@ std::vector<float> params_from_hf(const GPT2Config& cfg, const SafetensorsFile& 
     for (size_t i = 0; i < p.size(); i++)
         if (!std::isfinite(p[i])) {
             const int t = lay.tensor_of(i);
-            fail("%s: parameter %s element %zu is %g", st.path().c_str(), ParamLayout::name(t), i - lay.offsets[t], p[i]);
+            fail("%s: parameter %s element %zu is %g", st.path().c_str(), lay.name(t), i - lay.offsets[t], p[i]);
         }
     return p;
 }

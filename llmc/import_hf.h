@@ -20,12 +20,12 @@
 namespace llmc {
 
 // The model shape from a GPT-2 config.json (n_layer, n_head, n_embd, n_positions, vocab_size); Vp = pad_vocab(V).
-GPT2Config hf_config_from_json(const std::string& path);
+ModelConfig hf_config_from_json(const std::string& path);
 // The parameters in ParamLayout order (llmc/layout.h) from an open safetensors file, checked against `cfg`.
-std::vector<float> params_from_hf(const GPT2Config& cfg, const SafetensorsFile& st);
+std::vector<float> params_from_hf(const ModelConfig& cfg, const SafetensorsFile& st);
 
 struct ImportedModel {
-    GPT2Config config;
+    ModelConfig config;
     std::vector<float> params;
 };
 // dir/config.json + dir/model.safetensors -> config and parameters.

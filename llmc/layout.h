@@ -1,94 +1,106 @@
-// Parameter layout: the 16 GPT-2 tensors in llm.c's order, packed into one flat buffer.
+// Parameter layout: an architecture's parameter tensors, described as data (one ParamSpec each), packed into one
+// flat buffer.
 //
 // The flat buffer is the unit that everything else works on: the optimizer steps it, the gradients mirror it, the
-// collectives reduce it, and checkpoints store it. Tensors are stacked over layers (all layers' ln1w, then all
-// layers' ln1b, ...), exactly as in the model file, so loading a model is a single copy.
-//
-// Per-layer views (`params.layer(l).qkvw`) are computed here, in one place, for both the parameters and the
-// gradients (the same ParamViews over a different base pointer and element type).
+// collectives reduce it, and checkpoints store it. Tensors follow the architecture's table; a per-layer tensor is
+// stacked over layers (all layers' ln1w, then all layers' ln1b, ...), exactly as in llm.c's model file, so loading a
+// model is a single copy. Everything about a tensor that other code needs is derived from its ParamSpec: its place
+// in the buffer, its initialisation, AdamW's weight decay, its optimizer group, the gradient bucket it completes
+// in, its name in messages and its Hugging Face name.
 #pragma once
 
-#include <array>
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "config.h"
 
 namespace llmc {
 
-enum ParamTensor : int {
-    WTE = 0,    // (Vp, C)
-    WPE,        // (maxT, C)
-    LN1W,       // (L, C)
-    LN1B,       // (L, C)
-    QKVW,       // (L, 3C, C)
-    QKVB,       // (L, 3C)
-    ATTPROJW,   // (L, C, C)
-    ATTPROJB,   // (L, C)
-    LN2W,       // (L, C)
-    LN2B,       // (L, C)
-    FCW,        // (L, 4C, C)
-    FCB,        // (L, 4C)
-    FCPROJW,    // (L, C, 4C)
-    FCPROJB,    // (L, C)
-    LNFW,       // (C)
-    LNFB,       // (C)
-    NUM_PARAM_TENSORS
+// How a tensor is initialised (the model's init(seed)): zeros, ones, or normal(0, std) over its first `rows` rows
+// (0: all of them; the rest stay zero, e.g. wte's padded vocabulary rows).
+struct ParamInit {
+    enum Kind { Zeros, Ones, Normal } kind = Zeros;
+    float std = 0;
+    size_t rows = 0;
 };
 
-struct ParamLayout {
-    GPT2Config cfg;
-    std::array<size_t, NUM_PARAM_TENSORS> sizes{};    // elements of each tensor (all layers)
-    std::array<size_t, NUM_PARAM_TENSORS> offsets{};  // element offset of each tensor in the flat buffer
-    size_t total = 0;                                 // sum of sizes (unpadded)
+// A tensor's name in a Hugging Face checkpoint: `pattern` with "{l}" replaced by the layer, stored transposed
+// (Conv1D's (in, out)) or not, `rows` of its first dimension (0: all; wte keeps only the real vocabulary).
+struct HfName {
+    std::string pattern;
+    bool transposed = false;
+    size_t rows = 0;
+};
 
-    explicit ParamLayout(const GPT2Config& c);
+// One parameter tensor of an architecture. `shape` is one layer's slice for a per-layer tensor, else the whole
+// tensor; weights are (out, in). Gradient buckets (the units the gradients are reduced in while backward runs):
+// bucket l < L holds layer l's slices of every per-layer tensor; a tensor that is not per layer is in bucket
+// L + `bucket`, which the architecture's backward announces when that tensor's gradient is complete.
+struct ParamSpec {
+    std::string name;            // "qkvw": messages, checkpoints, the file format's table
+    std::vector<size_t> shape;
+    bool per_layer = false;
+    bool decayed = false;        // AdamW applies weight decay (GPT-2: the 2-D matrices)
+    int group = 0;               // optimizer group: which optimizer steps it (a recipe maps groups to optimizers)
+    int bucket = 0;              // tensors that are not per layer: which bucket after the layers'
+    ParamInit init;
+    HfName hf;
+    size_t elements() const;     // of `shape`
+};
+
+// A range [begin, end) of the flat buffer.
+struct FlatRange {
+    size_t begin, end;
+};
+
+class ParamLayout {
+public:
     ParamLayout() = default;
+    explicit ParamLayout(const ModelConfig& c);  // the table of c.arch (llmc/architectures.h)
+    ParamLayout(const ModelConfig& c, std::vector<ParamSpec> table);
 
-    static const char* name(int t);          // "wte", "wpe", "ln1w", ...
-    static bool is_per_layer(int t) { return t >= LN1W && t <= FCPROJB; }
-    // AdamW weight decay applies to the 2-D matrices only: wte, wpe, qkvw, attprojw, fcw, fcprojw.
-    static bool is_decayed(int t) {
-        return t == WTE || t == WPE || t == QKVW || t == ATTPROJW || t == FCW || t == FCPROJW;
-    }
-    // Elements of one layer's slice of a per-layer tensor.
-    size_t per_layer(int t) const { return sizes[t] / cfg.num_layers; }
+    ModelConfig cfg;
+    std::vector<size_t> sizes;    // elements of each tensor (all layers)
+    std::vector<size_t> offsets;  // element offset of each tensor in the flat buffer
+    size_t total = 0;             // sum of sizes (unpadded)
+
+    int num_tensors() const { return (int)specs_.size(); }
+    const ParamSpec& spec(int t) const { return specs_[(size_t)t]; }
+    const char* name(int t) const;  // "wte", "wpe", "ln1w", ... ("?" outside the table)
+    bool is_per_layer(int t) const { return spec(t).per_layer; }
+    bool is_decayed(int t) const { return spec(t).decayed; }
+    // Elements of one layer's slice of a per-layer tensor, and the flat offset of layer l's slice.
+    size_t per_layer(int t) const { return sizes[(size_t)t] / cfg.num_layers; }
+    size_t slice(int t, size_t l) const { return offsets[(size_t)t] + l * per_layer(t); }
     // Which tensor holds flat element `i` (i < total).
     int tensor_of(size_t i) const;
+    // Gradient buckets (see ParamSpec): each a list of flat ranges in flat order, adjacent slices merged; together
+    // they cover [0, total) exactly once.
+    size_t num_buckets() const;
+    std::vector<FlatRange> bucket_ranges(size_t bucket) const;
+
+private:
+    std::vector<ParamSpec> specs_;
 };
 
-template <class T>
-struct LayerParams {
-    T *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
-};
-
-// Layer l's slices of the 12 per-layer tensors, each found by `at(flat offset of the slice's first element)`: the
-// one place that knows where a layer's slices are (a flat buffer, or a packed gradient bucket, llmc/zero.h).
-template <class T, class At>
-LayerParams<T> layer_slices(const ParamLayout& layout, size_t l, At at) {
-    auto slice = [&](int t) -> T* { return at(layout.offsets[t] + l * layout.per_layer(t)); };
-    return LayerParams<T>{slice(LN1W), slice(LN1B), slice(QKVW),  slice(QKVB),  slice(ATTPROJW), slice(ATTPROJB),
-                          slice(LN2W), slice(LN2B), slice(FCW),   slice(FCB),   slice(FCPROJW),  slice(FCPROJB)};
+inline size_t num_grad_buckets(const ParamLayout& layout) { return layout.num_buckets(); }
+inline std::vector<FlatRange> bucket_ranges(const ParamLayout& layout, size_t bucket) {
+    return layout.bucket_ranges(bucket);
 }
+size_t bucket_elements(const ParamLayout& layout, size_t bucket);
+size_t max_bucket_elements(const ParamLayout& layout);
 
-// Typed views into a flat buffer laid out by a ParamLayout. T is the element type (float gradients, bf16 or float
-// parameters).
-template <class T>
-struct ParamViews {
-    T* base = nullptr;
-    const ParamLayout* layout = nullptr;
-
-    ParamViews() = default;
-    ParamViews(T* b, const ParamLayout& l) : base(b), layout(&l) {}
-
-    T* tensor(int t) const { return base + layout->offsets[t]; }
-    T* wte() const { return tensor(WTE); }
-    T* wpe() const { return tensor(WPE); }
-    T* lnfw() const { return tensor(LNFW); }
-    T* lnfb() const { return tensor(LNFB); }
-
-    LayerParams<T> layer(size_t l) const {
-        return layer_slices<T>(*layout, l, [&](size_t flat) { return base + flat; });
-    }
+// One tensor's piece inside a range of the flat buffer.
+struct TensorSegment {
+    int tensor;               // index in the layout's table
+    size_t flat_offset;       // first element in the flat buffer
+    size_t offset_in_range;   // first element relative to the range's start
+    size_t offset_in_tensor;  // first element relative to the tensor's start
+    size_t length;
 };
+// The pieces of each tensor inside the flat range [begin, end), in flat order; padding (>= layout.total) is not
+// covered. Every element of [begin, min(end, layout.total)) is in exactly one segment.
+std::vector<TensorSegment> range_segments(const ParamLayout& layout, size_t begin, size_t end);
 
 }  // namespace llmc

@@ -24,7 +24,7 @@
 //
 // A replica made of a sharding group (--shard-group N, llmc/dp_groups.h) runs this on each rank for the rank's shard
 // of the master weights only (the inner optimizer's state range), over the comm of the ranks holding that shard in
-// every replica; the parameter all-gather within the group (Optimizer::master_to_params) then rebuilds the whole
+// every replica; the parameter all-gather within the group (ZeroOptimizer::master_to_params) then rebuilds the whole
 // model: so a rank sends its shard, 1/N of the parameters, across replicas per outer step. Only the real elements of
 // the range are all-reduced (the padding past num_params stays 0 everywhere).
 //
@@ -41,15 +41,10 @@
 
 #include "comm.h"
 #include "error.h"
-#include "optimizer.h"
+#include "parallel_plan.h"
+#include "zero_optimizer.h"
 
 namespace llmc {
-
-struct OuterSyncConfig {
-    int every = 0;          // H: steps per period (0: periodic synchronisation is off)
-    float lr = 0.7f;        // outer learning rate
-    float momentum = 0.9f;  // outer Nesterov momentum, in [0, 1)
-};
 
 template <class Backend>
 class OuterSync {
@@ -58,7 +53,7 @@ public:
     // (the whole buffer when a replica is one rank; a shard of it when a replica is a sharding group: then `outer`
     // must join the ranks that hold the same shard in every replica). `outer` joins the replicas (the world comm
     // when every rank is a replica).
-    OuterSync(Backend& be, Optimizer<Backend>& inner, Comm& outer, const OuterSyncConfig& cfg)
+    OuterSync(Backend& be, ZeroOptimizer<Backend>& inner, Comm& outer, const OuterSyncConfig& cfg)
         : be_(be), inner_(inner), outer_(outer), cfg_(cfg), n_(inner.state_count()),
           real_(std::min(n_, inner.plan().num_params - std::min(inner.plan().num_params, inner.state_offset()))) {
         if (cfg.every < 1) fail("OuterSync: period %d, expected >= 1", cfg.every);
@@ -110,7 +105,7 @@ public:
 
 private:
     Backend& be_;
-    Optimizer<Backend>& inner_;
+    ZeroOptimizer<Backend>& inner_;
     Comm& outer_;
     OuterSyncConfig cfg_;
     size_t n_;

@@ -142,13 +142,4 @@ private:
     OutlierDetector loss_, norm_;
 };
 
-// Test hook: LLMC_TEST_NAN_STEPS="3,4" makes the training loop treat the loss of those steps (1-based) as NaN, so
-// tests can drive the skipping and stopping paths without breaking the model.
-inline bool test_nan_injected(int step) {
-    const char* s = std::getenv("LLMC_TEST_NAN_STEPS");
-    if (!s) return false;
-    std::string list = std::string(",") + s + ",";
-    return list.find("," + std::to_string(step) + ",") != std::string::npos;
-}
-
 }  // namespace llmc

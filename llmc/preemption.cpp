@@ -115,22 +115,12 @@ void PreemptionHandlers::step_took(double seconds) {
 
 void PreemptionHandlers::step_ended() { alarm(0); }
 
-void wait_for_signal_test_hook(int rank, int step) {
-    const char* s = std::getenv("LLMC_TEST_WAIT_FOR_SIGNAL");
-    int r = -1, k = -1;
-    if (!s || std::sscanf(s, "%d:%d", &r, &k) != 2 || r != rank || k != step) return;
-    std::fprintf(stderr, "LLMC_TEST_WAIT_FOR_SIGNAL: rank %d (pid %ld) waits for a signal before step %d\n", rank,
-                 (long)getpid(), step);
-    std::fflush(stderr);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+void wait_for_signal(int seconds, const char* who) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
     while (g_received == 0) {
-        if (std::chrono::steady_clock::now() > until) fail("LLMC_TEST_WAIT_FOR_SIGNAL: no signal within 300 s");
+        if (std::chrono::steady_clock::now() > until) fail("%s: no signal within %d s", who, seconds);
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    if (std::strstr(s, ":hang") == nullptr) return;
-    std::fprintf(stderr, "LLMC_TEST_WAIT_FOR_SIGNAL: rank %d's step does not end\n", rank);  // a stuck step
-    while (std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    fail("LLMC_TEST_WAIT_FOR_SIGNAL: still running 300 s after the signal");
 }
 
 }  // namespace llmc

@@ -42,9 +42,8 @@ private:
     double grace_s_ = 0;
 };
 
-// Test hook: LLMC_TEST_WAIT_FOR_SIGNAL=<rank>:<step> makes that rank print "... (pid P) waits for a signal before
-// step S" on stderr and wait (at most 300 s) until a signal has been received, so that a test can signal a run at a
-// known step on a loaded machine. With ":hang" appended the step then does not end (a step stuck in a library).
-void wait_for_signal_test_hook(int rank, int step);
+// Waits until one of the handled signals has been received; fails (naming `who`) after `seconds` without one. For
+// a test that signals a run at a known step on a loaded machine (llmc/test_hooks.h).
+void wait_for_signal(int seconds, const char* who);
 
 }  // namespace llmc

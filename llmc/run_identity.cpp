@@ -61,11 +61,11 @@ void RunIdentity::add_text(const std::string& name, const std::string& s) {
     items_.push_back({name, w, show_text});
 }
 
-void RunIdentity::add_model(const GPT2Config& c, bool from_file, uint32_t file_crc) {
+void RunIdentity::add_model(const ModelConfig& c, bool from_file, uint32_t file_crc) {
     std::vector<uint64_t> w = {c.max_seq_len, c.vocab_size, c.padded_vocab_size, c.num_layers,
                                c.num_heads,   c.channels,   from_file ? 1u : 0u, file_crc};
     items_.push_back({"-e (the model)", w, [](const uint64_t* w) {
-                          GPT2Config c;
+                          ModelConfig c;
                           c.max_seq_len = w[0], c.vocab_size = w[1], c.padded_vocab_size = w[2];
                           c.num_layers = w[3], c.num_heads = w[4], c.channels = w[5];
                           char crc[64];

@@ -36,7 +36,7 @@ public:
     void add_int(const std::string& name, long long v);
     void add_float(const std::string& name, float v);  // compared bit for bit
     void add_text(const std::string& name, const std::string& s);
-    void add_model(const GPT2Config& cfg, bool from_file, uint32_t file_crc);
+    void add_model(const ModelConfig& cfg, bool from_file, uint32_t file_crc);
     void add_data(const std::string& name, const DataSummary& s);  // names and sizes (content is checked apart)
     void add_checkpoints(const std::string& out_dir);  // ckpt_* steps and their meta.json bytes
     const std::vector<IdentityItem>& items() const { return items_; }
@@ -49,7 +49,7 @@ struct TrainOptions;
 // The run as the trainer resolved it: what the flags left open (-d -1, -x -1, -z -1) and the data it opened.
 struct ResolvedRun {
     const char* backend = "";
-    GPT2Config config;
+    ModelConfig config;
     bool model_from_file = false;
     long long total_batch = 0;
     int max_steps = 0, zero_stage = 0;

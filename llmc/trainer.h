@@ -4,10 +4,9 @@
 // llmc/trainer_resume.h.
 #pragma once
 
-#include <signal.h>
-
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -20,19 +19,18 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "comm.h"
-#include "dp_groups.h"
 #include "gemm_record.h"
 #include "logger.h"
 #include "model.h"
 #include "model_file.h"
-#include "optimizer.h"
-#include "outer_sync.h"
 #include "outlier.h"
+#include "parallel.h"
 #include "preemption.h"
 #include "run_identity.h"
 #include "run_lock.h"
 #include "sampler.h"
 #include "schedule.h"
+#include "test_hooks.h"
 #include "tokenizer.h"
 #include "trainer_resume.h"
 #include "trainer_setup.h"
@@ -40,18 +38,6 @@
 #include "validator.h"
 
 namespace llmc {
-
-// Test hook: LLMC_TEST_STOP_RANK=<rank>:<step> makes that rank stop itself (SIGSTOP) just before it computes step
-// <step> (1-based), as a suspended or hung peer would: the other ranks must not wait for it forever (llmc/watchdog.h).
-inline void test_stop_hook(int rank, int step) {
-    const char* s = std::getenv("LLMC_TEST_STOP_RANK");
-    int r = -1, k = -1;
-    if (s && std::sscanf(s, "%d:%d", &r, &k) == 2 && r == rank && k == step) {
-        std::fprintf(stderr, "LLMC_TEST_STOP_RANK: rank %d stops itself before step %d\n", rank, step);
-        std::fflush(stderr);
-        raise(SIGSTOP);
-    }
-}
 
 // What one optimizer step reports.
 struct StepStats {
@@ -65,8 +51,10 @@ struct StepStats {
 template <class Backend>
 class Trainer {
 public:
-    Trainer(const TrainOptions& o, Backend& be, Comm& comm)
-        : o_(o), be_(be), comm_(comm), rank_(comm.rank()), guard_(o.skip_loss_z, o.skip_grad_z, o.max_bad_steps) {}
+    // hooks: a test's (llmc/test_hooks.h); none by default.
+    Trainer(const TrainOptions& o, Backend& be, Comm& comm, TestHooks hooks = TestHooks())
+        : o_(o), be_(be), comm_(comm), rank_(comm.rank()), hooks_(std::move(hooks)),
+          guard_(o.skip_loss_z, o.skip_grad_z, o.max_bad_steps) {}
 
     int run() {
         // A signal from here on finishes the step and saves instead of killing the run (llmc/preemption.h).
@@ -89,21 +77,18 @@ public:
         }
         save_final_model();
         if (rank_ == 0 && shape_.world > 1) print_traffic();
-        if (o_.show_placement) print_comm_bytes(comm_, groups_);
+        if (loop_.show_placement) print_comm_bytes(comm_, dp_->groups());
         return 0;
     }
-
-    // Hybrid sharding's communicators (llmc/dp_groups.h), set up by run(): replica_comm() is the comm across the
-    // sharding groups (null with one group), for a synchronisation across replicas.
-    const DpGroups& dp_groups() const { return groups_; }
-    Comm* replica_comm() const { return groups_.replica; }
 
 private:
     // Everything before step 1, in the order its checks fail (llmc/trainer_setup.h, llmc/trainer_resume.h).
     void set_up() {
         shape_ = plan_run(o_, comm_.world_size());
-        groups_ = make_dp_groups(comm_, o_.shard_group, shape_.zero_stage);  // refuses a bad --shard-group
-        data_ = open_data(o_, be_, comm_, shape_, groups_.mesh.dp_rank);
+        loop_ = loop_config_for(o_);
+        DpGroups groups = make_dp_groups(comm_, o_.shard_group, shape_.zero_stage);  // refuses a bad --shard-group
+        const ParallelPlan plan = make_parallel_plan(parallel_options_for(o_), groups.mesh);
+        data_ = open_data(o_, be_, comm_, shape_, plan.mesh.dp_rank);
         batches_ = std::make_unique<BatchLookahead>(*data_.train, shape_.B * shape_.T);
         max_steps_ = o_.max_steps > 0 ? o_.max_steps : (int)data_.train->steps_per_epoch();
         agree_and_lock();
@@ -114,14 +99,13 @@ private:
             agree(checkpoints);
         }
         scan_data(be_, comm_, data_, shape_.cfg.vocab_size);
-        model_ = make_model(be_, o_, shape_);
-        make_optimizers();
+        model_ = make_model(be_, o_, shape_, plan);
+        dp_ = make_data_parallel(plan, std::move(groups), be_, *model_, comm_, optim_config_for(o_), o_.seed);
         schedule_ = schedule_for(o_, max_steps_);
-        run_id_ = run_identity(o_, shape_, max_steps_, data_.train_summary);
-        if (outer_) run_id_.sync.shard_group = replica_mesh().shard_size;
+        run_id_ = run_identity(o_, shape_, plan, max_steps_, data_.train_summary);
         if (!o_.output_dir.empty())
-            ckpt_ = std::make_unique<Checkpointer<Backend>>(o_.output_dir, be_, comm_, *model_, *opt_, replica_mesh(),
-                                                            outer_.get());
+            ckpt_ = std::make_unique<Checkpointer<Backend>>(o_.output_dir, comm_, *model_, *dp_,
+                                                            hooks_.inside_checkpoint);
         const bool resumed = resume_or_start(earlier);
         if (resumed)  // the choices the resumed run made, if it recorded them: reused, not timed again
             be_.load_gemm_choices(read_gemm_choices(gemm_choices_path(o_.output_dir, rank_)));
@@ -129,10 +113,10 @@ private:
         if (o_.sample_every > 0 && rank_ == 0) tokenizer_ = load_tokenizer(o_, shape_.cfg);
         metrics_ = open_metrics(o_, rank_, resumed ? &resumed_ : nullptr);
         flops_token_ = flops_per_token(shape_.cfg, model_->num_params(), shape_.T);
-        const char* origin = shape_.from_file ? o_.model.c_str() : resumed ? "from the checkpoint" : "fresh GPT-2 init";
-        if (rank_ == 0) print_startup(o_, shape_, groups_.mesh, *model_, *opt_, *data_.train, schedule_, origin);
-        if (rank_ == 0 && outer_) print_sync_line();
-        if (o_.show_placement) print_placement(comm_, be_, shape_, groups_.mesh, *data_.train, *opt_);
+        const std::string fresh = std::string("fresh ") + architecture(shape_.cfg.arch).title + " init";
+        const char* origin = shape_.from_file ? o_.model.c_str() : resumed ? "from the checkpoint" : fresh.c_str();
+        if (rank_ == 0) print_startup(o_, shape_, *model_, *dp_, *data_.train, schedule_, origin);
+        if (o_.show_placement) print_placement(comm_, be_, shape_, *dp_, *data_.train);
         loss_acc_ = std::make_unique<DeviceArray<Backend, float>>(be_, 1);
         if (data_.val)
             validator_ = std::make_unique<Validator<Backend>>(
@@ -140,63 +124,10 @@ private:
                 loss_acc_->get(), std::move(hellaswag));
     }
 
-    // The optimizer (docs/distributed.md, "Periodic synchronisation"):
-    //   no --sync-every   AdamW sharded over the sharding group, gradient shards all-reduced across the groups (one
-    //                     group of every rank by default: flat ZeRO)
-    //   --sync-every      every rank is a replica of its own: AdamW over a one-rank comm (no gradient reduction, the
-    //                     whole state local); the outer optimizer joins the replicas over the run's comm
-    //   and --shard-group a replica is a sharding group: AdamW sharded over the group, its gradients reduced within
-    //                     it and never across groups; the outer optimizer averages each rank's shard over the
-    //                     replica comm (the ranks holding that shard in every group; a one-rank comm with one group)
-    // The dry run plans this choice with optimizer_shard_ranks() (llmc/memory_plan.h); the check keeps them one.
-    void make_optimizers() {
-        const bool sync = o_.sync_every > 0, grouped = sync && !optimizer_is_rank_local(o_);
-        if (sync && (!grouped || !groups_.replica)) single_comm_ = create_replica_comm(be_);
-        Comm& inner = optimizer_is_rank_local(o_) ? *single_comm_ : *groups_.shard;
-        opt_ = std::make_unique<Optimizer<Backend>>(be_, *model_, inner, optim_config_for(o_), shape_.zero_stage,
-                                                    o_.seed, 128, sync ? nullptr : groups_.replica);
-        if (opt_->plan().world_size != optimizer_shard_ranks(o_, groups_.mesh))
-            fail("the optimizer shards over %d rank(s), but the memory plan (--dry-run) assumes %d",
-                 opt_->plan().world_size, optimizer_shard_ranks(o_, groups_.mesh));
-        if (!sync) return;
-        OuterSyncConfig oc;
-        oc.every = o_.sync_every, oc.lr = o_.outer_lr, oc.momentum = o_.outer_momentum;
-        Comm& outer = !grouped ? comm_ : groups_.replica ? *groups_.replica : *single_comm_;
-        outer_ = std::make_unique<OuterSync<Backend>>(be_, *opt_, outer, oc);
-    }
-
-    // Where this rank sits among the replicas: with --sync-every and --shard-group the sharding groups are the
-    // replicas (groups_.mesh); with --sync-every alone every rank is one, a group of one rank in rank order (the data
-    // rank, as without --shard-group, is the rank). Without --sync-every: the sharding groups.
-    DpMesh replica_mesh() const {
-        if (!outer_ || !o_.shard_group.empty()) return groups_.mesh;
-        DpMesh m;
-        m.world_size = m.replicas = comm_.world_size();
-        m.replica_rank = m.dp_rank = rank_;
-        return m;
-    }
-
-    void print_sync_line() const {
-        const DpMesh m = replica_mesh();
-        std::printf("sync       every %d steps: outer SGD, lr %g, Nesterov momentum %g, over %d replica(s) of %d "
-                    "rank(s); gradients are not reduced across replicas; each outer step all-reduces %zu fp32 "
-                    "parameters per rank across them\n",
-                    o_.sync_every, o_.outer_lr, o_.outer_momentum, m.replicas, m.shard_size,
-                    outer_->reduced_count());
-    }
-
     // Rank 0 at the end of a multi-rank run: the bytes it handed to collectives (docs/distributed.md compares them).
     void print_traffic() {
         const CommCounters& c = comm_.counters;
-        if (outer_)
-            std::printf("outer sync: %llu outer steps of %zu fp32 parameters (rank 0's range)\n",
-                        (unsigned long long)outer_->outer_steps(), outer_->reduced_count());
-        else  // bytes on the wire, for --reduce-dtype and --shard-group (docs/distributed.md)
-            std::printf("gradient reduction: %llu bytes handed to collectives by rank 0 (%s)%s\n",
-                        (unsigned long long)opt_->reducer().reduced_bytes(), dtype_name(opt_->reducer().wire_dtype()),
-                        groups_.mesh.hybrid() ? (", and " + std::to_string(opt_->reducer().cross_group_bytes()) +
-                                                 " across the sharding groups").c_str()
-                                              : "");
+        std::fputs(dp_->traffic_line().c_str(), stdout);
         std::printf("collectives: %llu bytes handed to collectives by rank 0 in %llu calls (all_reduce %llu, reduce "
                     "%llu, all_gather %llu; host channel not counted)\n",
                     (unsigned long long)c.bytes, (unsigned long long)(c.total() - c.host),
@@ -231,13 +162,13 @@ private:
         std::string who = sig ? std::string(signal_name(sig)) + " here" : "a signal on another rank";
         if (sig == SIGTERM && comm_.info().launcher == "openmpi")  // Open MPI's mpirun turns Ctrl-C into SIGTERM
             who += " (from mpirun: a Ctrl-C or a SIGTERM to it)";
-        if (o_.output_dir.empty())
+        if (loop_.output_dir.empty())
             std::printf("preempted  by %s after step %d of %d; no -o, nothing saved; exiting with status %d\n",
                         who.c_str(), step, max_steps_, EXIT_PREEMPTED);
         else
             std::printf("preempted  by %s after step %d of %d: every rank saved it in %s; exiting with status %d "
                         "(resume with -y 1)\n", who.c_str(), step, max_steps_,
-                        checkpoint_dir(o_.output_dir, step).c_str(), EXIT_PREEMPTED);
+                        checkpoint_dir(loop_.output_dir, step).c_str(), EXIT_PREEMPTED);
         std::fflush(stdout);
         return EXIT_PREEMPTED;
     }
@@ -260,52 +191,46 @@ private:
 
     // One optimizer step (docs/architecture.md, "One training step"): step + 1 is the 1-based number of the step.
     StepStats train_step(int step) {
-        test_stop_hook(rank_, step + 1);
-        wait_for_signal_test_hook(rank_, step + 1);
+        hooks_.step_starts(rank_, step + 1);
         const auto t0 = std::chrono::steady_clock::now();
-        if (o_.overfit_single_batch) batches_->reset();
         float* loss_acc = loss_acc_->get();
-        be_.memset_zero(loss_acc, sizeof(float));
-        const size_t accum = shape_.grad_accum, B = shape_.B, T = shape_.T;
-        for (size_t micro = 0; micro < accum; micro++) {
-            const BatchLookahead::Batch& batch = batches_->take();
-            // The micro-batch's own mean-loss gradient; the optimizer divides by accum x ranks in fp32.
-            model_->forward(batch.inputs.data(), batch.targets.data(), B, T, 1.0f);
-            model_->accumulate_loss(loss_acc, 1.0f / (float)(B * T * accum));
-            // Gradients are reduced across ranks at the last micro-step only (ZeRO 2: at every one, into the shard).
-            const bool last_micro = micro + 1 == accum;
-            model_->backward(opt_->backward_hooks(last_micro));
-            opt_->reduce_gradients(last_micro);
-            batches_->read_ahead();  // the next micro-batch, read while the device computes this one
-        }
+        accumulate_gradients(loss_acc);
         comm_.all_reduce(loss_acc, 1, DType::F32, ReduceOp::Avg, be_.main_stream());
         StepStats s;
         s.lr = learning_rate(schedule_, step);
         be_.copy_to_host(&s.loss, loss_acc, sizeof(float));
-        if (test_nan_injected(step + 1)) s.loss = NAN;
-        s.norm = opt_->grad_norm();
-        if (outer_) s.norm = replicas_norm(s.norm);
+        if (hooks_.loss_is_nan(step + 1)) s.loss = NAN;
+        s.norm = dp_->grad_norm();
         s.verdict = guard_.judge(step + 1, s.loss, s.norm);
-        if (s.verdict.skip) opt_->skip();
-        else opt_->apply(s.lr, step + 1);
-        if (outer_ && outer_->due(step + 1, step + 1 == max_steps_)) outer_->step(step + 1);
+        if (s.verdict.skip) dp_->skip();
+        else dp_->apply(s.lr, step + 1);
+        dp_->after_step(step + 1, step + 1 == max_steps_);
         be_.synchronize();  // the step is done
         s.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         return s;
     }
 
-    // --sync-every: each replica clips with its own norm; the step guard and the log see the root mean square of
-    // the replicas' norms (the same value on every rank, so every rank skips the same steps; a non-finite norm
-    // anywhere makes it non-finite). One float over the host channel.
-    float replicas_norm(float mine) {
-        float sq = mine * mine;
-        comm_.all_reduce_host(&sq, 1, DType::F32, ReduceOp::Avg);
-        return std::sqrt(sq);
+    // The step's micro-steps: each the next batch, forward, the loss added into loss_acc (on the device, mean over
+    // the micro-steps), backward into the strategy's sink.
+    void accumulate_gradients(float* loss_acc) {
+        if (loop_.overfit_single_batch) batches_->reset();
+        be_.memset_zero(loss_acc, sizeof(float));
+        const size_t accum = shape_.grad_accum, B = shape_.B, T = shape_.T;
+        for (size_t micro = 0; micro < accum; micro++) {
+            const BatchLookahead::Batch& batch = batches_->take();
+            // The micro-batch's own mean-loss gradient; the strategy divides by accum x ranks in fp32.
+            model_->forward(batch.inputs.data(), batch.targets.data(), B, T, 1.0f);
+            model_->accumulate_loss(loss_acc, 1.0f / (float)(B * T * accum));
+            const bool last_micro = micro + 1 == accum;  // the strategy decides when gradients cross the ranks
+            model_->backward(dp_->grad_sink(last_micro));
+            dp_->end_micro_step(last_micro);
+            batches_->read_ahead();  // the next micro-batch, read while the device computes this one
+        }
     }
 
     // At step 0, every -v steps and after the last step: validation loss (and HellaSwag), all-reduced.
     void maybe_evaluate(int step, bool last) {
-        if (!validator_ || !(last || step % o_.val_every == 0)) return;
+        if (!validator_ || !(last || step % loop_.val_every == 0)) return;
         const Evaluation e = validator_->evaluate(*model_);
         if (rank_ != 0) return;
         nlohmann::json rec = {{"step", step}, {"val_loss", e.val_loss}};
@@ -321,14 +246,15 @@ private:
     // Rank 0, every -s steps and after the last step: continues an <|endoftext|> prompt for -g tokens (no KV cache:
     // one forward over the prefix per token).
     void maybe_sample(int step, bool last) {
-        if (!tokenizer_ || o_.sample_every <= 0 || !(last || (step > 0 && step % o_.sample_every == 0))) return;
+        const int every = loop_.sample_every;
+        if (!tokenizer_ || every <= 0 || !(last || (step > 0 && step % every == 0))) return;
         const Tokenizer& tok = *tokenizer_;
         const size_t T = model_->max_seq_len();
-        SplitMix64 rng(o_.seed ^ (0x53414D50ull + (uint64_t)step));  // a stream per step: resumes reproduce samples
+        SplitMix64 rng(loop_.seed ^ (0x53414D50ull + (uint64_t)step));  // a stream per step: resumes reproduce samples
         std::vector<int> ids = {tok.eot()};
         std::string text;
         Utf8Stream utf8;  // a character split across tokens is printed whole, invalid bytes as U+FFFD
-        for (int i = 0; i < o_.gen_tokens; i++) {
+        for (int i = 0; i < loop_.gen_tokens; i++) {
             const size_t start = ids.size() > T ? ids.size() - T : 0, len = ids.size() - start;
             model_->forward(ids.data() + start, nullptr, 1, len, 0.0f);
             std::vector<float> row = model_->get_logits_row(0, len - 1);
@@ -352,7 +278,7 @@ private:
         const double peak = be_.peak_flops() * shape_.world;
         const double mfu = peak > 0 ? flops_token_ * tok_s / peak : -1.0;
         if (rank_ != 0) return;
-        if (step % o_.log_every == 0 || step - 1 == start_step_ || s.verdict.skip) {
+        if (step % loop_.log_every == 0 || step - 1 == start_step_ || s.verdict.skip) {
             char mfu_s[32] = "";
             if (mfu >= 0) std::snprintf(mfu_s, sizeof mfu_s, " | MFU %5.1f%%", 100 * mfu);
             std::printf("step %*d/%d | loss %.6f | norm %7.4f | lr %.2e | %7.1f ms | %8.0f tok/s%s | ETA %s%s\n",
@@ -366,59 +292,60 @@ private:
         rec["mfu"] = mfu >= 0 ? nlohmann::json(mfu) : nlohmann::json(nullptr);
         if (s.verdict.skip) rec["skipped"] = s.verdict.reason;
         auto z = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
-        if (o_.skip_loss_z > 0) rec["loss_z"] = z(s.verdict.loss_z);
-        if (o_.skip_grad_z > 0) rec["grad_norm_z"] = z(s.verdict.norm_z);
+        if (loop_.skip_loss_z > 0) rec["loss_z"] = z(s.verdict.loss_z);
+        if (loop_.skip_grad_z > 0) rec["grad_norm_z"] = z(s.verdict.norm_z);
         metrics_.log(rec);
     }
 
     // Every -n steps, at the last step and after a preemption signal (`now`; collective): checkpoint `step` (1-based,
     // done) with where the data and the step guard stand and how long metrics.jsonl is.
     void maybe_checkpoint(int step, bool now) {
-        const bool periodic = o_.checkpoint_every > 0 && (step % o_.checkpoint_every == 0 || step == max_steps_);
+        const int every = loop_.checkpoint_every;
+        const bool periodic = every > 0 && (step % every == 0 || step == max_steps_);
         if (!ckpt_ || !(periodic || now)) return;
         CheckpointMeta meta = run_id_;
         meta.step = step, meta.data = batches_->position(), meta.guard = guard_.state();
         if (metrics_.enabled()) meta.metrics_bytes = metrics_.bytes();
-        ckpt_->save(meta, o_.keep_last, o_.keep_every);
+        ckpt_->save(meta, loop_.keep_last, loop_.keep_every);
         record_gemm_choices(false);  // plans built since the first step (an evaluation's shapes) are kept too
-        if (rank_ == 0) std::printf("checkpoint %s\n", checkpoint_dir(o_.output_dir, step).c_str());
+        if (rank_ == 0) std::printf("checkpoint %s\n", checkpoint_dir(loop_.output_dir, step).c_str());
     }
 
     // The GEMM choices: in the log after the first step (rank 0), and in -o (every rank its own file) for a resume.
     void record_gemm_choices(bool print) {
         gemm_recorded_ = true;
         const std::string text = be_.gemm_choices();
-        if (print && rank_ == 0 && !text.empty()) print_gemm_choices(text, o_.gemm_tuning == 1);
-        if (!o_.output_dir.empty() && !text.empty()) write_gemm_choices(gemm_choices_path(o_.output_dir, rank_), text);
+        if (print && rank_ == 0 && !text.empty()) print_gemm_choices(text, loop_.gemm_tuning);
+        if (!loop_.output_dir.empty() && !text.empty())
+            write_gemm_choices(gemm_choices_path(loop_.output_dir, rank_), text);
     }
 
     // -o: rank 0 writes the final parameters to model.bin (fp32); the others take part in the download.
     void save_final_model() {
-        if (o_.output_dir.empty()) return;
+        if (loop_.output_dir.empty()) return;
         if (rank_ != 0) {
             model_->get_params();  // keeps ranks in step with rank 0's synchronising download
             return;
         }
-        const std::string path = o_.output_dir + "/model.bin";
+        const std::string path = loop_.output_dir + "/model.bin";
         write_model_file(path, shape_.cfg, model_->get_params().data(), false);
         std::printf("wrote %s\n", path.c_str());
     }
 
     static int width(int n) { return (int)std::to_string(n).size(); }
 
-    const TrainOptions& o_;
+    const TrainOptions& o_;                          // read by the set-up only
+    LoopConfig loop_;                                // what the loop reads (llmc/trainer_setup.h)
     Backend& be_;
     Comm& comm_;
     const int rank_;
+    const TestHooks hooks_;
     RunShape shape_;                                 // model shape, batch arithmetic, ZeRO stage
     RunLock lock_;                                   // rank 0: the lock on -o, held for the whole run
     RunData data_;                                   // training and validation loaders
-    DpGroups groups_;                                // the sharding groups' comms (before opt_: it outlives it)
     std::unique_ptr<BatchLookahead> batches_;        // the training loader's micro-batches, one read ahead
-    std::unique_ptr<GPT2<Backend>> model_;
-    std::unique_ptr<Comm> single_comm_;              // --sync-every: a one-rank comm (make_optimizers)
-    std::unique_ptr<Optimizer<Backend>> opt_;        // over the sharding group, or single_comm_ (make_optimizers)
-    std::unique_ptr<OuterSync<Backend>> outer_;      // --sync-every's outer optimizer (null without)
+    std::unique_ptr<Model<Backend>> model_;
+    std::unique_ptr<DataParallel<Backend>> dp_;      // the data-parallel strategy of the run's ParallelPlan
     int max_steps_ = 0;
     ScheduleConfig schedule_;
     CheckpointMeta run_id_;                          // what this run is: a checkpoint must agree to be resumed

@@ -33,15 +33,18 @@ inline std::vector<std::string> refuse_earlier_run(const TrainOptions& o) {
 }
 
 // What this run is: the fields of a checkpoint's metadata that a resume must agree with (and max_steps).
-inline CheckpointMeta run_identity(const TrainOptions& o, const RunShape& s, int max_steps, const DataSummary& train) {
+inline CheckpointMeta run_identity(const TrainOptions& o, const RunShape& s, const ParallelPlan& plan, int max_steps,
+                                   const DataSummary& train) {
     CheckpointMeta id;
     id.config = s.cfg, id.batch_size = o.batch_size, id.seq_len = o.seq_len;
     id.total_batch = (long long)s.total_batch, id.seed = o.seed, id.shuffle = o.shuffle;
     id.overfit = o.overfit_single_batch != 0, id.max_steps = max_steps;
     id.train_data = train;
     id.world_size = s.world;
-    if (o.sync_every > 0)  // else zero, as in a checkpoint written without it
-        id.sync.every = o.sync_every, id.sync.outer_lr = o.outer_lr, id.sync.outer_momentum = o.outer_momentum;
+    if (plan.periodic()) {  // else zero, as in a checkpoint written without it
+        id.sync.every = plan.outer.every, id.sync.outer_lr = plan.outer.lr, id.sync.outer_momentum = plan.outer.momentum;
+        id.sync.shard_group = plan.replica_mesh().shard_size;
+    }
     return id;
 }
 

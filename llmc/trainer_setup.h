@@ -13,11 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "architectures.h"
 #include "cli.h"
 #include "comm.h"
 #include "config.h"
 #include "crc32c.h"
 #include "data_check.h"
+#include "data_parallel.h"
 #include "dataloader.h"
 #include "dp_groups.h"
 #include "error.h"
@@ -25,27 +27,13 @@
 #include "memory_plan.h"
 #include "model.h"
 #include "model_file.h"
-#include "optimizer.h"
+#include "models.h"
+#include "parallel_plan.h"
 #include "schedule.h"
 #include "tokenizer.h"
 #include "zero.h"
 
 namespace llmc {
-
-// Model FLOPs per token of one training step (forward + backward), for MFU, by llm.c's formula so that the figures
-// compare directly: 6 N + 6 L C T, N = every parameter (the padded vocabulary, the position table, layernorms and
-// biases included: llm.c's num_parameters), 6 L C T = the attention score and value products under the causal mask
-// (half of the 12 L C T of the full T x T products). GPT-2 124M at T = 1024: 803.5 MFLOP per token.
-inline double flops_per_token(const GPT2Config& c, size_t num_params, size_t T) {
-    return 6.0 * (double)num_params + 6.0 * (double)c.num_layers * (double)c.channels * (double)T;
-}
-// The formula as the log's header states it.
-inline std::string describe_flops_per_token(const GPT2Config& c, size_t num_params, size_t T) {
-    char s[160];
-    std::snprintf(s, sizeof s, "MFU counts 6 N + 6 L C T = %.1f MFLOP per token (llm.c's formula: N = %zu parameters, "
-                  "causal attention)", flops_per_token(c, num_params, T) / 1e6, num_params);
-    return s;
-}
 
 // Why -d does not split into whole micro-steps of -b x -t on `world` ranks, and which -b values would: the divisors of
 // each rank's share of the step's sequences, largest first ("-b values that work: 64, 32, ...", at most 12), or how
@@ -69,8 +57,8 @@ inline std::string batch_size_advice(size_t total_batch, size_t T, int world) {
 }
 
 // The model's shape: a descriptor builds a fresh, GPT-2-initialised model; anything else is a model file.
-inline GPT2Config resolve_model_config(const std::string& spec, bool* from_file) {
-    GPT2Config cfg;
+inline ModelConfig resolve_model_config(const std::string& spec, bool* from_file) {
+    ModelConfig cfg;
     *from_file = !parse_model_descriptor(spec, &cfg);
     if (*from_file) cfg = read_model_config(spec);
     validate_config(cfg);
@@ -79,7 +67,7 @@ inline GPT2Config resolve_model_config(const std::string& spec, bool* from_file)
 
 // What the options make of a run on `world` ranks, before anything is loaded.
 struct RunShape {
-    GPT2Config cfg;
+    ModelConfig cfg;
     bool from_file = false;   // -e is a model file (else a descriptor: a fresh GPT-2 initialisation)
     int world = 1;
     size_t B = 0, T = 0;      // sequences per rank per micro-step, sequence length
@@ -101,7 +89,7 @@ inline RunShape plan_run(const TrainOptions& o, int world) {
         fail("-d %zu is not divisible by B*T*ranks = %zu*%zu*%d = %zu (%s)", s.total_batch, s.B, s.T, world,
              tokens_per_micro, batch_size_advice(s.total_batch, s.T, world).c_str());
     s.grad_accum = s.total_batch / tokens_per_micro;
-    s.zero_stage = zero_stage_for(o, world);
+    s.zero_stage = zero_stage_for(o.zero_stage, world);
     return s;
 }
 
@@ -118,22 +106,90 @@ inline void warn_beyond_host_memory(const MemoryPlan& plan, int ranks) {
                  rank * ranks / gib, machine / gib);
 }
 
+// What the training loop reads once the set-up is done (llmc/trainer.h): the rest of TrainOptions stays here.
+struct LoopConfig {
+    std::string output_dir;  // -o ("": no files)
+    int val_every = 0, sample_every = 0, gen_tokens = 0, log_every = 1;
+    int checkpoint_every = 0, keep_last = 0, keep_every = 0;
+    bool overfit_single_batch = false, show_placement = false, gemm_tuning = true;
+    float skip_loss_z = 0, skip_grad_z = 0;  // the step guard's thresholds: their z-scores go into metrics.jsonl
+    uint64_t seed = 0;                       // samples draw from (seed, step)
+};
+
+inline LoopConfig loop_config_for(const TrainOptions& o) {
+    LoopConfig c;
+    c.output_dir = o.output_dir;
+    c.val_every = o.val_every, c.sample_every = o.sample_every, c.gen_tokens = o.gen_tokens, c.log_every = o.log_every;
+    c.checkpoint_every = o.checkpoint_every, c.keep_last = o.keep_last, c.keep_every = o.keep_every;
+    c.overfit_single_batch = o.overfit_single_batch != 0, c.show_placement = o.show_placement;
+    c.gemm_tuning = o.gemm_tuning == 1;
+    c.skip_loss_z = o.skip_loss_z, c.skip_grad_z = o.skip_grad_z;
+    c.seed = o.seed;
+    return c;
+}
+
+// The parallel options of the command line (llmc/parallel_plan.h).
+inline ParallelOptions parallel_options_for(const TrainOptions& o) {
+    ParallelOptions p;
+    p.zero_stage = o.zero_stage, p.shard_group = o.shard_group;
+    p.wire = o.reduce_dtype == "bf16" ? DType::BF16 : DType::F32;
+    p.outer.every = o.sync_every, p.outer.lr = o.outer_lr, p.outer.momentum = o.outer_momentum;
+    return p;
+}
+
+// The model options the trainer creates its model with: padded as the plan shards it.
+inline ModelOptions model_options_for(const TrainOptions& o, const ParallelPlan& plan) {
+    ModelOptions mo;
+    mo.pad_to = plan.pad_to();
+    mo.recompute_gelu = o.recompute >= 1;
+    mo.recompute_layernorm = o.recompute >= 2;
+    mo.classifier_chunk_rows = (size_t)o.classifier_chunk;
+    return mo;
+}
+
+// The ranks a dry run plans for: -pn (else the launcher's world size), placed node by node with -pg ranks per node
+// (else the launcher's ranks per node when it started as many ranks, else all on one node), grouped by --shard-group
+// with the run's own resolve_shard_group() and make_dp_mesh() (llmc/dp_mesh.h). `--shard-group node` needs to know
+// the ranks per node: without -pg or a launcher of that many ranks the dry run refuses it.
+inline int dry_run_ranks_per_node(const TrainOptions& o, int world, const DistInfo& launched) {
+    if (o.gpus_per_node > 0) return o.gpus_per_node;
+    if (o.gpus_per_node == 0) fail("-pg 0: the number of ranks per node must be at least 1");
+    return launched.launcher != "single" && launched.world_size == world ? launched.local_size : 0;
+}
+
+// Rank 0's place in the data-parallel mesh of a dry run of `world` ranks, `per_node` to a node (0: unknown).
+inline DpMesh dry_run_mesh(const TrainOptions& o, int world, int per_node) {
+    if (world < 1) fail("-pn %d: the number of processes must be at least 1", world);
+    if (per_node == 0 && o.shard_group == "node")
+        fail("--shard-group node with --dry-run: the plan needs the ranks per node; give -pg N (ranks per node) or "
+             "the group size as a number (--shard-group N)");
+    const int local = per_node == 0 || per_node > world ? world : per_node;
+    std::vector<DistInfo> all((size_t)world);
+    for (int r = 0; r < world; r++) {
+        DistInfo& d = all[(size_t)r];
+        d.rank = r, d.world_size = world, d.local_size = local, d.local_rank = r % local;
+        d.node = r / local, d.num_nodes = (world + local - 1) / local, d.launcher = "--dry-run";
+    }
+    return make_dp_mesh(all, 0, resolve_shard_group(o.shard_group, all, zero_stage_for(o.zero_stage, world)));
+}
+
 // --dry-run: prints one rank's device memory plan (llmc/memory_plan.h) for these options on `world` ranks (`launched`:
 // the layout the dry run itself was started with, for --shard-group node), before any device memory exists (no
 // backend is created) and without the data. Fails like the run would on a bad shape, -d or --shard-group.
 template <class Backend>
 void print_memory_plan(const TrainOptions& o, int world, const DistInfo& launched, const BackendOptions& bo) {
     bool from_file = false;
-    const GPT2Config cfg = resolve_model_config(o.model, &from_file);
+    const ModelConfig cfg = resolve_model_config(o.model, &from_file);
     const size_t tokens_per_micro = (size_t)o.batch_size * (size_t)o.seq_len * (size_t)world;
     if (o.total_batch > 0 && (size_t)o.total_batch % tokens_per_micro != 0)
         fail("-d %lld is not divisible by B*T*ranks = %d*%d*%d = %zu", o.total_batch, o.batch_size, o.seq_len, world,
              tokens_per_micro);
     const int per_node = dry_run_ranks_per_node(o, world, launched);
-    const DpMesh mesh = dry_run_mesh(o, world, per_node);
-    const MemoryPlan plan = plan_training_memory<Backend>(o, cfg, mesh, bo);
-    std::fputs(render_memory_plan(plan).c_str(), stdout);
-    warn_beyond_host_memory(plan, per_node > 0 && per_node < world ? per_node : world);
+    const ParallelPlan plan = make_parallel_plan(parallel_options_for(o), dry_run_mesh(o, world, per_node));
+    const MemoryPlan mp = plan_training_memory<Backend>(plan, cfg, (size_t)o.batch_size, (size_t)o.seq_len,
+                                                        model_options_for(o, plan), o.recompute, bo);
+    std::fputs(render_memory_plan(mp).c_str(), stdout);
+    warn_beyond_host_memory(mp, per_node > 0 && per_node < world ? per_node : world);
 }
 
 // A loader over `pattern` for the rank at data-parallel rank `dp_rank` (llmc/dp_mesh.h); its errors name the flag
@@ -208,10 +264,11 @@ void scan_data(Backend& be, Comm& comm, RunData& d, size_t vocab) {
 }
 
 template <class Backend>
-std::unique_ptr<GPT2<Backend>> make_model(Backend& be, const TrainOptions& o, const RunShape& s) {
-    auto model = std::make_unique<GPT2<Backend>>(be, s.cfg, s.B, s.T, model_options_for(o, s.world));
+std::unique_ptr<Model<Backend>> make_model(Backend& be, const TrainOptions& o, const RunShape& s,
+                                           const ParallelPlan& plan) {
+    std::unique_ptr<Model<Backend>> model = create_model(be, s.cfg, s.B, s.T, model_options_for(o, plan));
     if (s.from_file) model->set_params(read_model_file(o.model).params);
-    else model->init_gpt2(o.seed);
+    else model->init(o.seed);
     return model;
 }
 
@@ -219,7 +276,6 @@ inline OptimConfig optim_config_for(const TrainOptions& o) {
     OptimConfig oc;
     oc.beta1 = o.beta1, oc.beta2 = o.beta2, oc.eps = o.eps, oc.weight_decay = o.weight_decay;
     oc.grad_clip = o.grad_clip;
-    oc.reduce_dtype = o.reduce_dtype == "bf16" ? DType::BF16 : DType::F32;
     return oc;
 }
 
@@ -256,7 +312,7 @@ inline std::vector<McExample> read_checked_hellaswag(const TrainOptions& o, size
 }
 
 // The tokenizer for -s's samples (rank 0), or null with a note when there is none or it does not fit the model.
-inline std::unique_ptr<Tokenizer> load_tokenizer(const TrainOptions& o, const GPT2Config& cfg) {
+inline std::unique_ptr<Tokenizer> load_tokenizer(const TrainOptions& o, const ModelConfig& cfg) {
     FILE* f = std::fopen(o.tokenizer.c_str(), "rb");
     if (!f) {
         std::printf("note: no tokenizer at %s, samples are off (make one with ./gpt2_tokenizer)\n",
@@ -277,50 +333,37 @@ inline std::unique_ptr<Tokenizer> load_tokenizer(const TrainOptions& o, const GP
     return tok;
 }
 
-// Rank 0's start-up lines: model, backend, batch, data, schedule, ZeRO plan. `origin` says where the parameters
-// come from.
+// Rank 0's start-up lines: model, backend, batch, data, schedule, then the strategy's (sharding, ZeRO plan, sync).
+// `origin` says where the parameters come from.
 template <class Backend>
-void print_startup(const TrainOptions& o, const RunShape& s, const DpMesh& mesh, const GPT2<Backend>& model,
-                   const Optimizer<Backend>& opt, const DataLoader& train, const ScheduleConfig& sc,
+void print_startup(const TrainOptions& o, const RunShape& s, const Model<Backend>& model,
+                   const DataParallel<Backend>& dp, const DataLoader& train, const ScheduleConfig& sc,
                    const char* origin) {
     std::printf("model      %s, %.2fM parameters (%s)\n", s.cfg.describe().c_str(), model.num_params() / 1e6, origin);
     std::printf("backend    %s, %d rank(s), ZeRO-%d, %zu MiB of model memory per rank\n", Backend::name, s.world,
-                s.zero_stage, model.memory_bytes() >> 20);
+                s.zero_stage, (model.memory_bytes() + dp.grad_buffer_bytes()) >> 20);
     std::printf("batch      B=%zu T=%zu, %zu tokens per step = %zu micro-step(s) x %d rank(s)\n", s.B, s.T,
                 s.total_batch, s.grad_accum, s.world);
     std::printf("data       train %zu tokens in %zu shard(s); %d steps%s\n", train.total_tokens(), train.num_shards(),
                 sc.total_steps, o.overfit_single_batch ? " (overfitting one batch)" : "");
     std::printf("schedule   %s\n", describe_schedule(sc).c_str());
     std::printf("flops      %s\n", describe_flops_per_token(s.cfg, model.num_params(), s.T).c_str());
-    if (mesh.hybrid() && o.sync_every > 0)  // the groups are replicas: the sync line (llmc/trainer.h) follows
-        std::printf("sharding   %d group(s) of %d rank(s) (--shard-group): ZeRO within a group (the plan below); each "
-                    "group is a replica of --sync-every: no gradient crosses the groups\n",
-                    mesh.replicas, mesh.shard_size);
-    else if (mesh.hybrid()) {  // rank 0's shard, all-reduced across the groups once per step (ring: 2 (R-1)/R of it)
-        const ShardPlan& p = opt.plan();
-        const double R = mesh.replicas, shard_bytes = (double)(p.logical_end(0) - p.logical_begin(0)) *
-                                                      (o.reduce_dtype == "bf16" ? 2.0 : 4.0);
-        std::printf("sharding   %d group(s) of %d rank(s) (--shard-group): ZeRO within a group (the plan below), each "
-                    "gradient shard all-reduced across the groups: ~%.1f MiB sent across groups per rank and step "
-                    "(ring)\n",
-                    mesh.replicas, mesh.shard_size, 2 * (R - 1) / R * shard_bytes / (1024.0 * 1024.0));
-    }
-    if (s.world > 1)  // ZeRO's shards and traffic; one process has neither (its memory is the line above)
-        std::printf("%s\n", zero_summary(opt.plan(), model.layout(), s.zero_stage, sizeof(typename Backend::act_t),
-                                         (int)s.grad_accum, model.padded_params()).c_str());
+    std::fputs(dp.startup_lines(sizeof(typename Backend::act_t), (int)s.grad_accum).c_str(), stdout);
     std::fflush(stdout);
 }
 
 // --show-placement: every rank, one line (test/e2e/multinode_test.sh): only the GPU follows the local rank.
 template <class Backend>
-void print_placement(const Comm& comm, const Backend& be, const RunShape& s, const DpMesh& mesh,
-                     const DataLoader& train, const Optimizer<Backend>& opt) {
+void print_placement(const Comm& comm, const Backend& be, const RunShape& s, const DataParallel<Backend>& dp,
+                     const DataLoader& train) {
+    const DpMesh& mesh = dp.plan().mesh;
+    const ShardPlan& shard = dp.state_shard();
     const DistInfo& d = comm.info();
     std::printf("placement: rank %d of %d | node %d of %d, local rank %d of %d, gpu %d (%s) | data: sequences "
                 "[%zu, %zu) of each micro-step's %zu | ZeRO-%d shard [%zu, %zu) | dp rank %d = group %d x %d + %d | comm %s\n",
                 d.rank, d.world_size, d.node, d.num_nodes, d.local_rank, d.local_size, be.device(), d.launcher.c_str(),
                 train.slice_begin(), train.slice_begin() + s.B, s.B * (size_t)s.world, s.zero_stage,
-                opt.plan().begin(), opt.plan().end(), mesh.dp_rank, mesh.replica_rank, mesh.shard_size,
+                shard.begin(), shard.end(), mesh.dp_rank, mesh.replica_rank, mesh.shard_size,
                 mesh.shard_rank, comm.name());
     std::fflush(stdout);
 }

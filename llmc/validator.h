@@ -30,7 +30,7 @@ public:
         : be_(be), comm_(comm), val_(val), windows_(windows), grad_accum_(grad_accum), T_(T), acc_(loss_acc),
           inputs_(B * T), targets_(B * T), hellaswag_(std::move(hellaswag)) {}
 
-    Evaluation evaluate(GPT2<Backend>& model) {
+    Evaluation evaluate(Model<Backend>& model) {
         Evaluation e;
         e.val_loss = loss(model);
         e.has_hellaswag = !hellaswag_.empty();
@@ -42,7 +42,7 @@ private:
     // Mean loss per token over the windows (the same sequences for any world size). A shard's last window may be
     // partial, so ranks may score fewer than B sequences, or none: each adds its losses scaled by 1 / (tokens scored
     // by all ranks), and the sum over ranks is the mean over every scored token.
-    float loss(GPT2<Backend>& model) {
+    float loss(Model<Backend>& model) {
         float* acc = acc_;
         be_.memset_zero(acc, sizeof(float));
         const float scale = 1.0f / (float)(val_.eval_sequences(windows_) * T_);

@@ -32,40 +32,6 @@ ShardPlan make_shard_plan(size_t num_params, int world_size, int rank, size_t al
     return p;
 }
 
-std::vector<ShardSegment> range_segments(const ParamLayout& layout, size_t begin, size_t end) {
-    std::vector<ShardSegment> segs;
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        size_t lo = std::max(begin, layout.offsets[t]);
-        size_t hi = std::min(end, layout.offsets[t] + layout.sizes[t]);
-        if (lo >= hi) continue;
-        segs.push_back(ShardSegment{t, lo, lo - begin, lo - layout.offsets[t], hi - lo});
-    }
-    return segs;
-}
-
-std::vector<FlatRange> bucket_ranges(const ParamLayout& layout, size_t bucket) {
-    const size_t L = layout.cfg.num_layers;
-    if (bucket > L) fail("gradient bucket %zu, expected 0 .. %zu (L layers + 1)", bucket, L);
-    std::vector<FlatRange> slices;
-    if (bucket < L) {
-        for (int t = 0; t < NUM_PARAM_TENSORS; t++)
-            if (ParamLayout::is_per_layer(t)) {
-                size_t b = layout.offsets[t] + bucket * layout.per_layer(t);
-                slices.push_back({b, b + layout.per_layer(t)});
-            }
-    } else {
-        for (int t : {WTE, WPE, LNFW, LNFB}) slices.push_back({layout.offsets[t], layout.offsets[t] + layout.sizes[t]});
-    }
-    // Tensors are listed in flat order, so the slices are sorted: merge the adjacent ones, drop empty ones.
-    std::vector<FlatRange> ranges;
-    for (const FlatRange& r : slices) {
-        if (r.begin == r.end) continue;
-        if (!ranges.empty() && ranges.back().end == r.begin) ranges.back().end = r.end;
-        else ranges.push_back(r);
-    }
-    return ranges;
-}
-
 std::vector<BucketPiece> bucket_pieces(const ShardPlan& plan, const ParamLayout& layout, size_t bucket) {
     std::vector<BucketPiece> pieces;
     for (const FlatRange& r : bucket_ranges(layout, bucket))
@@ -76,21 +42,6 @@ std::vector<BucketPiece> bucket_pieces(const ShardPlan& plan, const ParamLayout&
             b = e;
         }
     return pieces;
-}
-
-size_t bucket_elements(const ParamLayout& layout, size_t bucket) {
-    size_t n = 0;
-    for (const FlatRange& r : bucket_ranges(layout, bucket)) n += r.end - r.begin;
-    return n;
-}
-
-size_t packed_offset(const std::vector<FlatRange>& ranges, size_t flat) {
-    size_t before = 0;  // elements of the ranges preceding the one that holds `flat`
-    for (const FlatRange& r : ranges) {
-        if (flat >= r.begin && flat < r.end) return before + (flat - r.begin);
-        before += r.end - r.begin;
-    }
-    fail("packed_offset: flat element %zu lies in none of the bucket's %zu ranges", flat, ranges.size());
 }
 
 namespace {
@@ -108,7 +59,9 @@ ZeroMemory memory_of(const ShardPlan& plan, const ParamLayout& layout, int stage
     if (stage == 2) {
         const size_t L = layout.cfg.num_layers;
         m.accumulator = plan.shard_size * 4;
-        m.bucket_pool = 4 * (bucket_elements(layout, L) + std::min(L, ZERO2_LAYER_BUFFERS) * bucket_elements(layout, 0));
+        size_t pool = std::min(L, ZERO2_LAYER_BUFFERS) * bucket_elements(layout, 0);  // the layers' shared buffers
+        for (size_t b = L; b < num_grad_buckets(layout); b++) pool += bucket_elements(layout, b);  // one each
+        m.bucket_pool = 4 * pool;
     } else {
         m.grads = model_padded * 4;
     }
@@ -133,12 +86,6 @@ ZeroMemory zero_memory(const ParamLayout& layout, size_t model_padded, const Sha
     ZeroMemory m = memory_of(plan, layout, stage, act_bytes, model_padded);
     if (reduce_bytes == 2) m.wire = 2 * max_bucket_elements(layout);
     return m;
-}
-
-size_t max_bucket_elements(const ParamLayout& layout) {
-    size_t most = 0;
-    for (size_t b = 0; b < num_grad_buckets(layout); b++) most = std::max(most, bucket_elements(layout, b));
-    return most;
 }
 
 ZeroFootprint zero_footprint(const ShardPlan& plan, const ParamLayout& layout, int stage, size_t act_bytes,

@@ -52,48 +52,10 @@ size_t zero_pad_multiple(int world_size, size_t align = 128);
 // Fails on world_size < 1, rank outside [0, world_size), align 0 or num_params 0.
 ShardPlan make_shard_plan(size_t num_params, int world_size, int rank, size_t align = 128);
 
-// One tensor's piece inside a range of the flat buffer.
-struct ShardSegment {
-    int tensor;               // ParamTensor index
-    size_t flat_offset;       // first element in the flat buffer
-    size_t offset_in_range;   // first element relative to the range's start (index into the shard's buffers)
-    size_t offset_in_tensor;  // first element relative to the tensor's start
-    size_t length;
-};
-
-// The pieces of each tensor inside the flat range [begin, end), in flat order; padding (>= layout.total) is not
-// covered. Every element of [begin, min(end, layout.total)) is in exactly one segment.
-std::vector<ShardSegment> range_segments(const ParamLayout& layout, size_t begin, size_t end);
 // The pieces inside rank r's shard.
-inline std::vector<ShardSegment> shard_segments(const ShardPlan& plan, const ParamLayout& layout, int r) {
+inline std::vector<TensorSegment> shard_segments(const ShardPlan& plan, const ParamLayout& layout, int r) {
     return range_segments(layout, plan.shard_begin(r), plan.shard_end(r));
 }
-
-// Gradient buckets: the units in which gradients are reduced while backward still runs (llmc/optimizer.h).
-// Bucket l < L holds layer l's slice of each of the 12 per-layer tensors (complete once backward has passed layer
-// l's ln1); bucket L holds wte, wpe, lnfw and lnfb (complete after the encoder's backward: wte is tied to the
-// classifier, whose backward is the first op). A bucket is a list of flat ranges in flat order, adjacent slices
-// merged (wte + wpe are one range, lnfw + lnfb another; with L = 1 a layer's 12 slices are one range). Together
-// the buckets cover [0, layout.total) exactly once; the padding is in no bucket.
-struct FlatRange {
-    size_t begin, end;
-};
-inline size_t num_grad_buckets(const ParamLayout& layout) { return layout.cfg.num_layers + 1; }
-std::vector<FlatRange> bucket_ranges(const ParamLayout& layout, size_t bucket);
-
-// What the model's backward (GPT2::backward) does with the gradient buckets; the optimizer provides them
-// (Optimizer::backward_hooks). Both are called on the host, without synchronisation, in backward's order.
-struct BackwardHooks {
-    // Where bucket b accumulates: a packed bucket buffer (bucket_elements() floats, the bucket's ranges back to back:
-    // see ZeRO 2's bucket buffers below), zero and free for the main stream's next op; or nullptr for the model's
-    // own flat buffer.
-    // Called once per bucket before backward enqueues the first op that writes it: L first (the classifier writes
-    // wte's gradient), then L-1, ..., 0. Empty: the model's own buffer for every bucket.
-    std::function<float*(size_t bucket)> bucket_buffer;
-    // Bucket b is complete: the ops that finish it have been ENQUEUED on the main stream (order L-1, ..., 0, L).
-    // No later op of this backward reads or writes it. The optimizer orders its reduction after them with an event.
-    std::function<void(size_t bucket)> bucket_ready;
-};
 
 // A bucket range cut at the shard boundaries: [begin, end) lies in rank `root`'s shard (ZeRO >= 1 reduces each
 // piece to the rank that owns it). In flat order; only non-empty pieces.
@@ -109,13 +71,8 @@ std::vector<BucketPiece> bucket_pieces(const ShardPlan& plan, const ParamLayout&
 // so it lives through the whole backward. The layer buckets share ZERO2_LAYER_BUFFERS buffers, bucket l taking
 // buffer (L-1-l) mod ZERO2_LAYER_BUFFERS: before layer l's backward reuses a buffer, the reduction of the bucket
 // that held it (layer l + ZERO2_LAYER_BUFFERS) must have completed, so that reduction has the backward of the
-// ZERO2_LAYER_BUFFERS - 1 layers in between to hide behind (llmc/optimizer.h).
+// ZERO2_LAYER_BUFFERS - 1 layers in between to hide behind (llmc/grad_bucket_pool.h).
 constexpr size_t ZERO2_LAYER_BUFFERS = 2;
-size_t bucket_elements(const ParamLayout& layout, size_t bucket);
-// The index in a packed bucket buffer of flat element `flat`, for a bucket with these ranges (bucket_ranges()).
-// Fails when `flat` lies in none of them.
-size_t packed_offset(const std::vector<FlatRange>& ranges, size_t flat);
-
 // Bytes of training state one rank holds (activations excluded): exactly what the model (params, grads) and the
 // optimizer (the rest) allocate for a stage. A pure function of the shapes, for start-up summaries and memory plans:
 //   zero_memory(ParamLayout(cfg), world_size, stage, act_bytes)   act_bytes: 2 (bf16, CUDA) or 4 (fp32, CPU)
@@ -143,11 +100,9 @@ ZeroMemory zero_memory(const ParamLayout& layout, int world_size, int stage, siz
 // memory plan (llmc/memory_plan.h) takes this form.
 ZeroMemory zero_memory(const ParamLayout& layout, size_t model_padded, const ShardPlan& plan, int stage,
                        size_t act_bytes, size_t reduce_bytes = 4);
-// Elements of m, v and the master weights (Optimizer::state_count()): the whole padded buffer at stage 0, the shard
+// Elements of m, v and the master weights (ZeroOptimizer::state_count()): the whole padded buffer at stage 0, the shard
 // at 1 and 2.
 inline size_t zero_state_elements(const ShardPlan& plan, int stage) { return stage == 0 ? plan.padded : plan.shard_size; }
-// Elements of the largest gradient bucket (the bf16 staging buffer's size).
-size_t max_bucket_elements(const ParamLayout& layout);
 
 // Per-rank memory of the training state and the collective traffic of one optimizer step.
 struct ZeroFootprint {

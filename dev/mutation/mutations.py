@@ -17,8 +17,8 @@ harness stops on the stale entry and names it, so the list is easy to keep up to
   ptx       the inline-PTX instruction text of llmc/cuda/mma.cuh altered (the simulator executes that text)
   loop      a bug in a grid-stride or chunked loop's second iteration (the CUDASIM_GRID_CAP runs reach it)
   cache     state cached across calls keeping the first caller's pointers (the 3-layer simulated reference)
-  nvcc      the lines of llmc/cuda/mma.cuh only nvcc compiles (the operand kinds of the PTX wrappers, whose operand
-            lists are written once for both builds): caught when nvcc refuses the planted code, else by the checks
+  nvcc      the lines of llmc/cuda/platform.cuh only nvcc compiles (the operand kinds of mma.cuh's PTX wrappers,
+            whose operand lists are written once for both builds): caught when nvcc refuses the planted code, else by the checks
             of the nvcc object (run.py builds the CUDA programs for these and runs sass_check and resource_check)
 """
 from dataclasses import dataclass
@@ -35,37 +35,38 @@ class Mutation:
 
 
 MUTATIONS = [
-    # ---- stream order (llmc/grad_reducer.h, llmc/optimizer.h, llmc/cuda/cuda_backend.cu, llmc/cuda/comm_nccl.cu) ---
+    # ---- stream order (llmc/grad_reducer.h, llmc/grad_bucket_pool.h, llmc/zero_optimizer.h, llmc/cuda/...) -------
     Mutation(
         "optimizer-reduce-no-main-wait", "stream", "llmc/grad_reducer.h",
-        "            be_.main_waits_comm();  // nothing on the main stream reads the gradients before they are reduced\n",
-        "",
+        "    virtual void finish_micro_step(bool) { be_.main_waits_comm(); }\n",
+        "    virtual void finish_micro_step(bool) {}\n",
         "ZeRO 0/1: the main stream no longer waits for the comm stream's gradient reductions"),
     Mutation(
         "optimizer-bucket-no-comm-wait", "stream", "llmc/grad_reducer.h",
-        "                 bucket);\n        be_.comm_waits_main();\n        reduce_bucket(bucket);\n",
-        "                 bucket);\n        reduce_bucket(bucket);\n",
+        "        check_announced(bucket);\n        be_.comm_waits_main();\n        reduce_bucket(bucket);\n",
+        "        check_announced(bucket);\n        reduce_bucket(bucket);\n",
         "a bucket's reduction may run before the backward has written its gradients"),
     Mutation(
-        "optimizer-gather-no-comm-wait", "stream", "llmc/optimizer.h",
+        "optimizer-gather-no-comm-wait", "stream", "llmc/zero_optimizer.h",
         "            be_.comm_waits_main();  // the gather reads the shard AdamW just wrote\n",
         "",
         "ZeRO-1's parameter gather may run before AdamW wrote the shard"),
     Mutation(
-        "optimizer-forward-no-gather-wait", "stream", "llmc/optimizer.h",
+        "optimizer-forward-no-gather-wait", "stream", "llmc/zero_optimizer.h",
         "        if (stage_ >= 1) be_.main_waits_comm();  // the next forward reads the gathered parameters\n",
         "",
         "the next forward may read parameters before the gather wrote them"),
     Mutation(
-        "zero2-buffer-reuse-no-event-wait", "stream", "llmc/grad_reducer.h",
-        "        be_.stream_wait_event(be_.main_stream(), k.reduced);\n",
+        "zero2-buffer-reuse-no-event-wait", "stream", "llmc/grad_bucket_pool.h",
+        "        this->be_.stream_wait_event(this->be_.main_stream(), k.reduced);\n",
         "",
         "ZeRO 2: a bucket buffer is read into the accumulator and zeroed for the next bucket without waiting for "
         "its reduction's event"),
     Mutation(
-        "zero2-event-on-main-stream", "stream", "llmc/grad_reducer.h",
-        "        if (k) be_.event_record(k->reduced, st);\n",
-        "        if (k) be_.event_record(k->reduced, be_.main_stream());\n",
+        "zero2-event-on-main-stream", "stream", "llmc/grad_bucket_pool.h",
+        "    void bucket_reduced(size_t b, Stream st) override { this->be_.event_record(slot_of(b).reduced, st); }\n",
+        "    void bucket_reduced(size_t b, Stream st) override {\n"
+        "        this->be_.event_record(slot_of(b).reduced, this->be_.main_stream());\n    }\n",
         "ZeRO 2: the buffer's event is recorded on the main stream, not after the reduction on the comm stream"),
     Mutation(
         "backend-wait-before-record", "stream", "llmc/cuda/cuda_backend.cu",
@@ -419,7 +420,7 @@ MUTATIONS = [
         '    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%9,%8}, {%10,%11,%12,%13};\\n"\n',
         "the mma instruction text names the two B registers in the wrong order"),
     Mutation(
-        "ptx-nvcc-constant-as-register", "nvcc", "llmc/cuda/mma.cuh",
+        "ptx-nvcc-constant-as-register", "nvcc", "llmc/cuda/platform.cuh",
         '#define LLMC_CONST(x) "n"(x)\n',
         '#define LLMC_CONST(x) "r"(x)\n',
         "nvcc's operand kind for a compile-time constant passes a register: cp.async.wait_group's count must be an "

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "llmc/error.h"
 #include "llmc/layout.h"
 #include "llmc/model.h"
+#include "llmc/models.h"
 #include "llmc/model_file.h"
 #include "llmc/sampler.h"
 #include "llmc/tokenizer.h"
@@ -93,7 +95,8 @@ int main(int argc, char** argv) {
         bo.num_threads = threads > 0 ? threads : llmc::generation_threads(flops_per_forward);
         llmc::CpuBackend be(bo);
         const size_t T = mf.config.max_seq_len;
-        llmc::GPT2<llmc::CpuBackend> model(be, mf.config, 1, T);
+        std::unique_ptr<llmc::Model<llmc::CpuBackend>> created = llmc::create_model(be, mf.config, 1, T);
+        llmc::Model<llmc::CpuBackend>& model = *created;
         model.set_params(mf.params);
         llmc::SplitMix64 rng(seed);
         llmc::Utf8Stream text;

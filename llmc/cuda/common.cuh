@@ -61,33 +61,9 @@ struct alignas(N * sizeof(T)) Pack {
     __device__ __forceinline__ T& operator[](int i) { return v[i]; }
     __device__ __forceinline__ const T& operator[](int i) const { return v[i]; }
 
-    __device__ __forceinline__ static Pack load(const T* p) {
-#ifdef LLMC_CUDASIM
-        check_alignment(p);
-        Pack r;
-        memcpy((void*)&r, p, sizeof r);
-        return r;
-#else
-        return *reinterpret_cast<const Pack*>(p);
-#endif
-    }
-    __device__ __forceinline__ void store(T* p) const {
-#ifdef LLMC_CUDASIM
-        check_alignment(p);
-        memcpy((void*)p, this, sizeof *this);
-#else
-        *reinterpret_cast<Pack*>(p) = *this;
-#endif
-    }
-#ifdef LLMC_CUDASIM
-    // A GPU faults on a misaligned vector access ("misaligned address"); the simulator's memory would not notice.
-    static void check_alignment(const void* p) {
-        if ((uintptr_t)p % sizeof(Pack) != 0) {
-            std::fprintf(stderr, "cudasim: misaligned %zu-byte access at %p\n", sizeof(Pack), p);
-            std::abort();
-        }
-    }
-#endif
+    // One access (llmc/cuda/platform.cuh: the simulator checks its alignment).
+    __device__ __forceinline__ static Pack load(const T* p) { return load_vector<Pack>(p); }
+    __device__ __forceinline__ void store(T* p) const { store_vector<Pack>(p, *this); }
 };
 
 // W consecutive elements at p, converted to float: 16-byte packs when W fills them (8 bf16 or 4, 8 fp32), one
@@ -208,17 +184,15 @@ LLMC_UNROLL
     // Hides the register values from the optimiser, so that it keeps the packs as they are (W bf16 in W / 2
     // registers) between two passes instead of keeping their conversions to float (W registers), which would not fit.
     __device__ __forceinline__ void keep_packed() {
-#ifndef LLMC_CUDASIM
 LLMC_UNROLL
         for (int k = 0; k < P; k++) {
             static_assert(sizeof(Pack<T, W>) % 4 == 0 || W == 1, "packs of whole 32-bit registers");
             if constexpr (sizeof(Pack<T, W>) % 4 == 0) {
                 uint32_t* r = reinterpret_cast<uint32_t*>(&reg[k]);
 LLMC_UNROLL
-                for (int q = 0; q < (int)(sizeof(Pack<T, W>) / 4); q++) asm volatile("" : "+r"(r[q]));
+                for (int q = 0; q < (int)(sizeof(Pack<T, W>) / 4); q++) keep_in_register(r[q]);
             }
         }
-#endif
     }
     // Keeps a pack computed by the kernel (which also stored it at src + j W, where later passes reload the packs
     // beyond the registers).

@@ -1,12 +1,7 @@
-// Kernel launches go through LLMC_LAUNCH so that the same sources run on a GPU (nvcc) and under the CUDA simulator
-// (g++ with -DLLMC_CUDASIM, dev/cudasim): see docs/cudasim.md, "Execution model".
+// Kernel launches go through LLMC_LAUNCH (llmc/cuda/platform.cuh) so that the same sources run on a GPU (nvcc) and
+// under the CUDA simulator (g++ with -DLLMC_CUDASIM, dev/cudasim): see docs/cudasim.md, "Execution model".
 //
 //   LLMC_LAUNCH(kernel, grid, block, shared_bytes, stream, args...)
-//
-// nvcc: kernel<<<grid, block, shared_bytes, stream>>>(args...) followed by a launch-error check (cudaGetLastError,
-// which reports bad configurations immediately; faults inside the kernel surface at the next synchronising call).
-// Simulator: cudasim::launch checks the configuration against the simulated device's limits (the same error codes)
-// and enqueues the grid, which runs on the CPU when the stream scheduler reaches it; then the same check.
 //
 // Also: grid_size(), which computes a 1-D grid in size_t and checks that it fits CUDA's limit.
 #pragma once
@@ -14,21 +9,7 @@
 #include <cstddef>
 
 #include "cuda_check.h"
-
-#ifdef LLMC_CUDASIM
-#include "cudasim.h"
-#define LLMC_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                                    \
-    do {                                                                                                \
-        ::cudasim::launch(kernel, dim3(grid), dim3(block), (shared_bytes), (stream), __VA_ARGS__);      \
-        CUDA_CHECK(cudaGetLastError());                                                                 \
-    } while (0)
-#else
-#define LLMC_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)         \
-    do {                                                                     \
-        kernel<<<(grid), (block), (shared_bytes), (stream)>>>(__VA_ARGS__);  \
-        CUDA_CHECK(cudaGetLastError());                                      \
-    } while (0)
-#endif
+#include "platform.cuh"
 
 namespace llmc {
 

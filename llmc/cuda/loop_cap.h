@@ -7,20 +7,13 @@
 
 #include <cstddef>
 
-#ifdef LLMC_CUDASIM
-namespace cudasim {
-size_t grid_cap();  // CUDASIM_GRID_CAP, or 0 when unset (dev/cudasim/device_profile.cpp)
-}
-#endif
+#include "platform.cuh"
 
 namespace llmc {
 
 inline size_t loop_blocks_cap(size_t cap) {
-#ifdef LLMC_CUDASIM
-    const size_t test_cap = cudasim::grid_cap();
-    if (test_cap && test_cap < cap) return test_cap;
-#endif
-    return cap;
+    const size_t test_cap = test_grid_cap();  // 0 on a GPU (llmc/cuda/platform.cuh)
+    return test_cap && test_cap < cap ? test_cap : cap;
 }
 
 }  // namespace llmc

@@ -357,11 +357,7 @@ private:
     // timing: there each candidate's modelled cost (the simulated heuristic's wavesCount) stands in, so a simulated
     // run's choices do not depend on the host's load (tests inject their own timer to exercise the timing path).
     float time_events(const GemmCandidate& c, const std::function<void()>& launch_once) {
-#ifdef LLMC_CUDASIM
-        (void)launch_once;
-        return c.waves;
-#else
-        (void)c;
+        if (kSimulator) return c.waves;  // llmc/cuda/platform.cuh
         if (!events_[0]) {
             CUDA_CHECK(cudaEventCreate(&events_[0]));
             CUDA_CHECK(cudaEventCreate(&events_[1]));
@@ -374,7 +370,6 @@ private:
         float ms = 0.0f;
         CUDA_CHECK(cudaEventElapsedTime(&ms, events_[0], events_[1]));
         return ms / kTimingReps;
-#endif
     }
 
     // "gemm <16 key numbers> : <index> <count> <id> <split-K> <ms or -1> : <8 hex words>"

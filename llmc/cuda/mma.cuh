@@ -23,7 +23,7 @@
 // Under the simulator (g++ -DLLMC_CUDASIM) the same instruction strings, with the same operand lists, are executed by
 // dev/cudasim (cudasim::ptx, include/cudasim_mma.h), which implements these layouts exactly as warp collectives, so
 // CI runs the kernels' real fragment index arithmetic and the exact PTX text and operand order the GPU build
-// compiles; only the operand-kind macros differ between the two builds.
+// compiles; only the operand-kind macros differ between the two builds (llmc/cuda/platform.cuh).
 #pragma once
 
 #include <cstdint>
@@ -32,9 +32,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#ifdef LLMC_CUDASIM
-#include "cudasim_mma.h"
-#endif
+#include "platform.cuh"
 
 namespace llmc {
 
@@ -49,40 +47,6 @@ namespace llmc {
 #define LLMC_PTX_CP_ASYNC_COMMIT "cp.async.commit_group;\n"
 #define LLMC_PTX_CP_ASYNC_WAIT "cp.async.wait_group %0;\n"
 #define LLMC_PTX_EX2_APPROX "ex2.approx.ftz.f32 %0, %1;\n"
-
-// The operand list of each primitive is written once, below, with one macro per operand kind: a 32-bit register
-// output or input (R: integer, F: float), a shared or global address, a compile-time constant. nvcc turns each into an
-// asm constraint; the simulator into the pointer its ptx() reads (the value's address; for an address operand, the
-// address itself). LLMC_ASM(text, (outputs...), (inputs...)) is a plain asm statement; LLMC_ASM_MEM the same,
-// volatile and clobbering memory (loads, copies, waits), with _IN / _NONE for the forms without outputs / operands.
-#define LLMC_UNPAREN(...) __VA_ARGS__
-#ifdef LLMC_CUDASIM
-#define LLMC_OUT_R(x) static_cast<const void*>(&(x))
-#define LLMC_OUT_F(x) static_cast<const void*>(&(x))
-#define LLMC_IN_R(x) static_cast<const void*>(&(x))
-#define LLMC_IN_F(x) static_cast<const void*>(&(x))
-#define LLMC_SHARED_ADDR(p) static_cast<const void*>(p)
-#define LLMC_GLOBAL_ADDR(p) static_cast<const void*>(p)
-#define LLMC_CONST(x) static_cast<const void*>(&(x))
-#define LLMC_ASM(text, outs, ins) cudasim::ptx(text, {LLMC_UNPAREN outs, LLMC_UNPAREN ins})
-#define LLMC_ASM_MEM(text, outs, ins) cudasim::ptx(text, {LLMC_UNPAREN outs, LLMC_UNPAREN ins})
-#define LLMC_ASM_MEM_IN(text, ins) cudasim::ptx(text, {LLMC_UNPAREN ins})
-#define LLMC_ASM_MEM_NONE(text) cudasim::ptx(text, {})
-#else
-#define LLMC_OUT_R(x) "=r"(x)
-#define LLMC_OUT_F(x) "=f"(x)
-#define LLMC_IN_R(x) "r"(x)
-#define LLMC_IN_F(x) "f"(x)
-#define LLMC_SHARED_ADDR(p) "r"(llmc::shared_address(p))
-#define LLMC_GLOBAL_ADDR(p) "l"(p)
-#define LLMC_CONST(x) "n"(x)
-#define LLMC_ASM(text, outs, ins) asm(text : LLMC_UNPAREN outs : LLMC_UNPAREN ins)
-#define LLMC_ASM_MEM(text, outs, ins) asm volatile(text : LLMC_UNPAREN outs : LLMC_UNPAREN ins : "memory")
-#define LLMC_ASM_MEM_IN(text, ins) asm volatile(text : : LLMC_UNPAREN ins : "memory")
-#define LLMC_ASM_MEM_NONE(text) asm volatile(text : : : "memory")
-// The 32-bit shared-window address the instructions' shared operands take.
-__device__ __forceinline__ uint32_t shared_address(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-#endif
 
 __device__ __forceinline__ void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2],
                                                const float c[4]) {

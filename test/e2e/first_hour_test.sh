@@ -164,11 +164,11 @@ echo "E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 4
 exit 100
 EOF
 chmod +x "$TMP/lockbin/"*
-out=$(PATH="$PWD/$TMP/lockbin:$PATH" APT_CALLS="$TMP/calls1" LOCKED_CALLS=2 APT_LOCK_RETRY_S=0.1 bash scripts/install_deps.sh --no-test-tools 2>&1); rc=$?
+out=$(PATH="$TMP/lockbin:$PATH" APT_CALLS="$TMP/calls1" LOCKED_CALLS=2 APT_LOCK_RETRY_S=0.1 bash scripts/install_deps.sh --no-test-tools 2>&1); rc=$?
 [ $rc -eq 0 ] && [ "$(cat "$TMP/calls1")" -eq 4 ] && [[ "$out" == *"another package manager holds apt's lock"* ]] \
     && pass "install_deps.sh waits for apt's lock (two refusals, then update and install)" \
     || fail "install_deps.sh waits for apt's lock" "status $rc, $(cat "$TMP/calls1") calls: $out"
-out=$(PATH="$PWD/$TMP/lockbin:$PATH" APT_CALLS="$TMP/calls2" LOCKED_CALLS=1000 APT_LOCK_WAIT_S=1 APT_LOCK_RETRY_S=0.2 bash scripts/install_deps.sh --no-test-tools 2>&1); rc=$?
+out=$(PATH="$TMP/lockbin:$PATH" APT_CALLS="$TMP/calls2" LOCKED_CALLS=1000 APT_LOCK_WAIT_S=1 APT_LOCK_RETRY_S=0.2 bash scripts/install_deps.sh --no-test-tools 2>&1); rc=$?
 [ $rc -ne 0 ] && [[ "$out" == *"apt's lock is still held by another package manager after 1 s"* ]] \
     && pass "install_deps.sh: a lock that stays held ends with apt's message and a hint" || fail "install_deps.sh lock hint" "status $rc: $out"
 

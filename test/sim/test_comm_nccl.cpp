@@ -13,8 +13,8 @@
 #include "llmc/bf16.h"
 #include "llmc/cuda/cuda_backend.h"
 #include "llmc/cuda/cuda_comm.h"
-#include "llmc/model.h"
-#include "llmc/optimizer.h"
+#include "llmc/gpt2.h"
+#include "llmc/zero_optimizer.h"
 #include "test/fixtures/dist_testing.h"
 #include "test/fixtures/host_channel_checks.h"
 #include "test/fixtures/split_checks.h"
@@ -114,20 +114,20 @@ void test_nccl_comm(llmc::CudaBackend& be, llmc::Comm& comm) {
 // stale values.
 std::vector<float> optimizer_run(llmc::CudaBackend& be, llmc::Comm& comm, int stage) {
     using namespace optimizer_fixture;
-    llmc::GPT2Config c = tiny_config();
+    llmc::ModelConfig c = tiny_config();
     c.channels = 32;  // head size 16: the CUDA attention kernels refuse the fixture's head size 3 at construction
-    llmc::GPT2<llmc::CudaBackend> model(be, c, 1, 1, padded_for(comm.world_size()));
+    llmc::Gpt2<llmc::CudaBackend> model(be, c, 1, 1, padded_for(comm.world_size()));
     const size_t n = model.num_params();
     model.set_params(initial_params(n));
     llmc::OptimConfig cfg;
     cfg.weight_decay = 0.1f;
-    llmc::Optimizer<llmc::CudaBackend> opt(be, model, comm, cfg, stage, 42);
+    llmc::ZeroOptimizer<llmc::CudaBackend> opt(be, model, comm, cfg, stage, 42);
     std::vector<float> params;
     for (int step = 1; step <= 2; step++) {
         std::vector<float> g(n);
         for (size_t i = 0; i < n; i++) g[i] = (float)((int)((i * 7 + comm.rank() * 3 + step) % 17) - 8) * 0x1p-6f;
-        be.copy_to_device(model.grads(), g.data(), n * sizeof(float));
-        opt.reduce_gradients(true);
+        be.copy_to_device(opt.reducer().grads(), g.data(), n * sizeof(float));
+        opt.end_micro_step(true);
         opt.step(1e-2f, step);
         params = model.get_params();
     }

@@ -1,20 +1,23 @@
 // The --dry-run memory plan (llmc/memory_plan.h) is exact: for the CUDA backend under the simulator, the device
-// memory in use after creating the backend, the model, the optimizer and the trainer's loss accumulator and running
+// memory in use after creating the backend, the model, the strategy and the trainer's loss accumulator and running
 // one training step (which grows every scratch buffer to its steady size) equals the plan's total to the byte, for
 // each recompute level and ZeRO stage, and with the classifier in chunks. The simulated cudaMemGetInfo counts
 // exactly the bytes cudaMalloc was asked for.
 #include <cuda_runtime.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "llmc/comm.h"
 #include "llmc/config.h"
 #include "llmc/cuda/cuda_backend.h"
+#include "llmc/cuda/cuda_comm.h"
 #include "llmc/error.h"
 #include "llmc/memory_plan.h"
-#include "llmc/model.h"
-#include "llmc/optimizer.h"
+#include "llmc/models.h"
+#include "llmc/parallel.h"
+#include "llmc/trainer_setup.h"
 #include "test/fixtures/testing.h"
 
 using llmc::CudaBackend;
@@ -32,27 +35,33 @@ void check_plan(const std::string& descriptor, int batch, int seq_len, int recom
     llmc::TrainOptions o;
     o.model = descriptor, o.batch_size = batch, o.seq_len = seq_len, o.recompute = recompute;
     o.zero_stage = zero_stage, o.classifier_chunk = classifier_chunk;
-    llmc::GPT2Config cfg;
+    llmc::ModelConfig cfg;
     if (!llmc::parse_model_descriptor(descriptor, &cfg)) llmc::fail("bad descriptor %s", descriptor.c_str());
     llmc::BackendOptions bo;
-    const llmc::MemoryPlan plan = llmc::plan_training_memory<CudaBackend>(o, cfg, llmc::dry_run_mesh(o, 1, 0), bo);
+    auto comm = llmc::make_single_comm();
+    llmc::DpGroups groups = llmc::make_dp_groups(*comm, "", zero_stage);
+    const llmc::ParallelPlan pp = llmc::make_parallel_plan(llmc::parallel_options_for(o), groups.mesh);
+    const llmc::MemoryPlan plan = llmc::plan_training_memory<CudaBackend>(
+        pp, cfg, (size_t)batch, (size_t)seq_len, llmc::model_options_for(o, pp), recompute, bo);
 
     const size_t before = device_bytes_in_use();
     size_t used = 0;
-    {
+    {  // what the trainer builds from the same plan, and one step of it
         CudaBackend be(bo);
-        llmc::GPT2<CudaBackend> model(be, cfg, (size_t)batch, (size_t)seq_len, llmc::model_options_for(o, 1));
-        model.init_gpt2(7);
-        auto comm = llmc::make_single_comm();
-        llmc::Optimizer<CudaBackend> opt(be, model, *comm, llmc::OptimConfig(), llmc::zero_stage_for(o, 1), 7);
+        std::unique_ptr<llmc::Model<CudaBackend>> model =
+            llmc::create_model(be, cfg, (size_t)batch, (size_t)seq_len, llmc::model_options_for(o, pp));
+        model->init(7);
+        std::unique_ptr<llmc::DataParallel<CudaBackend>> dp =
+            llmc::make_data_parallel(pp, std::move(groups), be, *model, *comm, llmc::OptimConfig(), 7);
         float* loss_acc = (float*)be.alloc(sizeof(float));  // the trainer's (llmc/trainer.h)
         std::vector<int> tokens((size_t)batch * seq_len);
         for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (int)((i * 7 + 3) % cfg.vocab_size);
-        model.forward(tokens.data(), tokens.data(), (size_t)batch, (size_t)seq_len, 1.0f);
-        model.accumulate_loss(loss_acc, 1.0f);
-        model.backward(opt.backward_hooks(true));
-        opt.reduce_gradients(true);
-        opt.step(1e-3f, 1);
+        model->forward(tokens.data(), tokens.data(), (size_t)batch, (size_t)seq_len, 1.0f);
+        model->accumulate_loss(loss_acc, 1.0f);
+        model->backward(dp->grad_sink(true));
+        dp->end_micro_step(true);
+        dp->grad_norm();
+        dp->apply(1e-3f, 1);
         be.synchronize();
         used = device_bytes_in_use() - before;
         be.free(loss_acc);

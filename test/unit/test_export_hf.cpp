@@ -12,7 +12,7 @@
 
 #include "llmc/cpu/cpu_backend.h"
 #include "llmc/export_hf.h"
-#include "llmc/model.h"
+#include "llmc/gpt2.h"
 #include "llmc/rng.h"
 #include "test/fixtures/testing.h"
 
@@ -22,7 +22,7 @@ static bool exists(const std::string& path) { return access(path.c_str(), F_OK) 
 
 // The two files are a pair: when config.json cannot be written (here its temporary name is taken by a directory, as a
 // full disk would refuse it), model.safetensors is not left behind alone, and no temporary remains.
-static void check_pair_written_together(const GPT2Config& cfg, const std::vector<float>& p, const std::string& dir) {
+static void check_pair_written_together(const ModelConfig& cfg, const std::vector<float>& p, const std::string& dir) {
     const std::string out = dir + "/pair";
     mkdir(out.c_str(), 0755);
     const std::string blocker = out + "/config.json.tmp." + std::to_string(getpid());
@@ -43,7 +43,7 @@ static void check_pair_written_together(const GPT2Config& cfg, const std::vector
 
 // bos/eos: byte 0 for the byte-level vocabulary (prepare_data --bytes), 50256 for GPT-2's.
 static void check_eot_ids() {
-    GPT2Config bytes, bpe;
+    ModelConfig bytes, bpe;
     parse_model_descriptor("L=1,NH=1,C=8,T=8,V=256", &bytes);
     parse_model_descriptor("L=1,NH=1,C=8,T=8,V=50257", &bpe);
     const std::string b = hf_config_json(bytes), g = hf_config_json(bpe);
@@ -58,17 +58,17 @@ static void check_eot_ids() {
 int main() {
     try {
         const std::string dir = testing::tmp_dir("export_hf");
-        GPT2Config cfg;
+        ModelConfig cfg;
         if (!parse_model_descriptor("L=2,NH=4,C=32,T=16,V=100", &cfg)) return 1;
         const size_t B = 2, T = 16;
         CpuBackend be;
-        GPT2<CpuBackend> model(be, cfg, B, T);
-        model.init_gpt2(7);
+        Gpt2<CpuBackend> model(be, cfg, B, T);
+        model.init(7);
         std::vector<float> p = model.get_params();
         const ParamLayout& lay = model.layout();
         NormalRng rng(11, 0);
-        for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-            if (ParamLayout::is_decayed(t)) continue;  // biases and layernorm weights
+        for (int t = 0; t < lay.num_tensors(); t++) {
+            if (lay.is_decayed(t)) continue;  // biases and layernorm weights
             const bool ln_weight = t == LN1W || t == LN2W || t == LNFW;
             for (size_t i = 0; i < lay.sizes[t]; i++) p[lay.offsets[t] + i] += (ln_weight ? 0.2f : 0.05f) * rng.next();
         }

@@ -32,8 +32,8 @@ int main() {
     try {
         const std::string dir = testing::tmp_dir("hellaswag");
         CpuBackend be;
-        std::unique_ptr<GPT2<CpuBackend>> model_ptr = hellaswag_fixture::make_model(be);
-        GPT2<CpuBackend>& model = *model_ptr;
+        std::unique_ptr<Model<CpuBackend>> model_ptr = hellaswag_fixture::make_model(be);
+        Model<CpuBackend>& model = *model_ptr;
         std::vector<McExample> ex = hellaswag_fixture::make_examples(model, 24);
         write_hellaswag(dir + "/eval.bin", ex);
         std::vector<McExample> back = read_hellaswag(dir + "/eval.bin");

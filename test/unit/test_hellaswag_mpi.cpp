@@ -21,7 +21,7 @@ int main() {
         BackendOptions bo;
         bo.num_threads = 1;  // several ranks share the machine's cores
         CpuBackend be(bo);
-        std::unique_ptr<GPT2<CpuBackend>> model = hellaswag_fixture::make_model(be);
+        std::unique_ptr<Model<CpuBackend>> model = hellaswag_fixture::make_model(be);
         for (size_t count : {(size_t)22, (size_t)3}) {
             const std::vector<McExample> ex = hellaswag_fixture::make_examples(*model, count);
             std::unique_ptr<Comm> single = make_single_comm();

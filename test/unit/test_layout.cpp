@@ -6,6 +6,7 @@
 
 #include "llmc/config.h"
 #include "llmc/error.h"
+#include "llmc/gpt2_params.h"
 #include "llmc/layout.h"
 #include "llmc/model_file.h"
 #include "test/fixtures/testing.h"
@@ -16,19 +17,19 @@ using testing::throws_with;
 
 int main() {
     // GPT-2 124M: the published parameter count with Vp = 50304 (llm.c prints 124475904).
-    GPT2Config d12;
+    ModelConfig d12;
     testing::check("descriptor d12", parse_model_descriptor("d12", &d12) && d12.channels == 768 &&
                                          d12.num_heads == 12 && d12.padded_vocab_size == 50304);
     ParamLayout l12(d12);
     testing::check("d12 parameter count", l12.total == 124475904, "got %zu", l12.total);
-    GPT2Config d48;
+    ModelConfig d48;
     parse_model_descriptor("d48", &d48);
     testing::check("d48 shape", d48.channels == 1600 && d48.num_heads == 25);
-    GPT2Config custom;
+    ModelConfig custom;
     testing::check("explicit descriptor", parse_model_descriptor("L=3,NH=3,C=96,T=24,V=100", &custom) &&
                                               custom.num_layers == 3 && custom.max_seq_len == 24 &&
                                               custom.vocab_size == 100 && custom.padded_vocab_size == 128);
-    GPT2Config dummy;
+    ModelConfig dummy;
     testing::check("a path is not a descriptor", !parse_model_descriptor("runs/model.bin", &dummy));
     testing::check("bad descriptor: NH does not divide C",
                    throws_with([&] { parse_model_descriptor("L=2,NH=5,C=64", &dummy); }, "divisible"));
@@ -39,11 +40,11 @@ int main() {
     // Offsets: each tensor starts where the previous ends, in llm.c's order, with the documented shapes.
     const size_t L = 3, C = 96, Vp = 128, maxT = 24;
     ParamLayout lay(custom);
-    const size_t want[NUM_PARAM_TENSORS] = {Vp * C, maxT * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C,
+    const size_t want[NUM_GPT2_TENSORS] = {Vp * C, maxT * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C,
                                             L * C,  L * C,    L * C, L * 4 * C * C, L * 4 * C, L * 4 * C * C,
                                             L * C,  C,        C};
     bool sizes_ok = true, offsets_ok = lay.offsets[0] == 0;
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+    for (int t = 0; t < lay.num_tensors(); t++) {
         sizes_ok &= lay.sizes[t] == want[t];
         if (t > 0) offsets_ok &= lay.offsets[t] == lay.offsets[t - 1] + lay.sizes[t - 1];
     }
@@ -56,8 +57,34 @@ int main() {
     testing::check("layer view qkvw", l2.qkvw == (float*)nullptr + lay.offsets[QKVW] + 2 * 3 * C * C);
     testing::check("layer view fcprojb", l2.fcprojb == (float*)nullptr + lay.offsets[FCPROJB] + 2 * C);
     testing::check("decayed tensors are the 2-D ones",
-                   ParamLayout::is_decayed(WTE) && ParamLayout::is_decayed(FCPROJW) && !ParamLayout::is_decayed(LN1W) &&
-                       !ParamLayout::is_decayed(QKVB) && !ParamLayout::is_decayed(LNFB));
+                   lay.is_decayed(WTE) && lay.is_decayed(FCPROJW) && !lay.is_decayed(LN1W) &&
+                       !lay.is_decayed(QKVB) && !lay.is_decayed(LNFB));
+
+    // A layout is derived from any table: a tensor that is not per layer goes in bucket L + its `bucket`, the
+    // per-layer ones in their layer's, and the buckets tile the buffer.
+    ModelConfig toy = custom;
+    std::vector<ParamSpec> table = {{"embed", {5, 4}, false, true, 0, 1, {}, {}},
+                                    {"w", {4, 4}, true, true, 1, 0, {}, {}},
+                                    {"g", {4}, true, false, 0, 0, {}, {}},
+                                    {"head", {5, 4}, false, true, 0, 0, {}, {}}};
+    ParamLayout tl(toy, table);
+    const std::vector<FlatRange> b0 = tl.bucket_ranges(0), head = tl.bucket_ranges(L), emb = tl.bucket_ranges(L + 1);
+    testing::check("a table's layout: sizes, offsets and total",
+                   tl.total == 20 + L * 20 + 20 && tl.offsets[1] == 20 && tl.sizes[1] == L * 16 &&
+                       tl.offsets[3] == 20 + L * 20 && tl.slice(2, 1) == 20 + L * 16 + 4);
+    testing::check("a table's buckets: L layers, then one per bucket index of the other tensors",
+                   tl.num_buckets() == L + 2 && b0.size() == 2 && b0[0].begin == 20 && b0[0].end == 36 &&
+                       b0[1].begin == 20 + L * 16 && b0[1].end == 24 + L * 16 && head.size() == 1 &&
+                       head[0].begin == tl.offsets[3] && emb.size() == 1 && emb[0].begin == 0 && emb[0].end == 20);
+    testing::check("gradient bucket past the last refused", throws_with([&] { tl.bucket_ranges(L + 2); }, "bucket"));
+    testing::check("GPT-2's buckets: the layers', then wte, wpe, lnf in one",
+                   lay.num_buckets() == L + 1 && lay.bucket_ranges(L).size() == 2 &&
+                       lay.bucket_ranges(L)[0].end == lay.offsets[LN1W] && lay.bucket_ranges(L)[1].begin == lay.offsets[LNFW]);
+    testing::check("unknown architecture refused", throws_with([&] {
+        ModelConfig c = custom;
+        c.arch = "nosuch";
+        validate_config(c);
+    }, "unknown architecture 'nosuch'"));
 
     // Model files: v3 round trip is exact, v5 rounds to bf16; corrupt files are refused with the reason.
     const std::string dir = testing::tmp_dir("layout");
@@ -88,6 +115,30 @@ int main() {
     testing::check("wrong version refused", throws_with([&] { read_model_file(bad); }, "version"));
     patch(0, 0, 5000);
     testing::check("truncated file refused", throws_with([&] { read_model_file(bad); }, "bytes"));
+    // Versions 6 and 7 name the architecture in the header ([8] its length, [16..] its bytes).
+    patch(4, MODEL_VERSION_NAMED_FP32, 0);
+    testing::check("a named header without a name refused", throws_with([&] { read_model_file(bad); }, "field 8"));
+    patch(4, MODEL_VERSION_NAMED_FP32, 0);
+    {
+        FILE* f = std::fopen(bad.c_str(), "r+b");
+        const int32_t len = 4;
+        std::fseek(f, 8 * 4, SEEK_SET);
+        std::fwrite(&len, 4, 1, f);
+        std::fseek(f, 16 * 4, SEEK_SET);
+        std::fwrite("gpt2", 1, 4, f);
+        std::fclose(f);
+    }
+    const ModelFile named = read_model_file(bad);
+    testing::check("a named header (version 6) naming gpt2 reads as version 3 does",
+                   named.config == custom && named.params == params);
+    {
+        FILE* f = std::fopen(bad.c_str(), "r+b");
+        std::fseek(f, 16 * 4, SEEK_SET);
+        std::fwrite("gpt3", 1, 4, f);
+        std::fclose(f);
+    }
+    testing::check("a named header with an unknown architecture refused",
+                   throws_with([&] { read_model_file(bad); }, "unknown architecture 'gpt3'"));
     testing::check("missing file refused", throws_with([&] { read_model_file(dir + "/nope.bin"); }, "nope.bin"));
     return testing::finish();
 }

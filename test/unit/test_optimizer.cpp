@@ -1,4 +1,4 @@
-// Optimizer (llmc/optimizer.h) in one process on GPT2<CpuBackend>: AdamW with clipping and weight decay on the 2-D
+// Optimizer (llmc/optimizer.h) in one process on Gpt2<CpuBackend>: AdamW with clipping and weight decay on the 2-D
 // tensors only, against a hand computation in double, for ZeRO 0/1/2 and 1/2/8 micro-steps (ZeRO 2 also with more
 // layers than bucket buffers, so they are reused within a backward); the collectives each step issues (counted by
 // SingleComm, buckets announced or not); the model's backward announcing each gradient bucket once it is final, and
@@ -7,22 +7,25 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "llmc/comm.h"
 #include "llmc/cpu/cpu_backend.h"
+#include "llmc/cpu/cpu_comm.h"
 #include "llmc/memory_plan.h"
 #include "llmc/model.h"
-#include "llmc/optimizer.h"
-#include "llmc/outer_sync.h"
+#include "llmc/parallel.h"
+#include "llmc/trainer_setup.h"
+#include "llmc/zero_optimizer.h"
 #include "test/fixtures/optimizer_fixture.h"
 #include "test/fixtures/testing.h"
 
 using namespace llmc;
 using testing::check;
-using Model = GPT2<CpuBackend>;
-using Opt = Optimizer<CpuBackend>;
+using TinyModel = Gpt2<CpuBackend>;
+using Opt = ZeroOptimizer<CpuBackend>;
 
 namespace {
 
@@ -52,7 +55,7 @@ struct RefAdamW {
 
     RefAdamW(const std::vector<float>& init, const ParamLayout& layout, const OptimConfig& c)
         : p(init.begin(), init.end()), m(init.size(), 0.0), v(init.size(), 0.0), decayed(init.size()), cfg(c) {
-        for (size_t i = 0; i < init.size(); i++) decayed[i] = ParamLayout::is_decayed(layout.tensor_of(i));
+        for (size_t i = 0; i < init.size(); i++) decayed[i] = layout.is_decayed(layout.tensor_of(i));
     }
     void step(const std::vector<double>& grad, double lr, int t) {
         double ss = 0;
@@ -84,7 +87,7 @@ void test_against_reference(int stage, int accum, size_t layers = 2, bool announ
                             (layers != 2 ? ", L=" + std::to_string(layers) : "") + (announce ? ", announced" : "") +
                             ": ";
     CpuBackend be;
-    Model model(be, tiny_config(layers), 1, 1, padded_for(1, stage));
+    TinyModel model(be, tiny_config(layers), 1, 1, padded_for(1));
     const size_t n = model.num_params();
     std::vector<float> init = initial_params(n);
     model.set_params(init);
@@ -105,7 +108,7 @@ void test_against_reference(int stage, int accum, size_t layers = 2, bool announ
             std::vector<float> g = micro_grads(n, s, k, sizes[s]);
             backward_with(model, opt, g, k == accum - 1, announce);
             for (size_t i = 0; i < n; i++) sum[i] += g[i];
-            opt.reduce_gradients(k == accum - 1);
+            opt.end_micro_step(k == accum - 1);
         }
         // The optimizer's gradient is the mean over the step's micro-batches (the sums divided by accum x ranks).
         for (double& x : sum) x /= accum;
@@ -146,7 +149,7 @@ void test_against_reference(int stage, int accum, size_t layers = 2, bool announ
     check(tag + "master equals the parameters (fp32 backend)", master == got);
 
     if (stage < 2) {  // ZeRO 2 has no full buffer; it zeroes each bucket buffer as it hands it out
-        std::vector<float> grads = download(be, model.grads(), model.padded_params());
+        std::vector<float> grads = download(be, opt.reducer().grads(), model.padded_params());
         bool zero = true;
         for (float x : grads) zero = zero && x == 0.0f;
         check(tag + "gradients zeroed after the step", zero);
@@ -164,21 +167,21 @@ void test_against_reference(int stage, int accum, size_t layers = 2, bool announ
 // matrices shrink by (1 - lr wd), everything else stays bit-identical.
 void test_weight_decay_only_2d(int stage) {
     CpuBackend be;
-    Model model(be, tiny_config(), 1, 1, padded_for(1, stage));
+    TinyModel model(be, tiny_config(), 1, 1, padded_for(1));
     std::vector<float> init = initial_params(model.num_params());
     model.set_params(init);
     auto comm = make_single_comm();
     OptimConfig cfg;
     cfg.weight_decay = 0.5f;
     Opt opt(be, model, *comm, cfg, stage, 1);
-    opt.reduce_gradients(true);
+    opt.end_micro_step(true);
     float norm = opt.step(0.1f, 1);
     std::vector<float> p = model.get_params();
     const ParamLayout& L = model.layout();
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+    for (int t = 0; t < L.num_tensors(); t++) {
         bool ok = true;
         for (size_t i = L.offsets[t]; i < L.offsets[t] + L.sizes[t]; i++) {
-            if (ParamLayout::is_decayed(t)) {
+            if (L.is_decayed(t)) {
                 double want = (double)init[i] * (1.0 - 0.1 * 0.5);
                 ok = ok && std::fabs(p[i] - want) <= 1e-7;  // one fp32 update of |p| < 0.5: an ulp or two
             } else {
@@ -186,7 +189,7 @@ void test_weight_decay_only_2d(int stage) {
             }
         }
         check("ZeRO " + std::to_string(stage) + ": weight decay " +
-                  (ParamLayout::is_decayed(t) ? "shrinks " : "leaves alone ") + ParamLayout::name(t),
+                  (L.is_decayed(t) ? "shrinks " : "leaves alone ") + L.name(t),
               ok);
     }
     check("ZeRO " + std::to_string(stage) + ": zero gradients have norm 0", norm == 0.0f);
@@ -195,14 +198,14 @@ void test_weight_decay_only_2d(int stage) {
 void test_clip_settings() {
     for (float clip : {0.0f, 1000.0f}) {
         CpuBackend be;
-        Model model(be, tiny_config(), 1, 1, padded_for(1));
+        TinyModel model(be, tiny_config(), 1, 1, padded_for(1));
         model.set_params(initial_params(model.num_params()));
         auto comm = make_single_comm();
         OptimConfig cfg;
         cfg.grad_clip = clip;
         Opt opt(be, model, *comm, cfg, 1, 1);
         backward_with(model, opt, micro_grads(model.num_params(), 0, 0, 0.5f), true, false);
-        opt.reduce_gradients(true);
+        opt.end_micro_step(true);
         float norm = opt.step(1e-3f, 1);
         check(std::string("grad_clip ") + (clip == 0 ? "0 disables clipping" : "above the norm does not clip"),
               opt.last_grad_scale() == 1.0f && norm > 1.0f, "scale %g norm %g", opt.last_grad_scale(), norm);
@@ -222,13 +225,13 @@ void expect_error(const std::string& name, const std::function<void()>& fn, cons
 // Collectives per optimizer step, counted from the plan: ZeRO 0 one all_reduce per bucket range; ZeRO 1 one reduce
 // per bucket piece; ZeRO 2 one reduce per piece and micro-step; ZeRO >= 1 one all_gather; every stage one
 // all_reduce of the squared norm; never a reduce_scatter. The same whether the buckets are announced during
-// backward (bucket_ready) or left to reduce_gradients.
+// backward (bucket_ready) or left to end_micro_step.
 void test_collective_counts() {
     for (bool announce : {false, true}) {
         for (int stage = 0; stage <= 2; stage++) {
             for (int accum : {1, 2, 8}) {
                 CpuBackend be;
-                Model model(be, tiny_config(), 1, 1, padded_for(1, stage));
+                TinyModel model(be, tiny_config(), 1, 1, padded_for(1));
                 model.set_params(initial_params(model.num_params()));
                 auto comm = make_single_comm();
                 Opt opt(be, model, *comm, OptimConfig(), stage, 1);
@@ -237,7 +240,7 @@ void test_collective_counts() {
                     for (int k = 0; k < accum; k++) {
                         backward_with(model, opt, micro_grads(model.num_params(), s, k, 0.01f), k == accum - 1,
                                       announce);
-                        opt.reduce_gradients(k == accum - 1);
+                        opt.end_micro_step(k == accum - 1);
                     }
                     opt.step(1e-3f, s + 1);
                 }
@@ -266,107 +269,82 @@ void test_collective_counts() {
     }
 }
 
-// GPT2::backward announces bucket l exactly when layer l's gradients are final and bucket L after the encoder:
-// on the CPU (ops run in order) the bucket's gradients at the callback equal those after the whole backward.
-void test_backward_announces_complete_buckets() {
+// A sink that keeps what backward does: the buckets in the order they are opened and announced, each announced
+// bucket's gradients at that moment (flat), and (packed) each bucket in a buffer of its own ranges back to back.
+struct RecordingSink : GradSink {
+    RecordingSink(CpuBackend& be, const ParamLayout& layout, bool packed)
+        : flat(be, layout, TinyModel::padded_params(layout, ModelOptions())), layout(layout), packed(packed),
+          buffers(num_grad_buckets(layout)), ranges(num_grad_buckets(layout)) {}
+    BucketGrads open_bucket(size_t b) override {
+        opened.push_back(b);
+        if (!packed) return BucketGrads(flat.get());
+        ranges[b] = bucket_ranges(layout, b);
+        buffers[b].assign(bucket_elements(layout, b), 0.0f);
+        return BucketGrads(buffers[b].data(), ranges[b]);
+    }
+    void bucket_done(size_t b) override {
+        announced.push_back(b);
+        std::vector<float> mine;
+        for (const FlatRange& r : bucket_ranges(layout, b))
+            for (size_t i = r.begin; i < r.end; i++) mine.push_back(packed ? buffers[b][packed_offset(ranges[b], i)]
+                                                                            : flat.get()[i]);
+        at_announcement.push_back(mine);
+    }
+    FlatGrads<CpuBackend> flat;
+    const ParamLayout& layout;
+    bool packed;
+    std::vector<std::vector<float>> buffers;
+    std::vector<std::vector<FlatRange>> ranges;
+    std::vector<size_t> opened, announced;
+    std::vector<std::vector<float>> at_announcement;
+};
+
+// The model's backward opens bucket L first, then L-1 .. 0, and announces bucket l exactly when layer l's gradients
+// are final and bucket L after the encoder: on the CPU (ops run in order) the bucket's gradients at the announcement
+// equal those after the whole backward. Into packed bucket buffers (ZeRO 2's) it writes exactly what it writes into a
+// flat buffer (L = 3: every per-layer tensor slice and bucket L's two ranges at their packed offsets).
+void test_backward_into_sinks() {
     CpuBackend be;
-    Model model(be, tiny_config(), 2, 4, padded_for(1));
-    model.init_gpt2(3);
+    TinyModel model(be, tiny_config(3), 2, 4, padded_for(1));
+    model.init(3);
     const int in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, tg[8] = {2, 3, 4, 5, 6, 7, 8, 9};
+    RecordingSink flat(be, model.layout(), false), packed(be, model.layout(), true);
     model.forward(in, tg, 2, 4, 1.0f);
-    const ParamLayout& layout = model.layout();
-    std::vector<size_t> order;
-    std::vector<std::vector<float>> at_callback;
-    BackwardHooks hooks;
-    hooks.bucket_ready = [&](size_t b) {
-        order.push_back(b);
-        std::vector<float> g = model.get_grads(), mine;
-        for (const FlatRange& r : bucket_ranges(layout, b)) mine.insert(mine.end(), g.begin() + r.begin, g.begin() + r.end);
-        at_callback.push_back(mine);
-    };
-    model.backward(hooks);
-    check("backward announces buckets L-1 .. 0, then L, once each", order == std::vector<size_t>{1, 0, 2});
-    std::vector<float> g = model.get_grads();
-    bool complete = order.size() == 3, nonzero = true;
-    for (size_t k = 0; k < order.size() && complete; k++) {
+    model.backward(flat);
+    model.forward(in, tg, 2, 4, 1.0f);
+    model.backward(packed);
+    check("backward opens buckets L, L-1 .. 0 and announces L-1 .. 0, then L, once each",
+          flat.opened == std::vector<size_t>{3, 2, 1, 0} && flat.announced == std::vector<size_t>{2, 1, 0, 3} &&
+              packed.opened == flat.opened && packed.announced == flat.announced);
+    const std::vector<float> g = flat.flat.download();
+    bool complete = true, nonzero = true;
+    for (size_t k = 0; k < flat.announced.size(); k++) {
         std::vector<float> final_g;
-        for (const FlatRange& r : bucket_ranges(layout, order[k]))
+        for (const FlatRange& r : bucket_ranges(model.layout(), flat.announced[k]))
             final_g.insert(final_g.end(), g.begin() + r.begin, g.begin() + r.end);
-        complete = final_g == at_callback[k];
+        complete = complete && final_g == flat.at_announcement[k];
         double ss = 0;
         for (float x : final_g) ss += (double)x * x;
         nonzero = nonzero && ss > 0;
     }
     check("each bucket's gradients are final when it is announced", complete && nonzero);
+    check("the packed bucket buffers hold the flat buffer's gradients, bit for bit",
+          packed.at_announcement == flat.at_announcement);
 
     // The optimizer's misuse checks on announcements.
     auto comm = make_single_comm();
     Opt opt(be, model, *comm, OptimConfig(), 1, 1);
     opt.reducer().bucket_ready(0, true);
     expect_error("a bucket announced twice in a micro-step", [&] { opt.reducer().bucket_ready(0, true); }, "twice");
-    expect_error("a bucket past L", [&] { opt.reducer().bucket_ready(3, true); }, "bucket 3");
-    opt.reduce_gradients(true);
-    expect_error("bucket_ready after the last micro-step without step", [&] { opt.reducer().bucket_ready(1, true); },
-                    "without step()");
+    expect_error("a bucket past L", [&] { opt.reducer().bucket_ready(4, true); }, "bucket 4");
+    opt.end_micro_step(true);
+    expect_error("bucket_ready after the last micro-step, before the step", [&] { opt.reducer().bucket_ready(1, true); },
+                    "before the step");
     opt.skip();
     const uint64_t reduces = comm->counters.total();
     opt.reducer().bucket_ready(0, false);  // ZeRO 1 before the last micro-step: nothing to do, so no error either
     opt.reducer().bucket_ready(0, false);
     check("announcements before the last micro-step issue nothing at ZeRO 1", comm->counters.total() == reduces);
-}
-
-// ZeRO 2's path through the model: without a gradient buffer, backward accumulates each bucket into the packed
-// buffer its hooks hand out (bucket L first, then L-1 .. 0, each exactly once, before it is announced), and the
-// packed buffers hold exactly what a model with the flat buffer computes for the same batch (L = 3: every per-layer
-// tensor slice and bucket L's two ranges at their packed offsets).
-void test_backward_into_bucket_buffers() {
-    CpuBackend be;
-    ModelOptions flat_opts, packed_opts;
-    packed_opts.gradient_buffer = false;
-    Model flat(be, tiny_config(3), 2, 4, flat_opts), packed(be, tiny_config(3), 2, 4, packed_opts);
-    flat.init_gpt2(5);
-    packed.init_gpt2(5);
-    const int in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, tg[8] = {2, 3, 4, 5, 6, 7, 8, 9};
-    flat.forward(in, tg, 2, 4, 1.0f);
-    packed.forward(in, tg, 2, 4, 1.0f);
-    flat.backward();
-    const ParamLayout& layout = packed.layout();
-    const size_t nb = num_grad_buckets(layout);
-    std::vector<std::vector<float>> buffers(nb);
-    std::vector<size_t> handed, announced;
-    bool announced_after_handed = true;
-    BackwardHooks hooks;
-    hooks.bucket_buffer = [&](size_t b) {
-        handed.push_back(b);
-        buffers[b].assign(bucket_elements(layout, b), 0.0f);
-        return buffers[b].data();
-    };
-    hooks.bucket_ready = [&](size_t b) {
-        announced.push_back(b);
-        announced_after_handed = announced_after_handed && !buffers[b].empty();
-    };
-    packed.backward(hooks);
-    check("ZeRO 2 backward hands out buckets L, L-1 .. 0 and announces L-1 .. 0, L",
-          handed == std::vector<size_t>{3, 2, 1, 0} && announced == std::vector<size_t>{2, 1, 0, 3} &&
-              announced_after_handed);
-    std::vector<float> g = flat.get_grads();
-    bool same = true, nonzero = true;
-    for (size_t b = 0; b < nb; b++) {
-        const std::vector<FlatRange> ranges = bucket_ranges(layout, b);
-        double ss = 0;
-        for (const FlatRange& r : ranges)
-            for (size_t i = r.begin; i < r.end; i++) {
-                same = same && buffers[b][packed_offset(ranges, i)] == g[i];
-                ss += (double)g[i] * g[i];
-            }
-        nonzero = nonzero && ss > 0;
-    }
-    check("the packed bucket buffers hold the flat buffer's gradients, bit for bit", same && nonzero);
-    expect_error("a model without a gradient buffer needs bucket buffers", [&] {
-        packed.forward(in, tg, 2, 4, 1.0f);
-        packed.backward();
-    }, "no gradient buffer");
-    expect_error("get_grads without a gradient buffer", [&] { packed.get_grads(); }, "no gradient buffer");
 }
 
 // A CPU backend that records the size of every live allocation (the model's and the optimizer's).
@@ -424,12 +402,12 @@ void test_memory_matches_allocations() {
                     zero_memory(ParamLayout(tiny_config(layers)), world, stage, sizeof(float), 128, reduce_bytes);
                 OptimConfig oc;
                 oc.reduce_dtype = reduce_bytes == 2 ? DType::BF16 : DType::F32;
-                GPT2<CountingBackend> model(be, tiny_config(layers), 1, 1, padded_for(world, stage));
+                Gpt2<CountingBackend> model(be, tiny_config(layers), 1, 1, padded_for(world));
                 PlacedComm comm(world, world - 1);
                 const size_t before = be.live;
-                Optimizer<CountingBackend> opt(be, model, comm, oc, stage, 1);
-                const size_t opt_bytes = be.live - before;
-                const size_t model_grads = model.grads() ? be.sizes.at(model.grads()) : 0;
+                ZeroOptimizer<CountingBackend> opt(be, model, comm, oc, stage, 1);
+                const size_t model_grads = opt.reducer().grads() ? be.sizes.at(opt.reducer().grads()) : 0;
+                const size_t opt_bytes = be.live - before - model_grads;
                 const size_t planned =
                     want.accumulator + want.bucket_pool + want.master + want.adam_m + want.adam_v + want.wire;
                 char buf[256];
@@ -452,9 +430,16 @@ void test_memory_matches_allocations() {
           "%s", why.c_str());
 }
 
-// The --dry-run plan (llmc/memory_plan.h) under hybrid sharding and --sync-every equals what the model, the
-// optimizer and the outer optimizer allocate when built as the trainer builds them (llmc/trainer.h,
-// make_optimizers): the model padded for the whole world, the optimizer over a comm of the sharding group's size (one
+// The optimizer step inside a strategy of either kind.
+template <class Backend>
+ZeroOptimizer<Backend>& inner_optimizer(DataParallel<Backend>& dp) {
+    if (auto* z = dynamic_cast<DataParallelZero<Backend>*>(&dp)) return z->optimizer();
+    return dynamic_cast<PeriodicSync<Backend>&>(dp).optimizer();
+}
+
+// The --dry-run plan (llmc/memory_plan.h) under hybrid sharding and --sync-every equals what the model and the
+// strategy allocate when built as the trainer builds them, from the same ParallelPlan (make_data_parallel,
+// llmc/parallel.h): the model padded for the whole world, the optimizer over a comm of the sharding group's size (one
 // rank with --sync-every alone), written down per case here rather than taken from the code under test. The shard
 // sizes are also derived here, by hand: m = v = master = 4 x ceil(N / (G x 128)) x 128 bytes for a group of G ranks
 // (the whole padded buffer at ZeRO 0), which for these cases differs from the world-wide shard the plan used to print.
@@ -470,7 +455,7 @@ void test_dry_run_plan_matches_hybrid_allocations() {
         {4, "", 0, 0, 2, 4},   {4, "", 0, 3, 1, 1},   {4, "", 0, 3, 0, 1},      {8, "2", 0, 3, 2, 2},
         {8, "8", 0, 3, 1, 8},
     };
-    GPT2Config cfg;
+    ModelConfig cfg;
     parse_model_descriptor("L=2,NH=2,C=16,T=8,V=64", &cfg);  // N = 8768 parameters
     const size_t N = ParamLayout(cfg).total;
     for (const Case& c : cases) {
@@ -480,8 +465,9 @@ void test_dry_run_plan_matches_hybrid_allocations() {
         char tag[160];
         std::snprintf(tag, sizeof tag, "dry run of %d ranks, --shard-group '%s' (-pg %d), --sync-every %d, ZeRO %d",
                       c.world, c.shard_group, c.per_node, c.sync_every, c.stage);
-        const MemoryPlan plan = plan_training_memory<CountingBackend>(o, cfg, dry_run_mesh(o, c.world, c.per_node),
-                                                                       BackendOptions());
+        const ParallelPlan pp = make_parallel_plan(parallel_options_for(o), dry_run_mesh(o, c.world, c.per_node));
+        const MemoryPlan plan =
+            plan_training_memory<CountingBackend>(pp, cfg, 1, 4, model_options_for(o, pp), 0, BackendOptions());
         std::map<std::string, size_t> item;
         for (const BufferSize& b : plan.groups.at(0).items) item[b.name] = b.bytes();
         const size_t G = (size_t)c.group, shard = (N + G * 128 - 1) / (G * 128) * 128;
@@ -493,18 +479,21 @@ void test_dry_run_plan_matches_hybrid_allocations() {
               "master %zu, m+v %zu, expected %zu each (the world-wide shard: %zu)", item["master weights"],
               item["AdamW m and v"], state, 4 * world_shard);
 
+        // The strategy the trainer makes from the same plan, over comms of the sizes written down for the case.
         CountingBackend be;
-        GPT2<CountingBackend> model(be, cfg, 1, 4, model_options_for(o, c.world));
-        PlacedComm group(c.group, c.group - 1), across(c.world / c.group, 0);
-        const bool hybrid_reduce = c.sync_every == 0 && c.group < c.world;
+        Gpt2<CountingBackend> model(be, cfg, 1, 4, model_options_for(o, pp));
+        PlacedComm world(c.world, 0), group(c.group, c.group - 1), across(c.world / c.group, 0);
+        DpGroups groups;
+        groups.mesh = pp.mesh, groups.shard = &group, groups.replica = c.group < c.world ? &across : nullptr;
         const size_t before = be.live;
-        Optimizer<CountingBackend> opt(be, model, group, OptimConfig(), c.stage, 1, 128,
-                                       hybrid_reduce ? &across : nullptr);
-        const size_t opt_bytes = be.live - before;
-        const size_t grads = model.grads() ? be.sizes.at(model.grads()) : 0;
+        std::unique_ptr<DataParallel<CountingBackend>> dp =
+            make_data_parallel(pp, std::move(groups), be, model, world, OptimConfig(), 1);
+        ZeroOptimizer<CountingBackend>& opt = inner_optimizer(*dp);
+        const size_t grads = dp->grad_buffer_bytes();
+        const size_t opt_bytes = be.live - before - grads;
         const size_t planned_opt = item["gradient accumulator"] + item["gradient bucket buffers"] +
                                    item["master weights"] + item["AdamW m and v"] + sizeof(float);  // + the norm
-        check(std::string(tag) + ": the plan's training state is what the model and the optimizer allocate",
+        check(std::string(tag) + ": the plan's training state is what the model and the strategy allocate",
               be.sizes.at(model.params()) == item["parameters"] && grads == item["gradients"] &&
                   opt_bytes == planned_opt && be.sizes.at(opt.master()) == item["master weights"],
               "params %zu/%zu grads %zu/%zu optimizer %zu/%zu master %zu/%zu", be.sizes.at(model.params()),
@@ -514,14 +503,11 @@ void test_dry_run_plan_matches_hybrid_allocations() {
             check(std::string(tag) + ": no host line without --sync-every", plan.host.empty());
             continue;
         }
-        OuterSyncConfig oc;
-        oc.every = c.sync_every;
-        OuterSync<CountingBackend> outer(be, opt, across, oc);
-        check(std::string(tag) + ": the outer state is listed in host memory, 3 arrays of the state range, and "
-              "nothing of it on the device",
-              plan.host.size() == 1 && plan.host[0].bytes() == 3 * 4 * outer.count() &&
-                  be.live - before == opt_bytes,
-              "host %zu bytes, outer state %zu floats", plan.host.empty() ? 0 : plan.host[0].bytes(), outer.count());
+        const size_t outer = dynamic_cast<PeriodicSync<CountingBackend>&>(*dp).outer().count();
+        check(std::string(tag) + ": the outer state is listed in host memory, 3 arrays of the state range (and none "
+              "of it on the device: the device bytes are the plan's, above)",
+              plan.host.size() == 1 && plan.host[0].bytes() == 3 * 4 * outer,
+              "host %zu bytes, outer state %zu floats", plan.host.empty() ? 0 : plan.host[0].bytes(), outer);
     }
     expect_error("a dry run refuses --shard-group node without the ranks per node", [] {
         TrainOptions o;
@@ -532,13 +518,13 @@ void test_dry_run_plan_matches_hybrid_allocations() {
 
 void test_misuse_and_state() {
     CpuBackend be;
-    Model model(be, tiny_config(), 1, 1, padded_for(1));
+    TinyModel model(be, tiny_config(), 1, 1, padded_for(1));
     model.set_params(initial_params(model.num_params()));
     auto comm = make_single_comm();
     Opt opt(be, model, *comm, OptimConfig(), 1, 1);
-    expect_error("step without reduce_gradients", [&] { opt.step(1e-3f, 1); }, "reduce_gradients");
-    opt.reduce_gradients(true);
-    expect_error("reduce_gradients after the last micro-step", [&] { opt.reduce_gradients(true); }, "without step");
+    expect_error("step without end_micro_step", [&] { opt.step(1e-3f, 1); }, "end_micro_step");
+    opt.end_micro_step(true);
+    expect_error("end_micro_step after the last micro-step", [&] { opt.end_micro_step(true); }, "before the step");
     expect_error("step 0", [&] { opt.step(1e-3f, 0); }, "t=0");
     opt.step(1e-3f, 1);
 
@@ -550,25 +536,20 @@ void test_misuse_and_state() {
     check("state covers the whole (one-rank) buffer",
           opt.state_offset() == 0 && opt.state_count() == model.padded_params() && opt.zero_stage() == 1);
 
-    Model unpadded(be, tiny_config(), 1, 1);  // pad_to 1: not a multiple of 128
+    TinyModel unpadded(be, tiny_config(), 1, 1);  // pad_to 1: not a multiple of 128
     expect_error("a model not padded for ZeRO is refused",
                  [&] { Opt bad(be, unpadded, *comm, OptimConfig(), 0, 1); }, "pad_to");
     expect_error("ZeRO stage 3 is refused", [&] { Opt bad(be, model, *comm, OptimConfig(), 3, 1); }, "ZeRO stage 3");
-    expect_error("ZeRO 2 refuses a model with a full gradient buffer",
-                 [&] { Opt bad(be, model, *comm, OptimConfig(), 2, 1); }, "gradient_buffer = false");
-    Model bufferless(be, tiny_config(), 1, 1, padded_for(1, 2));
-    expect_error("ZeRO 1 refuses a model without a gradient buffer",
-                 [&] { Opt bad(be, bufferless, *comm, OptimConfig(), 1, 1); }, "has none");
-    Opt zero2(be, bufferless, *comm, OptimConfig(), 2, 1);
+    Opt zero2(be, model, *comm, OptimConfig(), 2, 1);
     expect_error("ZeRO 2: a bucket announced before it was handed out", [&] { zero2.reducer().bucket_ready(1, false); },
                  "before bucket_buffer()");
-    zero2.reducer().bucket_buffer(2);
-    expect_error("ZeRO 2: a bucket handed out twice", [&] { zero2.reducer().bucket_buffer(2); }, "twice");
+    zero2.reducer().open_bucket(2);
+    expect_error("ZeRO 2: a bucket handed out twice", [&] { zero2.reducer().open_bucket(2); }, "twice");
 
-    uint32_t a = Opt::rounding_seed(5, 1, WTE);
-    check("rounding seed is a function of its inputs", a == Opt::rounding_seed(5, 1, WTE));
+    uint32_t a = AdamW<CpuBackend>::rounding_seed(5, 1, WTE);
+    check("rounding seed is a function of its inputs", a == AdamW<CpuBackend>::rounding_seed(5, 1, WTE));
     check("rounding seed differs by step, tensor and seed",
-          a != Opt::rounding_seed(5, 2, WTE) && a != Opt::rounding_seed(5, 1, WPE) && a != Opt::rounding_seed(6, 1, WTE));
+          a != AdamW<CpuBackend>::rounding_seed(5, 2, WTE) && a != AdamW<CpuBackend>::rounding_seed(5, 1, WPE) && a != AdamW<CpuBackend>::rounding_seed(6, 1, WTE));
 }
 
 }  // namespace
@@ -584,8 +565,7 @@ int main() {
         for (int stage = 0; stage <= 2; stage++) test_weight_decay_only_2d(stage);
         test_clip_settings();
         test_collective_counts();
-        test_backward_announces_complete_buckets();
-        test_backward_into_bucket_buffers();
+        test_backward_into_sinks();
         test_memory_matches_allocations();
         test_dry_run_plan_matches_hybrid_allocations();
         test_misuse_and_state();

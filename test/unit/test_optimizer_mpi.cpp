@@ -3,7 +3,7 @@
 // parameters, norms and optimizer state must equal those of a one-process Optimizer that runs the same micro-batches
 // itself (accum x W micro-steps: each rank's local gradient in turn; that Optimizer is checked against a hand
 // computation in test_optimizer.cpp), whether the gradient buckets are announced during backward (bucket_ready) or
-// reduced by reduce_gradients. Also counts the collectives of each step. ZeRO 2 runs on the tiny model (L = 2) and
+// reduced by end_micro_step. Also counts the collectives of each step. ZeRO 2 runs on the tiny model (L = 2) and
 // on one with more layers than its bucket buffers (L = 5: each buffer reused within a backward); with one
 // micro-step ZeRO 1 and ZeRO 2 do the same arithmetic and must give bit-identical parameters. Hybrid sharding
 // (llmc/grad_reducer.h): ZeRO 1 and 2 within groups of 1 and 2 ranks made by Comm::split, the gradient shards
@@ -28,13 +28,13 @@
 #include "llmc/cpu/cpu_backend.h"
 #include "llmc/model.h"
 #include "llmc/mpi_env.h"
-#include "llmc/optimizer.h"
+#include "llmc/zero_optimizer.h"
 #include "test/fixtures/optimizer_fixture.h"
 
 using namespace llmc;
 namespace dt = dist_testing;
-using Model = GPT2<CpuBackend>;
-using Opt = Optimizer<CpuBackend>;
+using TinyModel = Gpt2<CpuBackend>;
+using Opt = ZeroOptimizer<CpuBackend>;
 
 namespace {
 
@@ -91,7 +91,7 @@ std::string first_difference(const float* a, const float* b, size_t n) {
 }
 
 // announce: every micro-step announces the buckets as the model's backward does (bucket_ready, L-1 .. 0, then L)
-// before reduce_gradients; otherwise reduce_gradients reduces them all. Returns this rank's final parameters.
+// before end_micro_step; otherwise end_micro_step reduces them all. Returns this rank's final parameters.
 // group > 0: hybrid sharding, ZeRO within groups of `group` ranks (world ranks g x group .. (g+1) x group - 1).
 std::vector<float> run_case(Comm& world, int stage, int accum, bool exact, bool announce, size_t layers = 2,
                             int group = 0) {
@@ -115,14 +115,14 @@ std::vector<float> run_case(Comm& world, int stage, int accum, bool exact, bool 
     cfg.grad_clip = 1.0f;
     Grads grads{exact};
 
-    Model model(be, tiny_config(layers), 1, 1, padded_for(W, stage));
+    TinyModel model(be, tiny_config(layers), 1, 1, padded_for(W));
     const size_t n = model.num_params();
     model.set_params(initial_params(n));
     Opt opt(be, model, comm, cfg, stage, 42, 128, replica.get());
 
     // The one-process reference: ZeRO 0 on its own communicator, fed the global gradients.
     auto single = make_single_comm();
-    Model ref_model(be, tiny_config(layers), 1, 1, padded_for(1));
+    TinyModel ref_model(be, tiny_config(layers), 1, 1, padded_for(1));
     ref_model.set_params(initial_params(n));
     Opt ref(be, ref_model, *single, cfg, 0, 42);
 
@@ -132,14 +132,14 @@ std::vector<float> run_case(Comm& world, int stage, int accum, bool exact, bool 
     for (int s = 0; s < kSteps; s++) {
         for (int k = 0; k < accum; k++) {
             backward_with(model, opt, grads.local(n, s, k, R, W), k == accum - 1, announce);
-            opt.reduce_gradients(k == accum - 1);
+            opt.end_micro_step(k == accum - 1);
         }
         // The one process runs the step's accum x W micro-batches itself, each rank's local gradient in turn.
         for (int k = 0; k < accum; k++)
             for (int r = 0; r < W; r++) {
                 const bool last = k == accum - 1 && r == W - 1;
                 backward_with(ref_model, ref, grads.local(n, s, k, r, W), last, false);
-                ref.reduce_gradients(last);
+                ref.end_micro_step(last);
             }
         norms.push_back(opt.step(kLr[s], s + 1));
         ref_norms.push_back(ref.step(kLr[s], s + 1));

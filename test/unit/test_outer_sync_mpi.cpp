@@ -29,15 +29,15 @@
 
 #include "llmc/cpu/cpu_backend.h"
 #include "llmc/model.h"
-#include "llmc/optimizer.h"
+#include "llmc/zero_optimizer.h"
 #include "llmc/outer_sync.h"
 #include "test/fixtures/dist_testing.h"
 #include "test/fixtures/optimizer_fixture.h"
 
 using namespace llmc;
 namespace dt = dist_testing;
-using Model = GPT2<CpuBackend>;
-using Opt = Optimizer<CpuBackend>;
+using TinyModel = Gpt2<CpuBackend>;
+using Opt = ZeroOptimizer<CpuBackend>;
 
 namespace {
 
@@ -57,16 +57,16 @@ std::vector<float> local_grads(size_t n, int s, int r) {
 // One replica: a model and its AdamW over a one-rank comm, as the trainer builds them with --sync-every.
 struct Replica {
     std::unique_ptr<Comm> own = make_single_comm();
-    Model model;
+    TinyModel model;
     Opt opt;
     Replica(CpuBackend& be, int world, const OptimConfig& cfg)
-        : model(be, tiny_config(), 1, 1, padded_for(world, 1)), opt(be, model, *own, cfg, 1, 42) {
+        : model(be, tiny_config(), 1, 1, padded_for(world)), opt(be, model, *own, cfg, 1, 42) {
         model.set_params(initial_params(model.num_params()));
         opt.reset_master_from_params();
     }
     void inner_step(int s, int rank, float lr) {
         backward_with(model, opt, local_grads(model.num_params(), s, rank), true, false);
-        opt.reduce_gradients(true);
+        opt.end_micro_step(true);
         opt.step(lr, s + 1);
     }
 };
@@ -197,7 +197,7 @@ void sharded_case(Comm& comm, CpuBackend& be, OptimConfig cfg) {
     cfg.grad_clip = 0.0f;
     const int group = R / 2, shard = R % 2, groups = W / 2, steps = 3;
     std::unique_ptr<Comm> shard_comm = comm.split(group, shard), replica_comm = comm.split(shard, group);
-    Model model(be, tiny_config(), 1, 1, padded_for(W, 1));
+    TinyModel model(be, tiny_config(), 1, 1, padded_for(W));
     model.set_params(initial_params(model.num_params()));
     Opt opt(be, model, *shard_comm, cfg, 1, 42);
     OuterSync<CpuBackend> outer(be, opt, *replica_comm, OuterSyncConfig{1, 1.0f, 0.0f});
@@ -208,13 +208,13 @@ void sharded_case(Comm& comm, CpuBackend& be, OptimConfig cfg) {
     for (int s = 0; s < steps; s++) {
         const std::vector<float> mine = local_grads(n, s, R), all = gather_all(mine.data(), n);
         backward_with(model, opt, mine, true, false);
-        opt.reduce_gradients(true);
+        opt.end_micro_step(true);
         opt.step(1e-2f, s + 1);
         outer.step(s + 1);
         std::vector<float> g(n);
         for (size_t i = 0; i < n; i++) g[i] = (all[(size_t)(2 * group) * n + i] + all[(size_t)(2 * group + 1) * n + i]) * 0.5f;
         backward_with(ref.model, ref.opt, g, true, false);
-        ref.opt.reduce_gradients(true);
+        ref.opt.end_micro_step(true);
         ref.opt.step(1e-2f, s + 1);
         const std::vector<float> masters = gather_all(ref.opt.master(), nref);
         std::vector<float> avg(nref, 0.0f);

@@ -8,7 +8,7 @@ using namespace llmc;
 
 // 2 x parameters x maxT: the FLOPs of generate's forward pass over a full context (generate.cpp computes it so).
 static double forward_flops(const char* descriptor) {
-    GPT2Config c;
+    ModelConfig c;
     if (!parse_model_descriptor(descriptor, &c)) return -1;
     return 2.0 * (double)ParamLayout(c).total * (double)c.max_seq_len;
 }

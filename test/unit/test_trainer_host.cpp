@@ -20,7 +20,7 @@ int main() {
     // MFU's FLOPs per token, llm.c's formula: 6 N + 6 L C T with N every parameter. GPT-2 124M (d12, Vp = 50304) at
     // T = 1024 is 6 * 124,475,904 + 6 * 12 * 768 * 1024 = 803,478,528. Every term is an integer below 2^53: exact in
     // double.
-    GPT2Config d12;
+    ModelConfig d12;
     parse_model_descriptor("d12", &d12);
     const size_t n12 = ParamLayout(d12).total;
     testing::check("d12 has 124,475,904 parameters", n12 == 124475904ull, "got %zu", n12);
@@ -50,7 +50,7 @@ int main() {
 
     // A model file holding a NaN or an infinity is refused when read, naming the tensor and the element.
     const std::string dir = testing::tmp_dir("trainer_host");
-    GPT2Config c;
+    ModelConfig c;
     parse_model_descriptor("L=2,NH=2,C=8,T=4,V=16", &c);
     const ParamLayout lay(c);
     std::vector<float> p(lay.total, 0.5f);

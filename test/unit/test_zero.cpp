@@ -7,6 +7,8 @@
 
 #include "llmc/config.h"
 #include "llmc/error.h"
+#include "llmc/gpt2_params.h"
+#include "llmc/grad_sink.h"
 #include "llmc/zero.h"
 #include "test/fixtures/testing.h"
 
@@ -27,7 +29,7 @@ void expect_error(const std::string& name, const std::function<void()>& fn, cons
 
 // A tiny GPT-2 whose tensor sizes are not multiples of anything in particular.
 ParamLayout tiny_layout() {
-    GPT2Config c;
+    ModelConfig c;
     c.max_seq_len = 5, c.vocab_size = 11, c.padded_vocab_size = 16, c.num_layers = 2, c.num_heads = 2,
     c.channels = 6;
     return ParamLayout(c);
@@ -86,14 +88,14 @@ void test_segments() {
             ShardPlan plan = make_shard_plan(L.total, W, 0, align);
             for (int r = 0; r < W; r++) {
                 size_t expect_next = plan.shard_begin(r);
-                for (const ShardSegment& s : shard_segments(plan, L, r)) {
+                for (const TensorSegment& s : shard_segments(plan, L, r)) {
                     bool good = s.length > 0 && s.flat_offset == expect_next &&
                                 s.flat_offset == L.offsets[s.tensor] + s.offset_in_tensor &&
                                 s.offset_in_tensor + s.length <= L.sizes[s.tensor] &&
                                 s.offset_in_range == s.flat_offset - plan.shard_begin(r) &&
                                 s.flat_offset + s.length <= plan.shard_end(r);
                     if (!good && ok) why = "W=" + std::to_string(W) + " rank " + std::to_string(r) + " tensor " +
-                                           ParamLayout::name(s.tensor);
+                                           L.name(s.tensor);
                     ok = ok && good;
                     for (size_t i = 0; i < s.length; i++) covered[s.flat_offset + i]++;
                     expect_next = s.flat_offset + s.length;
@@ -118,7 +120,7 @@ void test_segments() {
 
     // A hand-checked case: the range [100, 130) of the tiny layout. wte is 16x6 = 96 elements, wpe 5x6 = 30
     // (offset 96), ln1w 2x6 = 12 (offset 126).
-    std::vector<ShardSegment> segs = range_segments(L, 100, 130);
+    std::vector<TensorSegment> segs = range_segments(L, 100, 130);
     check("range [100,130): wpe piece then ln1w piece",
           segs.size() == 2 && segs[0].tensor == WPE && segs[0].offset_in_tensor == 4 && segs[0].length == 26 &&
               segs[0].offset_in_range == 0 && segs[1].tensor == LN1W && segs[1].offset_in_tensor == 0 &&
@@ -140,8 +142,8 @@ void test_buckets() {
             for (size_t i = r.begin; i < r.end; i++) {
                 covered[i]++;
                 const int t = L.tensor_of(i);
-                const bool want = b < 2 ? ParamLayout::is_per_layer(t) && (i - L.offsets[t]) / L.per_layer(t) == b
-                                        : !ParamLayout::is_per_layer(t);
+                const bool want = b < 2 ? L.is_per_layer(t) && (i - L.offsets[t]) / L.per_layer(t) == b
+                                        : !L.is_per_layer(t);
                 layer_ok = layer_ok && want;
             }
     bool once = true;
@@ -152,7 +154,7 @@ void test_buckets() {
     check("bucket ranges: 12, 12 and 2 (adjacent slices merged)", bucket_ranges(L, 0).size() == 12 &&
                                                                        bucket_ranges(L, 1).size() == 12 &&
                                                                        bucket_ranges(L, 2).size() == 2);
-    GPT2Config one = L.cfg;
+    ModelConfig one = L.cfg;
     one.num_layers = 1;
     check("one layer: its 12 slices are one range", bucket_ranges(ParamLayout(one), 0).size() == 1);
 
@@ -254,7 +256,7 @@ void test_footprint() {
 // ZeRO 2 needs less than ZeRO 1, which needs less than ZeRO 0, with the formulas of zero.h.
 void test_memory_gpt2_8_ranks() {
     for (const char* d : {"d12", "d48"}) {
-        GPT2Config c;
+        ModelConfig c;
         parse_model_descriptor(d, &c);
         const ParamLayout L(c);
         const size_t P = make_shard_plan(L.total, 8, 0).padded, S = P / 8, layers = c.num_layers;
@@ -267,7 +269,7 @@ void test_memory_gpt2_8_ranks() {
               formulas && z2.total() < z1.total() && z1.total() < z0.total());
     }
     // Shapes of the table: 124M's bucket L is wte (50304 x 768) + wpe (1024 x 768) + lnf (2 x 768) elements.
-    GPT2Config c;
+    ModelConfig c;
     parse_model_descriptor("d12", &c);
     const ParamLayout L(c);
     check("d12 bucket sizes: L = 39,421,440, a layer 7,087,872",

@@ -1,0 +1,233 @@
+// GPT-2, written once over a backend (llmc/backend.h: the ops and their semantics); its parameters are the table of
+// llmc/gpt2_params.h, its buffers the table below. Forward reads top to bottom, one op per line with its shapes;
+// N = B*T rows throughout.
+//
+// Residual stream: layer l reads res_in (= encoded for l = 0, else layer l-1's res3) and writes
+//   res2 = res_in + attproj(attention(ln1(res_in)))         (fused with ln2: ln2 = layernorm(res2))
+//   res3 = res2 + fcproj(gelu(fc(ln2)))                     (fused with the next layer's ln1, or with lnf)
+// so layer l's ln1 is computed by layer l-1 (or by a plain layernorm of the encoding for l = 0).
+//
+// Recomputation (ModelOptions):
+//   -r 1  keep only the pre-GELU activations, recompute gelu(fch) in backward. The forward is the same as -r 0. The
+//         recomputed gelu(fch) is the CPU backend's forward value bit for bit; on the CUDA backend the forward's fused
+//         GELU_AUX epilogue takes GELU of the fp32 accumulator while the recompute takes it of the stored bf16 fch, so
+//         an element may differ by at most 1.01 U (|g0| + |g1| + 1.13 |fch|) + 2^-20 (1 + |fch|^3), U = 2^-8 (bf16's
+//         unit roundoff; test/sim/test_kernels.cpp checks exactly this), and bit for bit where the forward is not
+//         fused (4C not a multiple of 8). That value feeds only fcproj's weight gradient.
+//   -r 2  also keep only the layernorms' inputs and statistics, recompute ln1 and ln2 in backward (one (N, C) buffer
+//         each instead of L). The recomputation repeats the forward's exact ops on the same inputs: bit-identical.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "activations.h"
+#include "backend.h"
+#include "gpt2_params.h"
+#include "model.h"
+
+namespace llmc {
+
+template <class Backend>
+class Gpt2 : public Model<Backend> {
+public:
+    using act_t = typename Backend::act_t;
+
+    Gpt2(Backend& be, const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt = ModelOptions())
+        : Model<Backend>(be, cfg, B, T, opt) {
+        check_shape(cfg, B, T, opt);
+        const Shape s{cfg, B, T, opt};
+        this->add_buffer_bytes(allocate_buffers(be, b_, [&](Buffers& b, auto&& v) { buffer_table(b, s, v); }, owned_));
+        for (size_t l = 0; l < cfg.num_layers; l++)
+            layers_.push_back(layer_view(b_, l, [&](Buffers& b, auto&& v) { buffer_table(b, s, v); }));
+        this->set_outputs(b_.losses, b_.logits);
+    }
+    ~Gpt2() override {
+        for (void* p : owned_) be_.free(p);
+    }
+
+    ParamViews<act_t> param_views() { return ParamViews<act_t>(this->params_, layout_); }
+
+    void forward(const int* inputs, const int* targets, size_t B, size_t T, float grad_scale = 0.0f) override {
+        this->start_forward(inputs, targets, B, T, grad_scale, b_.inputs, b_.targets);
+        const size_t C = cfg_.channels, NH = cfg_.num_heads, L = cfg_.num_layers, N = B * T;
+        const ParamViews<act_t> p = param_views();
+        be_.encoder_forward(b_.encoded, b_.inputs, p.wte(), p.wpe(), B, T, C);               // (B,T,C)
+        be_.layernorm_forward(b_.ln1, b_.ln1_mean, b_.ln1_rstd, b_.encoded,                  // (B,T,C)
+                              p.layer(0).ln1w, p.layer(0).ln1b, N, C);
+        for (size_t l = 0; l < L; l++) {
+            const LayerParams<act_t> w = p.layer(l);
+            const Buffers& a = layers_[l];
+            const act_t* res_in = l == 0 ? b_.encoded : layers_[l - 1].res3;
+            be_.matmul_forward(a.qkv, a.ln1, w.qkvw, w.qkvb, N, C, 3 * C);                   // (B,T,3C)
+            be_.attention_forward(a.atty, a.att_state, a.qkv, B, T, C, NH);                   // (B,T,C) + state
+            be_.matmul_forward(a.branch, a.atty, w.attprojw, w.attprojb, N, C, C);           // (B,T,C)
+            be_.fused_residual_layernorm_forward(a.res2, a.ln2, a.ln2_mean, a.ln2_rstd,       // (B,T,C) x2
+                                                 res_in, a.branch, w.ln2w, w.ln2b, N, C);
+            be_.matmul_forward(a.fch_gelu, a.ln2, w.fcw, w.fcb, N, C, 4 * C, a.fch);          // (B,T,4C) x2
+            be_.matmul_forward(a.branch, a.fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);     // (B,T,C)
+            // res3 = res2 + fcproj, normalised by the next layer's ln1 or by the final layernorm.
+            const bool last = l + 1 == L;
+            const Buffers& next = last ? a : layers_[l + 1];
+            be_.fused_residual_layernorm_forward(a.res3, last ? b_.lnf : next.ln1, last ? b_.lnf_mean : next.ln1_mean,
+                                                 last ? b_.lnf_rstd : next.ln1_rstd, a.res2, a.branch,
+                                                 last ? p.lnfw() : p.layer(l + 1).ln1w,
+                                                 last ? p.lnfb() : p.layer(l + 1).ln1b, N, C);
+        }
+        classifier_forward(N, targets != nullptr, grad_scale);                                // (B,T) losses
+    }
+
+    // Bucket L (wte, wpe, lnfw, lnfb) first: the classifier (in forward) left its wte gradient and dL/dlnf; the
+    // encoder, last, adds the rest of wte and wpe. Then the layers from the last, each its own bucket.
+    void backward(GradSink& grads) override {
+        this->start_backward();
+        const size_t B = this->cur_B_, T = this->cur_T_, N = B * T;
+        const size_t C = cfg_.channels, L = cfg_.num_layers, Vp = cfg_.padded_vocab_size;
+        const ParamViews<act_t> p = param_views();
+        const BucketGrads gL = grads.open_bucket(L);
+        float* dwte = gL.at(layout_.offsets[WTE]);
+        be_.add_into(dwte, b_.d_wte_classifier, Vp * C);
+        be_.memset_zero(b_.d_residual, N * C * sizeof(act_t));
+        be_.layernorm_backward(b_.d_residual, gL.at(layout_.offsets[LNFW]), gL.at(layout_.offsets[LNFB]), b_.d_c,
+                               layers_[L - 1].res3, p.lnfw(), b_.lnf_mean, b_.lnf_rstd, N, C);
+        // b_.d_residual now holds dL/d(res3 of layer L-1); each layer turns it into dL/d(its res_in).
+        for (size_t l = L; l-- > 0;) {
+            const BucketGrads gl = grads.open_bucket(l);
+            layer_backward(l, layer_slices<float>(layout_, l, [&](size_t flat) { return gl.at(flat); }));
+            grads.bucket_done(l);  // layer l's 12 gradient slices are complete
+        }
+        be_.encoder_backward(dwte, gL.at(layout_.offsets[WPE]), b_.d_residual, b_.inputs, B, T, C);
+        grads.bucket_done(L);  // wte (classifier + encoder), wpe, lnfw, lnfb
+    }
+
+    // Fails with a message unless a model of this shape can be created (the backend's attention included).
+    static void check_shape(const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt) {
+        Model<Backend>::check_options(cfg, B, T, opt);
+        Backend::check_attention_shape(cfg.channels, cfg.num_heads);
+    }
+    // The buffers a model of this shape allocates, without allocating anything (the dry run's plan).
+    static std::vector<BufferSize> activation_plan(const ModelConfig& cfg, size_t B, size_t T,
+                                                   const ModelOptions& opt) {
+        check_shape(cfg, B, T, opt);
+        const Shape s{cfg, B, T, opt};
+        return plan_buffers<Buffers>([&](Buffers& b, auto&& v) { buffer_table(b, s, v); });
+    }
+
+private:
+    using Model<Backend>::be_;
+    using Model<Backend>::cfg_;
+    using Model<Backend>::layout_;
+    using Model<Backend>::opt_;
+    using Model<Backend>::chunk_rows_;
+
+    struct Shape {
+        const ModelConfig& cfg;
+        size_t B, T;
+        const ModelOptions& opt;
+    };
+    // Every buffer; layer views (layers_) point the per-layer ones at their layer's slice. `branch` holds a residual
+    // branch's output (the attention projection, later the MLP projection) only until the fused residual + layernorm
+    // that follows adds it in: backward never reads it, so one (N, C) buffer serves both and every layer. The
+    // activation gradients (d_*) are reused layer after layer, each always in the same role.
+    struct Buffers {
+        int *inputs, *targets;
+        act_t *encoded, *ln1, *qkv, *atty, *res2, *ln2, *fch, *fch_gelu, *branch, *res3, *lnf, *logits;
+        float *ln1_mean, *ln1_rstd, *att_state, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
+        act_t *d_residual, *d_c, *d_3c, *d_4c;
+        float* d_wte_classifier;  // the classifier's wte gradient of one micro-step, summed over its chunks (fp32)
+    };
+
+    // The one list of GPT-2's buffers, in allocation order (llmc/activations.h).
+    template <class Visit>
+    static void buffer_table(Buffers& b, const Shape& s, Visit&& visit) {
+        const size_t N = s.B * s.T, C = s.cfg.channels, L = s.cfg.num_layers, NH = s.cfg.num_heads;
+        const size_t A = sizeof(act_t), F = sizeof(float), I = sizeof(int);
+        const bool rln = s.opt.recompute_layernorm, rgelu = s.opt.recompute_gelu;
+        const size_t ln_layers = rln ? 1 : L;  // -r 2: one buffer serves every layer
+        const std::string ln_shape = rln ? "N x C (-r 2)" : "L x N x C";
+        const size_t state = Backend::attention_state_elems(s.B, s.T, NH);
+        visit(b.inputs, BufferSize{"input tokens", "N", N, I}, 0);
+        visit(b.targets, BufferSize{"target tokens", "N", N, I}, 0);
+        visit(b.encoded, BufferSize{"encoded", "N x C", N * C, A}, 0);
+        visit(b.ln1, BufferSize{"ln1", ln_shape, ln_layers * N * C, A}, rln ? 0 : N * C);
+        visit(b.ln1_mean, BufferSize{"ln1 mean", "L x N", L * N, F}, N);
+        visit(b.ln1_rstd, BufferSize{"ln1 rstd", "L x N", L * N, F}, N);
+        visit(b.qkv, BufferSize{"qkv", "L x N x 3C", L * N * 3 * C, A}, N * 3 * C);
+        visit(b.atty, BufferSize{"attention out", "L x N x C", L * N * C, A}, N * C);
+        visit(b.att_state, BufferSize{"attention state", std::string("L x ") + Backend::attention_state_shape,
+                                      L * state, F}, state);
+        visit(b.res2, BufferSize{"residual 2", "L x N x C", L * N * C, A}, N * C);
+        visit(b.ln2, BufferSize{"ln2", ln_shape, ln_layers * N * C, A}, rln ? 0 : N * C);
+        visit(b.ln2_mean, BufferSize{"ln2 mean", "L x N", L * N, F}, N);
+        visit(b.ln2_rstd, BufferSize{"ln2 rstd", "L x N", L * N, F}, N);
+        visit(b.fch, BufferSize{"fch (pre-GELU)", "L x N x 4C", L * N * 4 * C, A}, N * 4 * C);
+        visit(b.fch_gelu, BufferSize{"gelu(fch)", rgelu ? "N x 4C (-r >= 1)" : "L x N x 4C",
+                                     (rgelu ? 1 : L) * N * 4 * C, A}, rgelu ? 0 : N * 4 * C);
+        visit(b.branch, BufferSize{"residual branch out", "N x C", N * C, A}, 0);
+        visit(b.res3, BufferSize{"residual 3", "L x N x C", L * N * C, A}, N * C);
+        visit(b.lnf, BufferSize{"lnf", "N x C", N * C, A}, 0);
+        visit(b.lnf_mean, BufferSize{"lnf mean", "N", N, F}, 0);
+        visit(b.lnf_rstd, BufferSize{"lnf rstd", "N", N, F}, 0);
+        visit(b.logits, BufferSize{"logits (one chunk)", "min(N, max(chunk, T)) x Vp",
+                                   Model<Backend>::classifier_rows(s.B, s.T, s.opt) * s.cfg.padded_vocab_size, A}, 0);
+        visit(b.losses, BufferSize{"losses", "N", N, F}, 0);
+        visit(b.d_residual, BufferSize{"d residual", "N x C", N * C, A}, 0);
+        visit(b.d_c, BufferSize{"d (N, C)", "N x C", N * C, A}, 0);
+        visit(b.d_3c, BufferSize{"d qkv", "N x 3C", N * 3 * C, A}, 0);
+        visit(b.d_4c, BufferSize{"d fch", "N x 4C", N * 4 * C, A}, 0);
+        visit(b.d_wte_classifier, BufferSize{"d wte (classifier)", "Vp x C, fp32", s.cfg.padded_vocab_size * C, F}, 0);
+    }
+
+    // Layer l's backward: d_residual holds dL/d(its res3) and becomes dL/d(its res_in); gw: its gradient slices.
+    void layer_backward(size_t l, const LayerParams<float>& gw) {
+        const size_t B = this->cur_B_, T = this->cur_T_, N = B * T, C = cfg_.channels, NH = cfg_.num_heads;
+        const LayerParams<act_t> w = param_views().layer(l);
+        const Buffers& a = layers_[l];
+        const act_t* res_in = l == 0 ? b_.encoded : layers_[l - 1].res3;
+        if (opt_.recompute_gelu) be_.gelu_forward(a.fch_gelu, a.fch, N * 4 * C);
+        if (opt_.recompute_layernorm)
+            be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
+        // MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2))))
+        // fcproj's input is gelu(fch): its dinp is written as the gradient with respect to fch (dinp_pre_gelu)
+        be_.matmul_backward(a.d_4c, gw.fcprojw, gw.fcprojb, a.d_residual, a.fch_gelu, w.fcprojw, N, 4 * C, C, nullptr,
+                            a.fch);
+        be_.matmul_backward(a.d_c, gw.fcw, gw.fcb, a.d_4c, a.ln2, w.fcw, N, C, 4 * C);
+        be_.layernorm_backward(a.d_residual, gw.ln2w, gw.ln2b, a.d_c, a.res2, w.ln2w, a.ln2_mean, a.ln2_rstd, N, C);
+        // Attention: res2 = res_in + attproj(attention(qkv(ln1(res_in))))
+        be_.matmul_backward(a.d_c, gw.attprojw, gw.attprojb, a.d_residual, a.atty, w.attprojw, N, C, C);
+        be_.attention_backward(a.d_3c, a.d_c, a.qkv, a.atty, a.att_state, B, T, C, NH);
+        if (opt_.recompute_layernorm) be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
+        be_.matmul_backward(a.d_c, gw.qkvw, gw.qkvb, a.d_3c, a.ln1, w.qkvw, N, C, 3 * C);
+        be_.layernorm_backward(a.d_residual, gw.ln1w, gw.ln1b, a.d_c, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
+    }
+
+    // The classifier over the N rows of lnf, chunk_rows_ rows at a time, so that only one chunk of logits exists:
+    //   logits = lnf_rows @ wte^T;  losses_rows (and, training, logits <- dlogits) by the fused classifier;
+    //   training: dlnf_rows (d_c, =) = dlogits @ wte and d_wte_classifier += dlogits^T @ lnf_rows.
+    // Every row's loss, dlogits and dlnf are computed from that row alone, so they do not depend on the chunking;
+    // the wte gradient is the fp32 sum over chunks in chunk order (fixed: deterministic), which differs from one
+    // unchunked GEMM only in the order of the fp32 additions.
+    void classifier_forward(size_t N, bool with_targets, float grad_scale) {
+        const size_t C = cfg_.channels, V = cfg_.vocab_size, Vp = cfg_.padded_vocab_size;
+        const act_t* wte = param_views().wte();
+        const bool training = with_targets && grad_scale > 0.0f;
+        if (training) be_.memset_zero(b_.d_wte_classifier, Vp * C * sizeof(float));
+        for (size_t r = 0; r < N; r += chunk_rows_) {
+            const size_t n = std::min(chunk_rows_, N - r);
+            be_.matmul_forward(b_.logits, b_.lnf + r * C, wte, nullptr, n, C, Vp, nullptr);  // (n,Vp)
+            if (!with_targets) continue;
+            be_.fused_classifier(b_.logits, b_.losses + r, b_.targets + r, grad_scale / (float)N, n, V, Vp, training);
+            if (training)
+                be_.matmul_backward(b_.d_c + r * C, b_.d_wte_classifier, nullptr, b_.logits, b_.lnf + r * C, wte, n, C,
+                                    Vp, nullptr);
+        }
+        this->set_logits_kept(!training && N <= chunk_rows_);
+    }
+
+    Buffers b_{};
+    std::vector<Buffers> layers_;  // layer l's view of b_
+    std::vector<void*> owned_;
+};
+
+}  // namespace llmc
