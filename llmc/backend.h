@@ -82,6 +82,14 @@ private:
     T* p_;
 };
 
+// n fp32 values of backend memory, zeroed (optimizer state, gradient buffers); freed by the caller (be.free).
+template <class Backend>
+float* alloc_zeroed_floats(Backend& be, size_t n) {
+    float* p = static_cast<float*>(be.alloc(n * sizeof(float)));
+    be.memset_zero(p, n * sizeof(float));
+    return p;
+}
+
 // One device buffer of a memory plan (--dry-run, llmc/memory_plan.h): the model's activations and each backend's
 // scratch_plan() are lists of these. The shape is in the model's symbols: L layers, B, T, N = B*T rows, C channels,
 // NH heads, Vp padded vocabulary.

@@ -48,6 +48,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend.h"
 #include "comm.h"
 #include "error.h"
 #include "grad_sink.h"
@@ -208,11 +209,7 @@ protected:
         for (size_t b = L; b < ranges_.size(); b++) order.push_back(b);
         return order;
     }
-    float* alloc_floats(size_t n) {
-        float* p = static_cast<float*>(be_.alloc(n * sizeof(float)));
-        be_.memset_zero(p, n * sizeof(float));
-        return p;
-    }
+    float* alloc_floats(size_t n) { return alloc_zeroed_floats(be_, n); }
 
     Backend& be_;
     const ParamLayout& layout_;

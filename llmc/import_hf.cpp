@@ -72,13 +72,18 @@ std::string shape_text(const std::vector<size_t>& s) {
     return out + ")";
 }
 
-// Reads tensor `name` (checked to have `shape`) into dst; a 2-D (in, out) Conv1D weight is stored transposed.
-void read_into(const SafetensorsFile& st, const std::string& name, const std::vector<size_t>& shape, bool transpose,
-               float* dst) {
+// Tensor `name` of the file, which must have `shape` (a missing one fails naming it).
+void check_shape(const SafetensorsFile& st, const std::string& name, const std::vector<size_t>& shape) {
     const SafetensorsEntry& e = st.entry(name);
     if (e.shape != shape)
         fail("%s: tensor %s has shape %s, config.json implies %s", st.path().c_str(), name.c_str(),
              shape_text(e.shape).c_str(), shape_text(shape).c_str());
+}
+
+// Reads tensor `name` (checked to have `shape`) into dst; a 2-D (in, out) Conv1D weight is stored transposed.
+void read_into(const SafetensorsFile& st, const std::string& name, const std::vector<size_t>& shape, bool transpose,
+               float* dst) {
+    check_shape(st, name, shape);
     std::vector<float> v = st.read_f32(name);
     if (!transpose) {
         std::memcpy(dst, v.data(), v.size() * sizeof(float));
@@ -89,16 +94,12 @@ void read_into(const SafetensorsFile& st, const std::string& name, const std::ve
         for (size_t c = 0; c < out; c++) dst[c * in + r] = v[r * out + c];
 }
 
-// Zeroed room for the parameters (wte's padded rows stay zero), allocated only once the file is known to hold as
-// many values as config.json implies: a config.json of a far larger model (n_embd 262144) is refused here, naming
-// both files, instead of zero-filling gigabytes first.
-std::vector<float> allocate_params(const ModelConfig& cfg, const ParamLayout& lay, const SafetensorsFile& st) {
-    const size_t needed = lay.total - (cfg.padded_vocab_size - cfg.vocab_size) * cfg.channels;
-    size_t held = 0;
-    for (const auto& [name, e] : st.tensors()) held += (e.end - e.begin) / safetensors_dtype_size(e.dtype);
-    if (held < needed)
-        fail("%s: holds %zu values in all, but its config.json describes %s with %zu parameters", st.path().c_str(),
-             held, cfg.describe().c_str(), needed);
+// Zeroed room for the parameters (wte's padded rows stay zero), allocated only once every tensor config.json implies
+// is in the file with its shape: a config.json of a far larger model (n_embd 262144) is refused here, naming the
+// file and the tensor, instead of zero-filling gigabytes first.
+std::vector<float> allocate_params(const ModelConfig& cfg, const ParamLayout& lay, const SafetensorsFile& st,
+                                   const std::string& pre) {
+    for (const HfTensorPlace& t : hf_tensor_places(lay)) check_shape(st, pre + t.name, t.shape);
     try {
         return std::vector<float>(lay.total, 0.0f);
     } catch (const std::bad_alloc&) {
@@ -143,7 +144,7 @@ ModelConfig hf_config_from_json(const std::string& path) {
 std::vector<float> params_from_hf(const ModelConfig& cfg, const SafetensorsFile& st) {
     const std::string pre = st.has("transformer.wte.weight") ? "transformer." : "";
     const ParamLayout lay(cfg);
-    std::vector<float> p = allocate_params(cfg, lay, st);
+    std::vector<float> p = allocate_params(cfg, lay, st, pre);
     const size_t C = cfg.channels, V = cfg.vocab_size;
     std::set<std::string> used;
     auto get = [&](const std::string& name, std::vector<size_t> shape, bool transpose, float* dst) {

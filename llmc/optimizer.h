@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend.h"
 #include "error.h"
 #include "layout.h"
 #include "rng.h"
@@ -85,11 +86,7 @@ public:
     }
 
 private:
-    float* alloc_floats(size_t n) {
-        float* p = static_cast<float*>(be_.alloc(n * sizeof(float)));
-        be_.memset_zero(p, n * sizeof(float));
-        return p;
-    }
+    float* alloc_floats(size_t n) { return alloc_zeroed_floats(be_, n); }
 
     Backend& be_;
     const ParamLayout& layout_;

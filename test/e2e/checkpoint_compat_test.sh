@@ -27,7 +27,7 @@ without_timings() { jq -c 'del(.ms, .tokens_per_sec, .mfu)' "$1"; }
 
 cp -r "$FIXTURE" "$TMP/resumed2"
 if "${MPI[@]}" -np 2 "$BIN" "${args[@]}" -y 1 -o "$TMP/resumed2" >"$TMP/resumed2.log" 2>&1; then
-    check "the earlier build's checkpoint resumes at step 2 on 2 ranks" grep -qF "step 2 (written by 2 rank(s), ZeRO-1)" \
+    check "the earlier build's checkpoint resumes at step 2 on 2 ranks" grep -qF "step 2 (ZeRO-1, optimizer state in 2 shard(s))" \
         "$TMP/resumed2.log"
     check "resumed on 2 ranks: model.bin is the uninterrupted run's, byte for byte" \
         cmp -s "$TMP/uninterrupted/model.bin" "$TMP/resumed2/model.bin"

@@ -96,7 +96,7 @@ conf "C2 n_head fractional" 'config:n_head=2.5' "$TMP/c6/config.json: \"n_head\"
 conf "C3 text after the object" trailing "$TMP/c7/config.json: not valid JSON (syntax error at byte" 7
 # A width the file does not hold: refused from the header alone, before memory for 3 TB of parameters is asked for.
 conf "C4 n_embd 262144 with the file of a C = 32 model" 'config:n_embd=262144 config:n_layer=1' \
-    "$TMP/c8/model.safetensors: holds 28032 values in all, but its config.json describes L=1 NH=2 C=262144" 8
+    "$TMP/c8/model.safetensors: tensor transformer.wte.weight has shape (64, 32), config.json implies (64, 262144)" 8
 
 # ---- E. export_hf -----------------------------------------------------------------------------------------------
 mkdir -p "$TMP/cwd"
