@@ -103,8 +103,8 @@ failed_tests=()
 declare -A state=() pid_entry=() started=()
 for i in "${order[@]}"; do state[$i]=pending; done
 
-# start I: entry I in the background, in a session of its own (so that it can be stopped whole); its shell writes the
-# CPU time of everything it ran (bash's `times`, children's line) to NAME.cpu.
+# start I: entry I in the background, in a process group of its own (setsid, so that it can be stopped whole); its
+# shell writes the CPU time of everything it ran (bash's `times`, children's line) to NAME.cpu.
 start() {
     local i=$1 name=${names[$1]}
     rm -rf "${TMP_ROOT:?}/$name" && mkdir -p "$TMP_ROOT/$name"
