@@ -156,6 +156,7 @@ struct BackendContract {
 
     // ---- forward ops -------------------------------------------------------------------------------------------
     // out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]                                  out (B,T,C)
+    // wpe may be null (an architecture without position embeddings): out[b,t,:] = wte[inp[b,t],:]
     using encoder_forward = void(act_t* out, const int* inp, const act_t* wte, const act_t* wpe, size_t B, size_t T,
                                  size_t C);
     // out = (inp - mean) * rstd * w + b per row; saves mean, rstd (N) for backward. eps = 1e-5, biased variance.
@@ -203,10 +204,44 @@ struct BackendContract {
     // out and state (out is not read by the CPU backend; the CUDA backend needs it).
     using attention_backward = void(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out,
                                     const float* state, size_t B, size_t T, size_t C, size_t NH);
-    // dwte (Vp,C) += scatter of dout by token; dwpe (maxT,C) += sum over b of dout[b,t]. Deterministic: the result
-    // does not depend on thread scheduling.
+    // dwte (Vp,C) += scatter of dout by token; dwpe (maxT,C) += sum over b of dout[b,t] (dwpe may be null: no position
+    // embedding). Deterministic: the result does not depend on thread scheduling.
     using encoder_backward = void(float* dwte, float* dwpe, const act_t* dout, const int* inp, size_t B, size_t T,
                                   size_t C);
+
+    // ---- the speedrun recipe's ops (docs/speedrun.md; constants in llmc/speedrun_recipe.h) -------------------------
+    // RMSNorm without a gain, per row: rstd = 1 / sqrt(mean(x^2) + kRmsNormEps), out = x rstd; saves rstd (N).
+    using rmsnorm_forward = void(act_t* out, float* rstd, const act_t* inp, size_t N, size_t C);
+    // residual = inp1 + inp2, then out = rmsnorm(residual) as above.
+    using fused_residual_rmsnorm_forward = void(act_t* residual, act_t* out, float* rstd, const act_t* inp1,
+                                                const act_t* inp2, size_t N, size_t C);
+    // dinp (N,C) += dL/dinp of out = rmsnorm(inp) (residual stream: added), given the forward's rstd:
+    // dinp += rstd (dout - xhat mean(dout xhat)), xhat = inp rstd.
+    using rmsnorm_backward = void(act_t* dinp, const act_t* dout, const act_t* inp, const float* rstd, size_t N,
+                                  size_t C);
+    // QK-norm then rotary embeddings, in place on the q and k parts of qkv (B,T,3C) (v untouched): per head of
+    // hs = C/NH channels, RMSNorm without a gain, then the pairs (i, i + hs/2) turn by t theta_i (llmc/rotary_table.h;
+    // `table`: that table in device memory, fp32, at least T rows). Saves rstd (B*T, 2 NH): the q heads, then the k
+    // heads. The backward works in place on dqkv's q and k parts (dv untouched), from the forward's output (qkv).
+    using qk_norm_rotary_forward = void(act_t* qkv, float* rstd, const float* table, size_t B, size_t T, size_t C,
+                                        size_t NH);
+    using qk_norm_rotary_backward = void(act_t* dqkv, const act_t* qkv, const float* rstd, const float* table,
+                                         size_t B, size_t T, size_t C, size_t NH);
+    // out = max(x, 0)^2 (n elements); backward: dout *= 2 max(pre, 0) in place (the gradient with respect to pre).
+    using relu2_forward = void(act_t* out, const act_t* inp, size_t n);
+    using relu2_backward_inplace = void(act_t* dout, const act_t* pre, size_t n);
+    // fused_classifier on the soft-capped logits c = cap tanh(z / cap) (cap 0: c = z, the plain classifier): losses
+    // of c; with write_dlogits, z <- dloss (softmax(c) - onehot(target)) (1 - (c / cap)^2) in columns < V, 0 past V.
+    using softcap_classifier = void(act_t* logits, float* losses, const int* targets, float dloss, size_t N,
+                                    size_t V, size_t Vp, bool write_dlogits, float cap);
+    // Muon on one rows x cols matrix (row-major), with fp32 master weights:
+    //   g = grad_scale grads;  momentum = mu momentum + g;  u = g + mu momentum (nesterov) or momentum
+    //   master -= lr sqrt(max(1, rows / cols)) newton_schulz(u)      (5 quintic iterations, llmc/speedrun_recipe.h)
+    //   params = master rounded to act_t (CUDA: stochastically with random bits hash(seed, seed_offset + i), as
+    //   adamw_update). master and params may alias when act_t is float.
+    using muon_update = void(act_t* params, float* master, const float* grads, float* momentum, size_t rows,
+                             size_t cols, float lr, float mu, bool nesterov, float grad_scale, uint32_t seed,
+                             size_t seed_offset);
 
     // ---- reductions and the optimizer --------------------------------------------------------------------------
     // *acc += scale * sum(x[0..n))   (acc is a device float; used to accumulate the loss without a host sync)
@@ -243,7 +278,9 @@ struct BackendContract {
     X(event_record) X(stream_wait_event) X(encoder_forward) X(layernorm_forward) X(fused_residual_layernorm_forward) \
     X(matmul_forward) X(gelu_forward) X(attention_forward) X(fused_classifier) X(matmul_backward)                    \
     X(layernorm_backward) X(attention_backward) X(encoder_backward) X(sum_into) X(norm_squared_into) X(add_into)     \
-    X(grads_to_bf16) X(grads_from_bf16) X(adamw_update)
+    X(grads_to_bf16) X(grads_from_bf16) X(adamw_update) X(rmsnorm_forward) X(fused_residual_rmsnorm_forward)       \
+    X(rmsnorm_backward) X(qk_norm_rotary_forward) X(qk_norm_rotary_backward) X(relu2_forward)                       \
+    X(relu2_backward_inplace) X(softcap_classifier) X(muon_update)
 #define LLMC_BACKEND_STATIC_OPS(X)                                                                                   \
     X(scratch_plan) X(attention_state_elems) X(check_attention_shape)
 

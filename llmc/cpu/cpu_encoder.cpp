@@ -27,8 +27,12 @@ void CpuBackend::encoder_forward(act_t* out, const int* inp, const act_t* wte, c
 #pragma omp parallel for num_threads(num_threads_) schedule(static)
     for (size_t bt = 0; bt < B * T; bt++) {
         const float* e = wte + (size_t)inp[bt] * C;
-        const float* p = wpe + (bt % T) * C;
         float* o = out + bt * C;
+        if (!wpe) {
+            for (size_t c = 0; c < C; c++) o[c] = e[c];
+            continue;
+        }
+        const float* p = wpe + (bt % T) * C;
         for (size_t c = 0; c < C; c++) o[c] = e[c] + p[c];
     }
 }
@@ -38,7 +42,7 @@ void CpuBackend::encoder_backward(float* dwte, float* dwpe, const act_t* dout, c
     check_tokens("encoder_backward", inp, B * T);
     // dwpe: one thread per position, summing over b in order.
 #pragma omp parallel for num_threads(num_threads_) schedule(static)
-    for (size_t t = 0; t < T; t++) {
+    for (size_t t = 0; t < (dwpe ? T : 0); t++) {
         float* d = dwpe + t * C;
         for (size_t b = 0; b < B; b++) {
             const float* g = dout + (b * T + t) * C;
