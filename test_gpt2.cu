@@ -11,6 +11,7 @@
 //   each of the 16 parameter gradients of that loss;
 //   10 AdamW steps on the same batch (weight decay on the 2-D tensors only, gradient clipping): the loss and the
 //   global gradient norm of each step, and the parameters after the last step.
+// --speedrun-ref FILE checks the speedrun architecture and its optimizers instead (test/fixtures/speedrun_model_check.h).
 // The reference file format is documented in docs/reference.md. llm.c's own debug state (its train_gpt2.py's
 // gpt2_124M_debug_state.bin, docs/formats.md) is read too: `--model gpt2_124M.bin --llmc-debug-state FILE`, or as a
 // --ref directory's reference.bin (by its magic number); it has the logits, the loss and the gradients, no steps.
@@ -40,13 +41,16 @@
 
 #if defined(__CUDACC__) || defined(LLMC_CUDASIM)
 #include "llmc/cuda/cuda_backend.h"
+#include "llmc/cuda/cuda_comm.h"
 using Backend = llmc::CudaBackend;
 constexpr bool kBf16 = true;
 #else
 #include "llmc/cpu/cpu_backend.h"
+#include "llmc/cpu/cpu_comm.h"
 using Backend = llmc::CpuBackend;
 constexpr bool kBf16 = false;
 #endif
+#include "test/fixtures/speedrun_model_check.h"  // after the backend: its strategies need the backend's comm
 
 using llmc::fail;
 
@@ -420,6 +424,8 @@ int main(int argc, char** argv) {
         ("model", "with --llmc-debug-state: the model file (llm.c's gpt2_124M.bin)", cxxopts::value<std::string>())
         ("llmc-debug-state", "llm.c's debug state for --model (its gpt2_124M_debug_state.bin): the logits, the loss "
                              "and every gradient are checked", cxxopts::value<std::string>())
+        ("speedrun-ref", "the speedrun architecture and optimizer against dev/reference/speedrun_reference.py's "
+                         "tensor file (test/fixtures/speedrun_model_check.h)", cxxopts::value<std::string>())
         ("h,help", "print this help");
     try {
         cxxopts::ParseResult r = opts.parse(argc, argv);
@@ -428,6 +434,7 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (!r.unmatched().empty()) fail("unexpected argument '%s' (usage: --ref DIR)", r.unmatched()[0].c_str());
+        if (r.count("speedrun-ref")) return speedrun_check::run<Backend>(r["speedrun-ref"].as<std::string>(), kBf16);
         if (r.count("llmc-debug-state") || r.count("model")) {
             if (!r.count("llmc-debug-state") || !r.count("model") || r.count("ref"))
                 fail("--llmc-debug-state FILE goes with --model FILE (and without --ref)");

@@ -2,11 +2,12 @@
 
 #include "error.h"
 #include "gpt2_params.h"
+#include "speedrun_params.h"
 
 namespace llmc {
 
 namespace {
-const Architecture* const kArchitectures[] = {&gpt2_architecture};
+const Architecture* const kArchitectures[] = {&gpt2_architecture, &speedrun_architecture};
 }  // namespace
 
 const Architecture& architecture(const std::string& name) {

@@ -22,6 +22,7 @@ struct Architecture {
     // Model FLOPs per token of one training step (forward + backward), for MFU, and the formula as the log states it.
     double (*flops_per_token)(const ModelConfig& cfg, size_t num_params, size_t T);
     std::string (*describe_flops)(const ModelConfig& cfg, size_t num_params, size_t T);
+    unsigned known_flags;  // the ModelConfig::arch_flags it has (0: none)
 };
 
 // Fails naming the known architectures when `name` is not one of them.

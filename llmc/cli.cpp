@@ -103,6 +103,28 @@ void validate_sync_options(const TrainOptions& o) {
              "with --shard-group each sharding group, trains its own replica); the outer step averages fp32 "
              "parameters", o.reduce_dtype.c_str(), o.sync_every);
 }
+// --recipe: its name checked, and the speedrun's optimisation defaults for every such flag the command line leaves
+// unset (the published records': docs/speedrun.md). The speedrun's own flags are refused with the GPT-2 recipe.
+void apply_recipe_defaults(TrainOptions& o, const cxxopts::ParseResult& r) {
+    if (o.recipe != "gpt2" && o.recipe != "speedrun")
+        fail("--recipe '%s': expected gpt2 or speedrun", o.recipe.c_str());
+    if (o.recipe == "gpt2") {
+        for (const char* flag : {"embed-lr", "head-lr", "muon-momentum-warmup", "logit-softcap"})
+            if (r.count(flag)) fail("--%s belongs to --recipe speedrun (this run's recipe is gpt2)", flag);
+        return;
+    }
+    if (!r.count("learning-rate")) o.learning_rate = 0.02f;
+    if (!r.count("lr-schedule")) o.lr_schedule = "wsd";
+    if (!r.count("warmup")) o.warmup_steps = 0;
+    if (!r.count("final-lr-frac")) o.final_lr_fraction = 0.0f;
+    if (!r.count("decay-fraction")) o.decay_fraction = 0.286f;
+    if (!r.count("grad-clip")) o.grad_clip = 0.0f;
+    if (o.weight_decay != 0.0f) fail("-c %g with --recipe speedrun: its optimizers use no weight decay", o.weight_decay);
+    if (!(o.embed_lr >= 0.0f) || !(o.head_lr >= 0.0f))
+        fail("--embed-lr %g / --head-lr %g: learning rates must be >= 0", o.embed_lr, o.head_lr);
+    if (o.muon_momentum_warmup < 0) fail("--muon-momentum-warmup %d: must be >= 0", o.muon_momentum_warmup);
+    if (o.logit_softcap != 0 && o.logit_softcap != 1) fail("--logit-softcap %d: must be 0 or 1", o.logit_softcap);
+}
 }  // namespace
 
 TrainOptions parse_train_options(int argc, char** argv, const char* backend) {
@@ -130,11 +152,23 @@ TrainOptions parse_train_options(int argc, char** argv, const char* backend) {
         ("t,seq-len", "sequence length (T)", v(o.seq_len))
         ("d,total-batch", "tokens per optimizer step; -1: B*T*ranks", v(o.total_batch))
         ("x,max-steps", "optimizer steps; -1: one epoch", v(o.max_steps));
+    opts.add_options("recipe")
+        ("recipe", "gpt2: llm.c's GPT-2 and AdamW; speedrun: the NanoGPT speedrun's model (RMSNorm, QK-norm, rotary, "
+                   "ReLU², untied zero-initialised head) with Muon on the block matrices and Adam on the rest; its "
+                   "defaults: -l 0.02 (Muon) -k wsd -u 0 -q 0 --decay-fraction 0.286 --grad-clip 0 (docs/speedrun.md)",
+         s(o.recipe))
+        ("embed-lr", "speedrun: Adam's learning rate on the embedding (follows -k's schedule)", v(o.embed_lr))
+        ("head-lr", "speedrun: Adam's learning rate on the head", v(o.head_lr))
+        ("muon-momentum-warmup", "speedrun: Muon's momentum rises from 0.85 to 0.95 over this many steps (0: 0.95 "
+                                 "from the start)", v(o.muon_momentum_warmup))
+        ("logit-softcap", "speedrun: 1 = logits capped as 30 tanh(z / 30) before the softmax (part of a new model's "
+                          "architecture; a model file keeps its own)", v(o.logit_softcap));
     opts.add_options("optimisation")
-        ("l,learning-rate", "peak learning rate", v(o.learning_rate))
+        ("l,learning-rate", "peak learning rate (speedrun: Muon's)", v(o.learning_rate))
         ("u,warmup", "linear warmup steps", v(o.warmup_steps))
         ("q,final-lr-frac", "final learning rate as a fraction of the peak", v(o.final_lr_fraction))
         ("k,lr-schedule", "cosine, linear, constant or wsd", s(o.lr_schedule))
+        ("decay-fraction", "-k wsd: the share of the steps after warmup spent decaying to -q", v(o.decay_fraction))
         ("c,weight-decay", "AdamW weight decay (2-D weights only)", v(o.weight_decay))
         ("beta1", "AdamW beta1", v(o.beta1))
         ("beta2", "AdamW beta2", v(o.beta2))
@@ -214,12 +248,13 @@ TrainOptions parse_train_options(int argc, char** argv, const char* backend) {
         fail("%s", option_error_message(argc, argv, e, FOREIGN_NAMES).c_str());
     }
     if (r.count("help")) {
-        std::printf("%s\n", opts.help({"data and model", "batch", "optimisation", "evaluation and output",
+        std::printf("%s\n", opts.help({"data and model", "batch", "recipe", "optimisation", "evaluation and output",
                                          "checkpoints and memory", "distributed"})
                                  .c_str());
         std::exit(0);
     }
     o.shuffle = r["shuffle"].as<int>() != 0;
+    apply_recipe_defaults(o, r);
     // --comm-timeout, else $LLMC_COMM_TIMEOUT, else the default; the message names where a bad value came from.
     const char* env_timeout = std::getenv("LLMC_COMM_TIMEOUT");
     if (r.count("comm-timeout") || env_timeout) {
@@ -278,6 +313,7 @@ TrainOptions parse_train_options(int argc, char** argv, const char* backend) {
     parse_schedule(o.lr_schedule);  // validates -k
     ScheduleConfig sc;
     sc.peak_lr = o.learning_rate, sc.warmup_steps = o.warmup_steps, sc.final_fraction = o.final_lr_fraction;
+    sc.decay_fraction = o.decay_fraction;
     validate_schedule(sc);
     return o;
 }

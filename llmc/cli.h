@@ -23,6 +23,14 @@ struct TrainOptions {
     int seq_len = 1024;          // -t
     long long total_batch = -1;  // -d tokens per optimizer step (-1: B*T*world, no accumulation)
     int max_steps = -1;          // -x (-1: one epoch of the training data)
+    // the recipe (llmc/recipe.h): gpt2 (llm.c's) or speedrun (the NanoGPT speedrun's: its defaults replace the
+    // optimisation defaults below that the command line does not set, llmc/cli.cpp)
+    std::string recipe = "gpt2";        // --recipe
+    float embed_lr = 0.3f;              // --embed-lr: speedrun, Adam on the embedding
+    float head_lr = 0.002f;             // --head-lr: speedrun, Adam on the head
+    int muon_momentum_warmup = 0;       // --muon-momentum-warmup: steps of Muon's momentum 0.85 -> 0.95 (0: off)
+    int logit_softcap = 0;              // --logit-softcap: 1 = the logits 30 tanh(z / 30) (a new model's architecture)
+    float decay_fraction = 0.2f;        // --decay-fraction: -k wsd's share of the steps spent decaying
     // optimisation
     float learning_rate = 3e-4f;        // -l
     int warmup_steps = 0;               // -u

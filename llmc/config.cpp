@@ -14,11 +14,15 @@ std::string ModelConfig::describe() const {
     char buf[160];
     std::snprintf(buf, sizeof buf, "L=%zu NH=%zu C=%zu maxT=%zu V=%zu Vp=%zu", num_layers, num_heads, channels,
                   max_seq_len, vocab_size, padded_vocab_size);
-    return (arch == "gpt2" ? "" : "arch=" + arch + " ") + buf;
+    const std::string flags = arch_flags ? "(flags " + std::to_string(arch_flags) + ")" : "";
+    return (arch == "gpt2" ? "" : "arch=" + arch + flags + " ") + buf;
 }
 
 void validate_config(const ModelConfig& c) {
-    architecture(c.arch);  // a known one
+    const Architecture& a = architecture(c.arch);  // a known one
+    if (c.arch_flags & ~a.known_flags)
+        fail("model config %s: architecture flags %u, %s knows %u", c.describe().c_str(), c.arch_flags, a.name,
+             a.known_flags);
     if (c.num_layers == 0 || c.num_heads == 0 || c.channels == 0 || c.max_seq_len == 0 || c.vocab_size == 0)
         fail("model config %s: every size must be positive", c.describe().c_str());
     if (c.channels % c.num_heads != 0)

@@ -18,12 +18,15 @@ struct ModelConfig {
     size_t num_layers = 12;           // L
     size_t num_heads = 12;            // NH
     size_t channels = 768;            // C
+    // Switches of the architecture that change its function (the speedrun's options, llmc/speedrun_params.h); kept
+    // in the model file's header. 0 for GPT-2.
+    unsigned arch_flags = 0;
 
     size_t head_size() const { return channels / num_heads; }
     bool operator==(const ModelConfig& o) const {
         return arch == o.arch && max_seq_len == o.max_seq_len && vocab_size == o.vocab_size &&
                padded_vocab_size == o.padded_vocab_size && num_layers == o.num_layers &&
-               num_heads == o.num_heads && channels == o.channels;
+               num_heads == o.num_heads && channels == o.channels && arch_flags == o.arch_flags;
     }
     std::string describe() const;  // "L=12 NH=12 C=768 maxT=1024 V=50257 Vp=50304" (other architectures: "arch=...")
 };

@@ -53,6 +53,7 @@
 #include "error.h"
 #include "grad_sink.h"
 #include "layout.h"
+#include "state_ownership.h"
 #include "zero.h"
 
 namespace llmc {
@@ -273,12 +274,16 @@ private:
 };
 
 // ZeRO 1: each piece reduced to its owner (and, under hybrid sharding, the own pieces all-reduced across groups).
+// The owners are the shard plan's, or `owners` (llmc/state_ownership.h: optimizer groups sharded by whole matrices).
 template <class Backend>
 class OwnedGrads : public FullBufferGrads<Backend> {
 public:
     OwnedGrads(Backend& be, const ParamLayout& layout, size_t padded, Comm& comm, size_t align, DType wire,
-               Comm* replica)
-        : FullBufferGrads<Backend>(be, layout, padded, comm, align, wire, replica) {}
+               Comm* replica, const std::vector<OwnedRange>* owners = nullptr)
+        : FullBufferGrads<Backend>(be, layout, padded, comm, align, wire, replica) {
+        if (owners)
+            for (size_t b = 0; b < this->pieces_.size(); b++) this->pieces_[b] = ownership_pieces(*owners, layout, b);
+    }
 
 private:
     using Part = typename GradReducer<Backend>::Part;

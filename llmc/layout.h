@@ -17,10 +17,11 @@
 
 namespace llmc {
 
-// How a tensor is initialised (the model's init(seed)): zeros, ones, or normal(0, std) over its first `rows` rows
-// (0: all of them; the rest stay zero, e.g. wte's padded vocabulary rows).
+// How a tensor is initialised (the model's init(seed)): zeros, ones, normal(0, std) or uniform(-std, std) (then `std`
+// is the bound: PyTorch's nn.Linear draws U(+-1/sqrt(fan_in))) over its first `rows` rows (0: all of them; the rest
+// stay zero, e.g. wte's padded vocabulary rows).
 struct ParamInit {
-    enum Kind { Zeros, Ones, Normal } kind = Zeros;
+    enum Kind { Zeros, Ones, Normal, Uniform } kind = Zeros;
     float std = 0;
     size_t rows = 0;
 };
@@ -46,6 +47,9 @@ struct ParamSpec {
     int bucket = 0;              // tensors that are not per layer: which bucket after the layers'
     ParamInit init;
     HfName hf;
+    // Matrices stacked by rows in one (layer's) tensor, each its own matrix for an optimizer that transforms whole
+    // matrices (Muon): a fused qkv weight is q, k and v.
+    size_t row_blocks = 1;
     size_t elements() const;     // of `shape`
 };
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -96,6 +97,10 @@ public:
             const size_t size = layout_.sizes[(size_t)t];
             const size_t n = init.rows ? init.rows * (size / layout_.spec(t).shape[0]) : size;
             if (init.kind == ParamInit::Ones) std::fill(dst, dst + n, 1.0f);
+            if (init.kind == ParamInit::Uniform) {
+                Rng rng(seed, (uint64_t)t);
+                for (size_t i = 0; i < n; i++) dst[i] = init.std * (float)(2.0 * rng.uniform() - 1.0);
+            }
             if (init.kind != ParamInit::Normal) continue;
             NormalRng rng(seed, (uint64_t)t);
             for (size_t i = 0; i < n; i++) dst[i] = init.std * rng.next();
@@ -129,6 +134,7 @@ public:
         require_logits("get_logits");
         std::vector<float> host(cur_B_ * cur_T_ * cfg_.padded_vocab_size);
         be_.download_floats(host.data(), logits_, host.size());
+        apply_softcap(host);
         return host;
     }
     // Logits of one position (b, t) of the last forward: Vp floats.
@@ -139,6 +145,7 @@ public:
         const size_t Vp = cfg_.padded_vocab_size;
         std::vector<float> host(Vp);
         be_.download_floats(host.data(), logits_ + (b * cur_T_ + t) * Vp, Vp);
+        apply_softcap(host);
         return host;
     }
 
@@ -174,6 +181,8 @@ protected:
     void add_buffer_bytes(size_t bytes) { memory_bytes_ += bytes; }
     // Where the classifier leaves the per-position losses and the logits (one chunk of rows).
     void set_outputs(float* losses, act_t* logits) { losses_ = losses, logits_ = logits; }
+    // A classifier whose softmax reads cap tanh(z / cap) of the logits z it stores: get_logits() returns those.
+    void set_logit_softcap(float cap) { softcap_ = cap; }
     // The start of every forward: checks the batch and the tokens and uploads them into the architecture's buffers.
     void start_forward(const int* inputs, const int* targets, size_t B, size_t T, float grad_scale, int* dev_inputs,
                        int* dev_targets) {
@@ -221,7 +230,14 @@ private:
                  "one classifier chunk of %zu)", what, cur_B_ * cur_T_, chunk_rows_);
     }
 
+    // The values the softmax reads, computed on the host in fp32 as the classifier does on the device.
+    void apply_softcap(std::vector<float>& logits) const {
+        if (softcap_ <= 0.0f) return;
+        for (float& z : logits) z = softcap_ * std::tanh(z / softcap_);
+    }
+
     size_t memory_bytes_ = 0;
+    float softcap_ = 0.0f;
     float* losses_ = nullptr;
     act_t* logits_ = nullptr;
     bool has_targets_ = false;

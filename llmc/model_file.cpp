@@ -34,6 +34,7 @@ static ModelConfig config_from_header(const int32_t* h, const std::string& path,
         if (h[i] <= 0) fail("%s: header field %d is %d (expected a positive size)", path.c_str(), i, h[i]);
     ModelConfig c;
     c.arch = arch_from_header(h, path);
+    if (h[1] == MODEL_VERSION_NAMED_FP32 || h[1] == MODEL_VERSION_NAMED_BF16) c.arch_flags = (unsigned)h[9];
     c.max_seq_len = (size_t)h[2];
     c.vocab_size = (size_t)h[3];
     c.num_layers = (size_t)h[4];
@@ -119,6 +120,7 @@ void write_model_file(const std::string& path, const ModelConfig& cfg, const flo
             fail("%s: architecture name '%s' is longer than %d bytes", path.c_str(), cfg.arch.c_str(),
                  MODEL_ARCH_NAME_BYTES);
         h[8] = (int32_t)cfg.arch.size();
+        h[9] = (int32_t)cfg.arch_flags;
         std::memcpy(h + 16, cfg.arch.data(), cfg.arch.size());
     }
     h[2] = (int32_t)cfg.max_seq_len;

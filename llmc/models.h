@@ -9,6 +9,7 @@
 #include "error.h"
 #include "gpt2.h"
 #include "model.h"
+#include "speedrun.h"
 
 namespace llmc {
 
@@ -16,6 +17,7 @@ template <class Backend>
 std::unique_ptr<Model<Backend>> create_model(Backend& be, const ModelConfig& cfg, size_t B, size_t T,
                                              const ModelOptions& opt = ModelOptions()) {
     if (cfg.arch == gpt2_architecture.name) return std::make_unique<Gpt2<Backend>>(be, cfg, B, T, opt);
+    if (cfg.arch == speedrun_architecture.name) return std::make_unique<Speedrun<Backend>>(be, cfg, B, T, opt);
     architecture(cfg.arch);  // fails naming the known ones
     fail("architecture '%s' has no model class (llmc/models.h)", cfg.arch.c_str());
 }
@@ -24,6 +26,7 @@ std::unique_ptr<Model<Backend>> create_model(Backend& be, const ModelConfig& cfg
 template <class Backend>
 std::vector<BufferSize> activation_plan(const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt) {
     if (cfg.arch == gpt2_architecture.name) return Gpt2<Backend>::activation_plan(cfg, B, T, opt);
+    if (cfg.arch == speedrun_architecture.name) return Speedrun<Backend>::activation_plan(cfg, B, T, opt);
     architecture(cfg.arch);
     fail("architecture '%s' has no model class (llmc/models.h)", cfg.arch.c_str());
 }

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "data_parallel.h"
+#include "data_parallel_owned.h"
 #include "data_parallel_zero.h"
 #include "model.h"
 #include "periodic_sync.h"
@@ -19,6 +20,13 @@ std::unique_ptr<DataParallel<Backend>> make_data_parallel(const ParallelPlan& pl
                                                           Model<Backend>& model, Comm& world, OptimConfig cfg,
                                                           uint64_t seed) {
     cfg.reduce_dtype = plan.wire;
+    if (uses_muon(cfg.groups)) {
+        if (plan.periodic())
+            fail("--sync-every with Muon (--recipe speedrun): each replica would keep its own Muon momentum, and the "
+                 "outer step of llmc/outer_sync.h is written for AdamW replicas; use --recipe gpt2 with --sync-every, "
+                 "or the speedrun with gradients reduced every step");
+        return std::make_unique<DataParallelOwned<Backend>>(plan, std::move(groups), be, model, cfg, seed);
+    }
     if (plan.periodic())
         return std::make_unique<PeriodicSync<Backend>>(plan, std::move(groups), be, model, world, cfg, seed);
     return std::make_unique<DataParallelZero<Backend>>(plan, std::move(groups), be, model, cfg, seed);

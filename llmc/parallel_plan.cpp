@@ -1,5 +1,7 @@
 #include "parallel_plan.h"
 
+#include <algorithm>
+
 #include <cstdio>
 
 #include "error.h"
@@ -16,8 +18,16 @@ DpMesh ParallelPlan::replica_mesh() const {
 
 ZeroMemory ParallelPlan::memory(const ParamLayout& layout, size_t act_bytes) const {
     const size_t model_padded = (layout.total + pad_to() - 1) / pad_to() * pad_to();
-    return zero_memory(layout, model_padded, shard_plan(layout.total), zero_stage, act_bytes,
-                       dtype_size(wire));
+    ZeroMemory m = zero_memory(layout, model_padded, shard_plan(layout.total), zero_stage, act_bytes,
+                               dtype_size(wire));
+    // Whole-matrix groups: the state covers what this rank owns (llmc/data_parallel_owned.h), not its flat shard.
+    const bool whole = std::find(group_sharding.begin(), group_sharding.end(), GroupSharding::WholeMatrices) !=
+                       group_sharding.end();
+    if (whole && zero_stage >= 1) {
+        const size_t own = owned_elements(ownership(layout), state_ranks())[(size_t)state_rank()];
+        m.master = m.adam_m = m.adam_v = own * sizeof(float);
+    }
+    return m;
 }
 
 size_t ParallelPlan::outer_host_floats(const ParamLayout& layout) const {
@@ -46,6 +56,7 @@ ParallelPlan make_parallel_plan(const ParallelOptions& o, const DpMesh& mesh) {
     p.wire = o.wire;
     p.outer = o.outer;
     p.shard_group = o.shard_group;
+    p.group_sharding = o.group_sharding;
     return p;
 }
 

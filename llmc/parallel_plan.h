@@ -45,6 +45,7 @@ struct ParallelOptions {
     std::string shard_group;    // "" (every rank), N, or "node"
     DType wire = DType::F32;
     OuterSyncConfig outer;
+    std::vector<GroupSharding> group_sharding;  // per optimizer group (the recipe's, llmc/recipe.h)
 };
 
 // ZeRO stage of a run of `world` ranks: `requested`, or 1 with several ranks and 0 with one.

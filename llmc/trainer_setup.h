@@ -20,6 +20,7 @@
 #include "crc32c.h"
 #include "data_check.h"
 #include "data_parallel.h"
+#include "gpt2_params.h"
 #include "dataloader.h"
 #include "dp_groups.h"
 #include "error.h"
@@ -29,7 +30,9 @@
 #include "model_file.h"
 #include "models.h"
 #include "parallel_plan.h"
+#include "recipe.h"
 #include "schedule.h"
+#include "speedrun_params.h"
 #include "tokenizer.h"
 #include "zero.h"
 
@@ -56,11 +59,25 @@ inline std::string batch_size_advice(size_t total_batch, size_t T, int world) {
            (divisors.size() > 12 ? ", ..." : "");
 }
 
-// The model's shape: a descriptor builds a fresh, GPT-2-initialised model; anything else is a model file.
-inline ModelConfig resolve_model_config(const std::string& spec, bool* from_file) {
+// The architecture of each recipe (llmc/recipe.h).
+inline const char* recipe_architecture(const std::string& recipe) {
+    return recipe == "speedrun" ? speedrun_architecture.name : gpt2_architecture.name;
+}
+
+// The model's shape: a descriptor builds a fresh model of the recipe's architecture (--logit-softcap: the speedrun's
+// flag); anything else is a model file, whose architecture must be the recipe's.
+inline ModelConfig resolve_model_config(const TrainOptions& o, bool* from_file) {
     ModelConfig cfg;
-    *from_file = !parse_model_descriptor(spec, &cfg);
-    if (*from_file) cfg = read_model_config(spec);
+    *from_file = !parse_model_descriptor(o.model, &cfg);
+    if (*from_file) {
+        cfg = read_model_config(o.model);
+        if (cfg.arch != recipe_architecture(o.recipe))
+            fail("-e %s holds a %s model, but --recipe is %s (its architecture is %s)", o.model.c_str(),
+                 cfg.arch.c_str(), o.recipe.c_str(), recipe_architecture(o.recipe));
+    } else {
+        cfg.arch = recipe_architecture(o.recipe);
+        if (o.logit_softcap) cfg.arch_flags |= SR_FLAG_SOFTCAP;
+    }
     validate_config(cfg);
     return cfg;
 }
@@ -79,7 +96,7 @@ struct RunShape {
 
 inline RunShape plan_run(const TrainOptions& o, int world) {
     RunShape s;
-    s.cfg = resolve_model_config(o.model, &s.from_file);
+    s.cfg = resolve_model_config(o, &s.from_file);
     s.world = world, s.B = (size_t)o.batch_size, s.T = (size_t)o.seq_len;
     if (s.T > s.cfg.max_seq_len)
         fail("-t %zu is longer than the model's maximum sequence length %zu", s.T, s.cfg.max_seq_len);
@@ -128,12 +145,25 @@ inline LoopConfig loop_config_for(const TrainOptions& o) {
     return c;
 }
 
+// The optimizer groups of the recipe (llmc/recipe.h): GPT-2's one AdamW group, or the speedrun's three, each
+// learning rate a multiple of the schedule's (-l, Muon's).
+inline std::vector<GroupRule> recipe_groups(const TrainOptions& o) {
+    if (o.recipe != "speedrun") return {};
+    const auto scale = [&](float lr) { return o.learning_rate > 0 ? lr / o.learning_rate : 0.0f; };
+    std::vector<GroupRule> g(NUM_SPEEDRUN_GROUPS);
+    g[SR_GROUP_EMBED] = {OptimizerKind::AdamW, scale(o.embed_lr)};
+    g[SR_GROUP_MATRICES] = {OptimizerKind::Muon, 1.0f};
+    g[SR_GROUP_HEAD] = {OptimizerKind::AdamW, scale(o.head_lr)};
+    return g;
+}
+
 // The parallel options of the command line (llmc/parallel_plan.h).
 inline ParallelOptions parallel_options_for(const TrainOptions& o) {
     ParallelOptions p;
     p.zero_stage = o.zero_stage, p.shard_group = o.shard_group;
     p.wire = o.reduce_dtype == "bf16" ? DType::BF16 : DType::F32;
     p.outer.every = o.sync_every, p.outer.lr = o.outer_lr, p.outer.momentum = o.outer_momentum;
+    p.group_sharding = group_sharding_of(recipe_groups(o));
     return p;
 }
 
@@ -179,7 +209,7 @@ inline DpMesh dry_run_mesh(const TrainOptions& o, int world, int per_node) {
 template <class Backend>
 void print_memory_plan(const TrainOptions& o, int world, const DistInfo& launched, const BackendOptions& bo) {
     bool from_file = false;
-    const ModelConfig cfg = resolve_model_config(o.model, &from_file);
+    const ModelConfig cfg = resolve_model_config(o, &from_file);
     const size_t tokens_per_micro = (size_t)o.batch_size * (size_t)o.seq_len * (size_t)world;
     if (o.total_batch > 0 && (size_t)o.total_batch % tokens_per_micro != 0)
         fail("-d %lld is not divisible by B*T*ranks = %d*%d*%d = %zu", o.total_batch, o.batch_size, o.seq_len, world,
@@ -276,6 +306,8 @@ inline OptimConfig optim_config_for(const TrainOptions& o) {
     OptimConfig oc;
     oc.beta1 = o.beta1, oc.beta2 = o.beta2, oc.eps = o.eps, oc.weight_decay = o.weight_decay;
     oc.grad_clip = o.grad_clip;
+    oc.groups = recipe_groups(o);
+    oc.muon.momentum_warmup = o.muon_momentum_warmup;
     return oc;
 }
 
@@ -284,6 +316,7 @@ inline ScheduleConfig schedule_for(const TrainOptions& o, int max_steps) {
     sc.kind = parse_schedule(o.lr_schedule);
     sc.peak_lr = o.learning_rate, sc.warmup_steps = o.warmup_steps, sc.total_steps = max_steps;
     sc.final_fraction = o.final_lr_fraction;
+    sc.decay_fraction = o.decay_fraction;
     validate_schedule(sc);
     return sc;
 }

@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "comm.h"
 #include "error.h"
@@ -32,12 +33,15 @@
 #include "grad_reducer.h"
 #include "model.h"
 #include "optimizer.h"
+#include "recipe.h"
 
 namespace llmc {
 
 struct OptimConfig {
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f, grad_clip = 1.0f;
     DType reduce_dtype = DType::F32;  // the type the gradients are reduced in (F32 or BF16)
+    std::vector<GroupRule> groups;    // per optimizer group (llmc/recipe.h); empty: one AdamW group
+    MuonConfig muon;
     AdamWConfig adamw() const { return AdamWConfig{beta1, beta2, eps, weight_decay}; }
 };
 

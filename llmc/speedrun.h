@@ -1,0 +1,232 @@
+// The NanoGPT speedrun's architecture (docs/speedrun.md), written once over a backend (llmc/backend.h); its
+// parameters are the table of llmc/speedrun_params.h, its buffers the table below. N = B*T rows throughout.
+//
+//   x0 = rmsnorm(wte[inputs])                                   no position embedding
+//   layer l, reading res_in (= x0 for l = 0, else layer l-1's res3):
+//     h1 = rmsnorm(res_in);  qkv = h1 @ qkvw^T;  q, k <- rotary(rmsnorm per head)   (in place on qkv)
+//     res2 = res_in + attention(qkv) @ attprojw^T            (fused with h2 = rmsnorm(res2))
+//     res3 = res2 + relu(h2 @ fcw^T)^2 @ fcprojw^T           (fused with the next layer's h1, or with hf)
+//   hf = rmsnorm(res3 of the last layer);  logits = hf @ lm_head^T;  loss of cap tanh(logits / cap) (cap 0: none)
+// No biases, no norm gains. Recomputation as GPT-2's (llmc/gpt2.h): -r 1 recomputes relu(fch)^2 in backward from the
+// kept pre-activation (the same op on the same input: bit-identical), -r 2 also the layers' RMSNorm outputs from
+// their inputs and the kept rstd (bit-identical).
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "activations.h"
+#include "backend.h"
+#include "model.h"
+#include "rotary_table.h"
+#include "speedrun_params.h"
+
+namespace llmc {
+
+template <class Backend>
+class Speedrun : public Model<Backend> {
+public:
+    using act_t = typename Backend::act_t;
+
+    Speedrun(Backend& be, const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt = ModelOptions())
+        : Model<Backend>(be, cfg, B, T, opt) {
+        check_shape(cfg, B, T, opt);
+        const Shape s{cfg, B, T, opt};
+        this->add_buffer_bytes(allocate_buffers(be, b_, [&](Buffers& b, auto&& v) { buffer_table(b, s, v); }, owned_));
+        for (size_t l = 0; l < cfg.num_layers; l++)
+            layers_.push_back(layer_view(b_, l, [&](Buffers& b, auto&& v) { buffer_table(b, s, v); }));
+        const std::vector<float> table = rotary_table(T, cfg.head_size());
+        be.copy_to_device(b_.rotary, table.data(), table.size() * sizeof(float));
+        this->set_outputs(b_.losses, b_.logits);
+        this->set_logit_softcap(speedrun_softcap(cfg));
+    }
+    ~Speedrun() override {
+        for (void* p : owned_) be_.free(p);
+    }
+
+    SpeedrunViews<act_t> param_views() { return SpeedrunViews<act_t>(this->params_, layout_); }
+
+    void forward(const int* inputs, const int* targets, size_t B, size_t T, float grad_scale = 0.0f) override {
+        this->start_forward(inputs, targets, B, T, grad_scale, b_.inputs, b_.targets);
+        const size_t C = cfg_.channels, NH = cfg_.num_heads, L = cfg_.num_layers, N = B * T;
+        const SpeedrunViews<act_t> p = param_views();
+        be_.encoder_forward(b_.encoded, b_.inputs, p.wte(), nullptr, B, T, C);              // (B,T,C)
+        be_.rmsnorm_forward(b_.x0, b_.x0_rstd, b_.encoded, N, C);                             // (B,T,C)
+        be_.rmsnorm_forward(layers_[0].h1, layers_[0].rstd1, b_.x0, N, C);
+        for (size_t l = 0; l < L; l++) {
+            const SpeedrunLayerParams<act_t> w = p.layer(l);
+            const Buffers& a = layers_[l];
+            const act_t* res_in = l == 0 ? b_.x0 : layers_[l - 1].res3;
+            be_.matmul_forward(a.qkv, a.h1, w.qkvw, nullptr, N, C, 3 * C, nullptr);           // (B,T,3C)
+            be_.qk_norm_rotary_forward(a.qkv, a.qk_rstd, b_.rotary, B, T, C, NH);             // q, k in place
+            be_.attention_forward(a.atty, a.att_state, a.qkv, B, T, C, NH);                   // (B,T,C) + state
+            be_.matmul_forward(b_.branch, a.atty, w.attprojw, nullptr, N, C, C, nullptr);     // (B,T,C)
+            be_.fused_residual_rmsnorm_forward(a.res2, a.h2, a.rstd2, res_in, b_.branch, N, C);
+            be_.matmul_forward(a.fch, a.h2, w.fcw, nullptr, N, C, 4 * C, nullptr);            // (B,T,4C)
+            be_.relu2_forward(a.fch_act, a.fch, N * 4 * C);                                   // (B,T,4C)
+            be_.matmul_forward(b_.branch, a.fch_act, w.fcprojw, nullptr, N, 4 * C, C, nullptr);
+            // res3 = res2 + fcproj, normalised by the next layer's first RMSNorm or by the final one.
+            const bool last = l + 1 == L;
+            be_.fused_residual_rmsnorm_forward(a.res3, last ? b_.hf : layers_[l + 1].h1,
+                                               last ? b_.hf_rstd : layers_[l + 1].rstd1, a.res2, b_.branch, N, C);
+        }
+        classifier_forward(N, targets != nullptr, grad_scale);                                // (B,T) losses
+    }
+
+    // One bucket after the layers' (wte and lm_head): the classifier (in forward) left lm_head's gradient, the
+    // embedding's comes last. The layers from the last, each its own bucket.
+    void backward(GradSink& grads) override {
+        this->start_backward();
+        const size_t B = this->cur_B_, T = this->cur_T_, N = B * T;
+        const size_t C = cfg_.channels, L = cfg_.num_layers, Vp = cfg_.padded_vocab_size;
+        const BucketGrads gL = grads.open_bucket(L);
+        be_.add_into(gL.at(layout_.offsets[SR_LM_HEAD]), b_.d_head_classifier, Vp * C);
+        be_.memset_zero(b_.d_residual, N * C * sizeof(act_t));
+        be_.rmsnorm_backward(b_.d_residual, b_.d_c, layers_[L - 1].res3, b_.hf_rstd, N, C);
+        // b_.d_residual now holds dL/d(res3 of layer L-1); each layer turns it into dL/d(its res_in).
+        for (size_t l = L; l-- > 0;) {
+            const BucketGrads gl = grads.open_bucket(l);
+            layer_backward(l, SpeedrunViews<float>::layer_at(layout_, l, [&](size_t flat) { return gl.at(flat); }));
+            grads.bucket_done(l);  // layer l's 4 gradient slices are complete
+        }
+        // x0 = rmsnorm(encoded): the embedding rows' gradient through it.
+        be_.memset_zero(b_.d_c, N * C * sizeof(act_t));
+        be_.rmsnorm_backward(b_.d_c, b_.d_residual, b_.encoded, b_.x0_rstd, N, C);
+        be_.encoder_backward(gL.at(layout_.offsets[SR_WTE]), nullptr, b_.d_c, b_.inputs, B, T, C);
+        grads.bucket_done(L);  // wte, lm_head
+    }
+
+    // Fails with a message unless a model of this shape can be created (the backend's attention and the rotary
+    // pairs: an even head size).
+    static void check_shape(const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt) {
+        Model<Backend>::check_options(cfg, B, T, opt);
+        Backend::check_attention_shape(cfg.channels, cfg.num_heads);
+        if (cfg.head_size() % 2 != 0)
+            fail("the speedrun architecture's rotary embeddings need an even head size, got C/NH = %zu/%zu = %zu",
+                 cfg.channels, cfg.num_heads, cfg.head_size());
+    }
+    static std::vector<BufferSize> activation_plan(const ModelConfig& cfg, size_t B, size_t T,
+                                                   const ModelOptions& opt) {
+        check_shape(cfg, B, T, opt);
+        const Shape s{cfg, B, T, opt};
+        return plan_buffers<Buffers>([&](Buffers& b, auto&& v) { buffer_table(b, s, v); });
+    }
+
+private:
+    using Model<Backend>::be_;
+    using Model<Backend>::cfg_;
+    using Model<Backend>::layout_;
+    using Model<Backend>::opt_;
+    using Model<Backend>::chunk_rows_;
+
+    struct Shape {
+        const ModelConfig& cfg;
+        size_t B, T;
+        const ModelOptions& opt;
+    };
+    // Every buffer; layer views (layers_) point the per-layer ones at their layer's slice. `branch` holds a residual
+    // branch's output until the fused residual + RMSNorm that follows adds it in (as GPT-2's).
+    struct Buffers {
+        int *inputs, *targets;
+        float* rotary;  // the rotary table (T x hs, fp32)
+        act_t *encoded, *x0, *h1, *qkv, *atty, *res2, *h2, *fch, *fch_act, *branch, *res3, *hf, *logits;
+        float *x0_rstd, *rstd1, *qk_rstd, *att_state, *rstd2, *hf_rstd, *losses;
+        act_t *d_residual, *d_c, *d_3c, *d_4c;
+        float* d_head_classifier;  // the classifier's lm_head gradient of one micro-step, summed over its chunks
+    };
+
+    // The one list of the speedrun's buffers, in allocation order (llmc/activations.h).
+    template <class Visit>
+    static void buffer_table(Buffers& b, const Shape& s, Visit&& visit) {
+        const size_t N = s.B * s.T, C = s.cfg.channels, L = s.cfg.num_layers, NH = s.cfg.num_heads;
+        const size_t A = sizeof(act_t), F = sizeof(float), I = sizeof(int);
+        const bool rnorm = s.opt.recompute_layernorm, ract = s.opt.recompute_gelu;
+        const size_t norm_layers = rnorm ? 1 : L;  // -r 2: one buffer serves every layer
+        const std::string norm_shape = rnorm ? "N x C (-r 2)" : "L x N x C";
+        const size_t state = Backend::attention_state_elems(s.B, s.T, NH);
+        visit(b.inputs, BufferSize{"input tokens", "N", N, I}, 0);
+        visit(b.targets, BufferSize{"target tokens", "N", N, I}, 0);
+        visit(b.rotary, BufferSize{"rotary table", "T x C/NH", rotary_table_floats(s.T, s.cfg.head_size()), F}, 0);
+        visit(b.encoded, BufferSize{"embedded", "N x C", N * C, A}, 0);
+        visit(b.x0, BufferSize{"x0 (normalised embedding)", "N x C", N * C, A}, 0);
+        visit(b.x0_rstd, BufferSize{"x0 rstd", "N", N, F}, 0);
+        visit(b.h1, BufferSize{"rmsnorm 1", norm_shape, norm_layers * N * C, A}, rnorm ? 0 : N * C);
+        visit(b.rstd1, BufferSize{"rmsnorm 1 rstd", "L x N", L * N, F}, N);
+        visit(b.qkv, BufferSize{"qkv (q, k normalised and rotated)", "L x N x 3C", L * N * 3 * C, A}, N * 3 * C);
+        visit(b.qk_rstd, BufferSize{"qk-norm rstd", "L x N x 2NH", L * N * 2 * NH, F}, N * 2 * NH);
+        visit(b.atty, BufferSize{"attention out", "L x N x C", L * N * C, A}, N * C);
+        visit(b.att_state, BufferSize{"attention state", std::string("L x ") + Backend::attention_state_shape,
+                                      L * state, F}, state);
+        visit(b.res2, BufferSize{"residual 2", "L x N x C", L * N * C, A}, N * C);
+        visit(b.h2, BufferSize{"rmsnorm 2", norm_shape, norm_layers * N * C, A}, rnorm ? 0 : N * C);
+        visit(b.rstd2, BufferSize{"rmsnorm 2 rstd", "L x N", L * N, F}, N);
+        visit(b.fch, BufferSize{"fch (pre-ReLU²)", "L x N x 4C", L * N * 4 * C, A}, N * 4 * C);
+        visit(b.fch_act, BufferSize{"relu(fch)²", ract ? "N x 4C (-r >= 1)" : "L x N x 4C",
+                                    (ract ? 1 : L) * N * 4 * C, A}, ract ? 0 : N * 4 * C);
+        visit(b.branch, BufferSize{"residual branch out", "N x C", N * C, A}, 0);
+        visit(b.res3, BufferSize{"residual 3", "L x N x C", L * N * C, A}, N * C);
+        visit(b.hf, BufferSize{"final rmsnorm", "N x C", N * C, A}, 0);
+        visit(b.hf_rstd, BufferSize{"final rmsnorm rstd", "N", N, F}, 0);
+        visit(b.logits, BufferSize{"logits (one chunk)", "min(N, max(chunk, T)) x Vp",
+                                   Model<Backend>::classifier_rows(s.B, s.T, s.opt) * s.cfg.padded_vocab_size, A}, 0);
+        visit(b.losses, BufferSize{"losses", "N", N, F}, 0);
+        visit(b.d_residual, BufferSize{"d residual", "N x C", N * C, A}, 0);
+        visit(b.d_c, BufferSize{"d (N, C)", "N x C", N * C, A}, 0);
+        visit(b.d_3c, BufferSize{"d qkv", "N x 3C", N * 3 * C, A}, 0);
+        visit(b.d_4c, BufferSize{"d fch", "N x 4C", N * 4 * C, A}, 0);
+        visit(b.d_head_classifier, BufferSize{"d lm_head (classifier)", "Vp x C, fp32", s.cfg.padded_vocab_size * C,
+                                              F}, 0);
+    }
+
+    // Layer l's backward: d_residual holds dL/d(its res3) and becomes dL/d(its res_in); gw: its gradient slices.
+    void layer_backward(size_t l, const SpeedrunLayerParams<float>& gw) {
+        const size_t B = this->cur_B_, T = this->cur_T_, N = B * T, C = cfg_.channels, NH = cfg_.num_heads;
+        const SpeedrunLayerParams<act_t> w = param_views().layer(l);
+        const Buffers& a = layers_[l];
+        const act_t* res_in = l == 0 ? b_.x0 : layers_[l - 1].res3;
+        if (opt_.recompute_gelu) be_.relu2_forward(a.fch_act, a.fch, N * 4 * C);
+        if (opt_.recompute_layernorm) be_.rmsnorm_forward(a.h2, a.rstd2, a.res2, N, C);
+        // MLP: res3 = res2 + fcproj(relu(fc(rmsnorm(res2)))^2)
+        be_.matmul_backward(a.d_4c, gw.fcprojw, nullptr, a.d_residual, a.fch_act, w.fcprojw, N, 4 * C, C, nullptr,
+                            nullptr);
+        be_.relu2_backward_inplace(a.d_4c, a.fch, N * 4 * C);
+        be_.matmul_backward(a.d_c, gw.fcw, nullptr, a.d_4c, a.h2, w.fcw, N, C, 4 * C, nullptr, nullptr);
+        be_.rmsnorm_backward(a.d_residual, a.d_c, a.res2, a.rstd2, N, C);
+        // Attention: res2 = res_in + attproj(attention(rotary(qk-norm(qkv(rmsnorm(res_in))))))
+        be_.matmul_backward(a.d_c, gw.attprojw, nullptr, a.d_residual, a.atty, w.attprojw, N, C, C, nullptr, nullptr);
+        be_.attention_backward(a.d_3c, a.d_c, a.qkv, a.atty, a.att_state, B, T, C, NH);
+        be_.qk_norm_rotary_backward(a.d_3c, a.qkv, a.qk_rstd, b_.rotary, B, T, C, NH);
+        if (opt_.recompute_layernorm) be_.rmsnorm_forward(a.h1, a.rstd1, res_in, N, C);
+        be_.matmul_backward(a.d_c, gw.qkvw, nullptr, a.d_3c, a.h1, w.qkvw, N, C, 3 * C, nullptr, nullptr);
+        be_.rmsnorm_backward(a.d_residual, a.d_c, res_in, a.rstd1, N, C);
+    }
+
+    // The classifier over the N rows of hf, chunk_rows_ rows at a time, as GPT-2's (llmc/gpt2.h), with the untied
+    // head and the soft-cap: logits = hf_rows @ lm_head^T; losses (and, training, logits <- dlogits) by the
+    // soft-capped classifier; training: dhf_rows (d_c, =) = dlogits @ lm_head, d_head_classifier += dlogits^T @ hf.
+    void classifier_forward(size_t N, bool with_targets, float grad_scale) {
+        const size_t C = cfg_.channels, V = cfg_.vocab_size, Vp = cfg_.padded_vocab_size;
+        const act_t* head = param_views().lm_head();
+        const bool training = with_targets && grad_scale > 0.0f;
+        const float cap = speedrun_softcap(cfg_);
+        if (training) be_.memset_zero(b_.d_head_classifier, Vp * C * sizeof(float));
+        for (size_t r = 0; r < N; r += chunk_rows_) {
+            const size_t n = std::min(chunk_rows_, N - r);
+            be_.matmul_forward(b_.logits, b_.hf + r * C, head, nullptr, n, C, Vp, nullptr);  // (n,Vp)
+            if (!with_targets) continue;
+            be_.softcap_classifier(b_.logits, b_.losses + r, b_.targets + r, grad_scale / (float)N, n, V, Vp,
+                                   training, cap);
+            if (training)
+                be_.matmul_backward(b_.d_c + r * C, b_.d_head_classifier, nullptr, b_.logits, b_.hf + r * C, head, n,
+                                    C, Vp, nullptr, nullptr);
+        }
+        this->set_logits_kept(!training && N <= chunk_rows_);
+    }
+
+    Buffers b_{};
+    std::vector<Buffers> layers_;  // layer l's view of b_
+    std::vector<void*> owned_;
+};
+
+}  // namespace llmc

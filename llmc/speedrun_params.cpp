@@ -1,0 +1,53 @@
+#include "speedrun_params.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "speedrun_recipe.h"
+
+namespace llmc {
+
+std::vector<ParamSpec> speedrun_params(const ModelConfig& c) {
+    const size_t C = c.channels;
+    // As the records: the embedding ~ N(0, 1) (nn.Embedding), qkvw and fcw ~ U(+-1/sqrt(C)) (nn.Linear), the two
+    // projections and the head zero; the padded vocabulary rows zero. No Hugging Face class matches the
+    // architecture: every HfName is empty (import and export refuse it).
+    const ParamInit embedding{ParamInit::Normal, 1.0f, c.vocab_size};
+    const ParamInit linear{ParamInit::Uniform, 1.0f / std::sqrt((float)C), 0}, zeros;
+    // name, shape (one layer's), per layer, weight decay, group, bucket, init, Hugging Face name, row blocks
+    return {
+        {"wte", {c.padded_vocab_size, C}, false, false, SR_GROUP_EMBED, 0, embedding, {}},
+        {"qkvw", {3 * C, C}, true, false, SR_GROUP_MATRICES, 0, linear, {}, 3},  // q, k, v: three matrices
+        {"attprojw", {C, C}, true, false, SR_GROUP_MATRICES, 0, zeros, {}},
+        {"fcw", {4 * C, C}, true, false, SR_GROUP_MATRICES, 0, linear, {}},
+        {"fcprojw", {C, 4 * C}, true, false, SR_GROUP_MATRICES, 0, zeros, {}},
+        {"lm_head", {c.padded_vocab_size, C}, false, false, SR_GROUP_HEAD, 0, zeros, {}},
+    };
+}
+
+float speedrun_softcap(const ModelConfig& c) { return (c.arch_flags & SR_FLAG_SOFTCAP) ? kLogitSoftCap : 0.0f; }
+
+namespace {
+
+// 6 N + 6 L C T as for GPT-2 (llmc/gpt2_params.cpp), with N = the parameters that take part in a matrix product:
+// all but the embedding, which is a lookup (the untied head is a product over the padded vocabulary).
+double speedrun_flops_per_token(const ModelConfig& c, size_t num_params, size_t T) {
+    const double n = (double)num_params - (double)(c.padded_vocab_size * c.channels);
+    return 6.0 * n + 6.0 * (double)c.num_layers * (double)c.channels * (double)T;
+}
+
+std::string speedrun_describe_flops(const ModelConfig& c, size_t num_params, size_t T) {
+    char s[200];
+    std::snprintf(s, sizeof s, "MFU counts 6 N + 6 L C T = %.1f MFLOP per token (N = %zu parameters without the "
+                  "embedding, causal attention)", speedrun_flops_per_token(c, num_params, T) / 1e6,
+                  num_params - c.padded_vocab_size * c.channels);
+    return s;
+}
+
+}  // namespace
+
+const Architecture speedrun_architecture = {"speedrun", "speedrun", speedrun_params,
+                                            speedrun_flops_per_token, speedrun_describe_flops,
+                                            SR_KNOWN_FLAGS};
+
+}  // namespace llmc
