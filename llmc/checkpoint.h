@@ -50,11 +50,13 @@ public:
             make_checkpoint_directory(dir);
         }
         comm_.barrier();
-        // Every rank's (index + 1 or 0, size, CRC) of each file it wrote, for meta.json.
-        std::vector<uint64_t> mine(3 * kMaxOwnFiles, 0);
+        // Every rank's (index + 1 or 0, size, CRC) of each file it wrote, for meta.json: as many slots on every rank
+        // as the rank with the most files needs (a strategy that shards whole matrices writes one file per owned
+        // range).
         const std::vector<OwnStateFile> own = dp_.own_state_files();
-        if (own.size() > kMaxOwnFiles) fail("checkpoint: %zu state files from one rank, at most %zu", own.size(),
-                                            kMaxOwnFiles);
+        size_t slots = 0;
+        for (uint64_t n : comm_.all_gather_host(std::vector<uint64_t>{own.size()})) slots = std::max<size_t>(slots, n);
+        std::vector<uint64_t> mine(3 * slots, 0);
         for (size_t i = 0; i < own.size(); i++) {
             const OwnStateFile& f = own[i];
             const CheckpointFileInfo info =
@@ -116,7 +118,6 @@ public:
     }
 
 private:
-    static constexpr size_t kMaxOwnFiles = 2;
     // Rank 0: `params` into <dir>/model.bin, and that file's entry for meta.json.
     CheckpointFileInfo write_model(const std::string& dir, const std::vector<float>& params) {
         CheckpointFileInfo f;

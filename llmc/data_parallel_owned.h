@@ -8,13 +8,15 @@
 // everything on every rank. One step:
 //   gradients   ZeRO 0: all-reduced at the last micro-step (every rank steps everything);
 //               ZeRO 1: each bucket piece reduced to its owner at the last micro-step (llmc/grad_reducer.h, the
-//               pieces cut where the owner changes), also across the sharding groups under --shard-group
+//               pieces cut where the owner changes), also across the sharding groups under --shard-group;
+//               ZeRO 2: the same at every micro-step, the owner adding its pieces into an accumulator of what it
+//               owns (llmc/grad_bucket_pool.h)
 //   norm        the sum of the owners' squared norms of what they own, all-reduced (the same value on every rank and
 //               stage), then clipping as llmc/zero_optimizer.h
 //   update      Muon on each owned matrix (a fused qkv weight: its q, k and v each alone), momentum warmed up as
 //               MuonConfig says; AdamW on each owned piece of the other groups; each group at its multiple of the
 //               schedule's rate
-//   parameters  ZeRO 1: every owned range broadcast from its owner (one group call on the comm stream), overlapping
+//   parameters  ZeRO 1 and 2: every owned range broadcast from its owner (one group call on the comm stream), overlapping
 //               the zeroing of the gradients; the next forward waits for it
 // State (fp32, on the owner): for each owned element m, v and the master weight, packed in flat order; a Muon
 // matrix keeps its momentum in m (v stays zero). Checkpoints: one optimizer file per owned range, the files tiling
@@ -30,6 +32,7 @@
 
 #include "checkpoint_format.h"
 #include "data_parallel.h"
+#include "grad_bucket_pool.h"
 #include "grad_reducer.h"
 #include "model.h"
 #include "model_file.h"
@@ -51,10 +54,6 @@ public:
         : DataParallel<Backend>(plan, std::move(groups)), be_(be), model_(model), cfg_(cfg), seed_(seed),
           comm_(*this->groups_.shard), stage_(plan.zero_stage) {
         const ParamLayout& layout = model.layout();
-        if (stage_ == 2)
-            fail("-z 2 with an optimizer that shards whole matrices (%s): ZeRO 2's gradient accumulator holds the "
-                 "rank's flat shard, and a matrix's owner needs the whole matrix; use -z 1 (the same optimizer "
-                 "memory, gradients reduced once per step) or -z 0", group_summary(layout).c_str());
         // ZeRO 0: one owner (this rank) of everything; ZeRO 1: the plan's owners within the sharding group.
         owners_ = stage_ == 0 ? state_ownership(layout, make_shard_plan(layout.total, 1, 0, plan.align),
                                                 plan.group_sharding)
@@ -63,9 +62,12 @@ public:
         if (stage_ == 0)
             reducer_ = std::make_unique<ReplicatedGrads<Backend>>(be, layout, model.padded_params(), comm_, plan.align,
                                                                   cfg.reduce_dtype);
-        else
+        else if (stage_ == 1)
             reducer_ = std::make_unique<OwnedGrads<Backend>>(be, layout, model.padded_params(), comm_, plan.align,
                                                              cfg.reduce_dtype, this->groups_.replica, &owners_);
+        else
+            reducer_ = std::make_unique<BucketPoolGrads<Backend>>(be, layout, model.padded_params(), comm_, plan.align,
+                                                                  cfg.reduce_dtype, this->groups_.replica, &owners_);
         size_t count = 0;
         for (const OwnedRange& o : owners_) {
             state_offset_.push_back(count);

@@ -30,9 +30,21 @@ namespace llmc {
 template <class Backend>
 class BucketPoolGrads : public GradReducer<Backend> {
 public:
+    // The owners are the shard plan's (the accumulator: this rank's shard), or `owners` (llmc/state_ownership.h: the
+    // accumulator holds this rank's owned ranges back to back, in flat order).
     BucketPoolGrads(Backend& be, const ParamLayout& layout, size_t padded, Comm& comm, size_t align, DType wire,
-                    Comm* replica)
+                    Comm* replica, const std::vector<OwnedRange>* owners = nullptr)
         : GradReducer<Backend>(be, layout, padded, comm, align, wire, replica) {
+        const ShardPlan& plan = this->plan_;
+        if (owners) {
+            for (size_t b = 0; b < this->pieces_.size(); b++) this->pieces_[b] = ownership_pieces(*owners, layout, b);
+            for (const OwnedRange& o : *owners)
+                if (o.owner == plan.rank) own_.push_back({o.begin, o.end}), accum_size_ += o.end - o.begin;
+            real_size_ = accum_size_;
+        } else {
+            own_.push_back({plan.begin(), plan.end()});
+            accum_size_ = plan.shard_size, real_size_ = plan.logical_end(plan.rank) - plan.logical_begin(plan.rank);
+        }
         for (size_t b = 0; b < this->ranges_.size(); b++) {
             std::vector<size_t> packed;
             for (const BucketPiece& p : this->pieces_[b]) packed.push_back(packed_offset(this->ranges_[b], p.begin));
@@ -65,7 +77,7 @@ public:
         acquired_[bucket] = 1;
         return k.buf;
     }
-    const float* reduced_grads(size_t flat) const override { return accum_ + (flat - this->plan_.begin()); }
+    const float* reduced_grads(size_t flat) const override { return accum_ + accum_index(flat); }
     // The next step's first micro-step overwrites the accumulator; each bucket buffer is zeroed when handed out.
     void finish_step() override {
         accumulated_ = false;
@@ -84,7 +96,7 @@ private:
     // accumulator of this rank's shard (zero_memory's bucket_pool and accumulator, llmc/zero.h).
     void allocate_pool() {
         const size_t L = this->layout_.cfg.num_layers, layers = std::min(L, ZERO2_LAYER_BUFFERS);
-        accum_ = this->alloc_floats(this->plan_.shard_size);
+        accum_ = this->alloc_floats(std::max<size_t>(accum_size_, 1));
         slots_.resize(layers + this->ranges_.size() - L);
         for (size_t k = 0; k < slots_.size(); k++) {
             slots_[k].buf = this->alloc_floats(bucket_elements(this->layout_, k < layers ? 0 : L + (k - layers)));
@@ -137,7 +149,7 @@ private:
         for (size_t i = 0; i < this->pieces_[b].size(); i++) {
             const BucketPiece& p = this->pieces_[b][i];
             if (p.root != this->plan_.rank) continue;
-            float* dst = accum_ + (p.begin - this->plan_.begin());
+            float* dst = accum_ + accum_index(p.begin);
             const float* src = k.buf + piece_packed_[b][i];
             if (accumulated_) this->be_.add_into(dst, src, p.end - p.begin);
             else this->be_.copy_on_device(dst, src, (p.end - p.begin) * sizeof(float));
@@ -150,8 +162,7 @@ private:
     void reduce_accumulator_across_groups() {
         Backend& be = this->be_;
         const Stream st = be.comm_stream();
-        const ShardPlan& plan = this->plan_;
-        const size_t own = plan.logical_end(plan.rank) - plan.logical_begin(plan.rank);
+        const size_t own = real_size_;
         const bool bf16 = this->wire_ == DType::BF16;
         const size_t chunk = bf16 ? max_bucket_elements(this->layout_) : std::max<size_t>(own, 1);
         uint16_t* wire = static_cast<uint16_t*>(this->wire_buf_);
@@ -173,8 +184,16 @@ private:
     std::vector<std::vector<size_t>> piece_packed_;  // per bucket: each piece's offset in its packed buffer
     std::vector<char> acquired_;                     // handed out by bucket_buffer() in this micro-step
     std::vector<Slot> slots_;
-    float* accum_ = nullptr;    // the fp32 accumulator of this rank's shard of the reduced gradients
+    float* accum_ = nullptr;    // the fp32 accumulator of this rank's owned ranges of the reduced gradients
     bool accumulated_ = false;  // accum_ holds this step's first micro-step
+    std::vector<FlatRange> own_;       // the flat ranges the accumulator holds, back to back, in flat order
+    size_t accum_size_ = 0, real_size_ = 0;  // its elements, and those before the padding
+
+    // Where flat element `flat` sits in the accumulator: its offset in the shard, or in the owned ranges.
+    size_t accum_index(size_t flat) const {
+        if (own_.size() == 1) return flat - own_[0].begin;
+        return packed_offset(own_, flat);
+    }
 };
 
 }  // namespace llmc

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Compares two training runs: metrics.jsonl (train loss, val loss and grad norm of every logged step) and the final
-model.bin (fp32 llm.c model files).
+model.bin (fp32 model files: llm.c's version 3, or version 6 of another architecture).
 
 usage: compare_runs.py RUN_A RUN_B LOSS_RTOL PARAM_ATOL [NORM_RTOL] [--first-rtol LOSS_RTOL_0 NORM_RTOL_0]
   LOSS_RTOL    relative tolerance of the train and val losses
@@ -31,7 +31,7 @@ def metrics(run):
 def params(run):
     with open(run + "/model.bin", "rb") as f:
         header = struct.unpack("<256i", f.read(1024))
-        assert header[0] == 20240326 and header[1] == 3, header[:2]
+        assert header[0] == 20240326 and header[1] in (3, 6), header[:2]  # fp32: llm.c's, or a named architecture
         return np.frombuffer(f.read(), dtype="<f4")
 
 
