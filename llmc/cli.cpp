@@ -120,6 +120,10 @@ void apply_recipe_defaults(TrainOptions& o, const cxxopts::ParseResult& r) {
     if (!r.count("decay-fraction")) o.decay_fraction = 0.286f;
     if (!r.count("grad-clip")) o.grad_clip = 0.0f;
     if (o.weight_decay != 0.0f) fail("-c %g with --recipe speedrun: its optimizers use no weight decay", o.weight_decay);
+    if (o.sync_every > 0)
+        fail("--sync-every with --recipe speedrun: each replica would keep its own Muon momentum, and the outer step "
+             "(llmc/outer_sync.h) is written for AdamW replicas; the speedrun reduces gradients every step (any -z, "
+             "--shard-group)");
     if (!(o.embed_lr >= 0.0f) || !(o.head_lr >= 0.0f))
         fail("--embed-lr %g / --head-lr %g: learning rates must be >= 0", o.embed_lr, o.head_lr);
     if (o.muon_momentum_warmup < 0) fail("--muon-momentum-warmup %d: must be >= 0", o.muon_momentum_warmup);

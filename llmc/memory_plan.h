@@ -76,7 +76,9 @@ MemoryPlan plan_training_memory(const ParallelPlan& plan, const ModelConfig& cfg
     const char* act_type = A == 2 ? "bf16" : "fp32";
     const std::string state = stage == 0         ? "fp32, full"
                               : state_ranks == 1 ? "fp32, whole (a shard of 1 rank)"
-                                                 : "fp32, shard of " + std::to_string(state_ranks) + " ranks";
+                              : plan.has_whole_matrices()
+                                  ? "fp32, owned of " + std::to_string(state_ranks) + " ranks (matrices, shard)"
+                                  : "fp32, shard of " + std::to_string(state_ranks) + " ranks";
     p.groups.push_back({"training state", {
         {"parameters", std::string(act_type) + ", padded to " + std::to_string(padded), padded, A},
         {"gradients", stage == 2 ? "none (ZeRO-2: bucket buffers)" : "fp32, full buffer", z.grads / 4, 4},
@@ -84,7 +86,8 @@ MemoryPlan plan_training_memory(const ParallelPlan& plan, const ModelConfig& cfg
         {"gradient bucket buffers", stage == 2 ? "fp32, wte/wpe/lnf + layer pool" : "none below ZeRO-2",
          z.bucket_pool / 4, 4},
         {"master weights", state, z.master / 4, 4},
-        {"AdamW m and v", state, (z.adam_m + z.adam_v) / 4, 4},
+        {plan.has_whole_matrices() ? "m and v (Muon: momentum)" : "AdamW m and v", state, (z.adam_m + z.adam_v) / 4,
+         4},
         {"grad norm, loss accumulator", "fp32 scalars", 2, 4},
     }});
     if (z.wire)

@@ -1,6 +1,5 @@
 #include "parallel_plan.h"
 
-#include <algorithm>
 
 #include <cstdio>
 
@@ -21,11 +20,10 @@ ZeroMemory ParallelPlan::memory(const ParamLayout& layout, size_t act_bytes) con
     ZeroMemory m = zero_memory(layout, model_padded, shard_plan(layout.total), zero_stage, act_bytes,
                                dtype_size(wire));
     // Whole-matrix groups: the state covers what this rank owns (llmc/data_parallel_owned.h), not its flat shard.
-    const bool whole = std::find(group_sharding.begin(), group_sharding.end(), GroupSharding::WholeMatrices) !=
-                       group_sharding.end();
-    if (whole && zero_stage >= 1) {
+    if (has_whole_matrices() && zero_stage >= 1) {
         const size_t own = owned_elements(ownership(layout), state_ranks())[(size_t)state_rank()];
         m.master = m.adam_m = m.adam_v = own * sizeof(float);
+        if (zero_stage == 2) m.accumulator = own * sizeof(float);
     }
     return m;
 }

@@ -78,6 +78,11 @@ struct ParallelPlan {
         return make_shard_plan(num_params, state_ranks(), state_rank(), align);
     }
     // How optimizer group g's state is sharded, and which state rank owns each part of the flat buffer.
+    bool has_whole_matrices() const {
+        for (GroupSharding g : group_sharding)
+            if (g == GroupSharding::WholeMatrices) return true;
+        return false;
+    }
     GroupSharding sharding_of(int group) const {
         return group >= 0 && (size_t)group < group_sharding.size() ? group_sharding[(size_t)group]
                                                                     : GroupSharding::FlatRanges;

@@ -153,7 +153,7 @@ private:
         visit(b.x0_rstd, BufferSize{"x0 rstd", "N", N, F}, 0);
         visit(b.h1, BufferSize{"rmsnorm 1", norm_shape, norm_layers * N * C, A}, rnorm ? 0 : N * C);
         visit(b.rstd1, BufferSize{"rmsnorm 1 rstd", "L x N", L * N, F}, N);
-        visit(b.qkv, BufferSize{"qkv (q, k normalised and rotated)", "L x N x 3C", L * N * 3 * C, A}, N * 3 * C);
+        visit(b.qkv, BufferSize{"qkv (q, k rotated)", "L x N x 3C", L * N * 3 * C, A}, N * 3 * C);
         visit(b.qk_rstd, BufferSize{"qk-norm rstd", "L x N x 2NH", L * N * 2 * NH, F}, N * 2 * NH);
         visit(b.atty, BufferSize{"attention out", "L x N x C", L * N * C, A}, N * C);
         visit(b.att_state, BufferSize{"attention state", std::string("L x ") + Backend::attention_state_shape,
@@ -161,8 +161,8 @@ private:
         visit(b.res2, BufferSize{"residual 2", "L x N x C", L * N * C, A}, N * C);
         visit(b.h2, BufferSize{"rmsnorm 2", norm_shape, norm_layers * N * C, A}, rnorm ? 0 : N * C);
         visit(b.rstd2, BufferSize{"rmsnorm 2 rstd", "L x N", L * N, F}, N);
-        visit(b.fch, BufferSize{"fch (pre-ReLU²)", "L x N x 4C", L * N * 4 * C, A}, N * 4 * C);
-        visit(b.fch_act, BufferSize{"relu(fch)²", ract ? "N x 4C (-r >= 1)" : "L x N x 4C",
+        visit(b.fch, BufferSize{"fch (pre-ReLU^2)", "L x N x 4C", L * N * 4 * C, A}, N * 4 * C);
+        visit(b.fch_act, BufferSize{"relu(fch)^2", ract ? "N x 4C (-r >= 1)" : "L x N x 4C",
                                     (ract ? 1 : L) * N * 4 * C, A}, ract ? 0 : N * 4 * C);
         visit(b.branch, BufferSize{"residual branch out", "N x C", N * C, A}, 0);
         visit(b.res3, BufferSize{"residual 3", "L x N x C", L * N * C, A}, N * C);

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The speedrun reference (dev/reference/speedrun_reference.py, docs/reference.md "The speedrun reference"): generated
 # for the tiny model (L=2, NH=4, C=64, V=250, T=16, B=2) with the records' initialisation, with every matrix non-zero
-# (--perturb), and with the ShortcutsTweaks options too (--record9), each file read back by the C++ tests: the CPU's
-# Newton-Schulz against the reference's float64 cases (build/test/test_muon --ref), and the recipe's CPU ops composed
-# into the model against its logits, loss, gradients and optimizer steps (build/test/test_speedrun_reference --ref).
+# (--perturb), with the ShortcutsTweaks options too (--record9), and with the soft-cap and the momentum warm-up, each
+# file read back by the C++ tests: the CPU's Newton-Schulz against the reference's float64 cases (build/test/test_muon
+# --ref), the recipe's CPU ops composed into the model against its logits, loss, gradients and optimizer steps
+# (build/test/test_speedrun_reference --ref), and the trainer's own speedrun model and optimizer on the CPU backend
+# and on the CUDA backend under the simulator (test_gpt2 --speedrun-ref).
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
 TMP=$(test_tmp_dir speedrun_reference)
-for bin in build/test/test_muon build/test/test_speedrun_reference; do
+for bin in build/test/test_muon build/test/test_speedrun_reference ./test_gpt2_cpu build/test_gpt2_sim; do
     [ -x "$bin" ] || { fail "$bin" "not built"; finish; }
 done
 /usr/bin/python3 -c "import torch" 2>/dev/null || { skip "speedrun reference" "no PyTorch for /usr/bin/python3 (python3-torch)"; finish; }
-for variant in "record:" "perturbed:--perturb" "record9_perturbed:--record9 --perturb"; do
+for variant in "record:" "perturbed:--perturb" "record9_perturbed:--record9 --perturb" \
+               "softcap_perturbed:--softcap --momentum-warmup 4 --perturb"; do
     name=${variant%%:*}
     args=${variant#*:}
     # Written once per generator, arguments and PyTorch (cached_reference), into build/ref/speedrun_NAME.
@@ -32,6 +35,18 @@ for variant in "record:" "perturbed:--perturb" "record9_perturbed:--record9 --pe
         pass "CPU Newton-Schulz against the reference's float64 cases ($name, $(grep -c '^PASS' "$log") checks)"
     else
         fail "CPU Newton-Schulz against the reference's float64 cases ($name)" "$(grep -m2 '^FAIL' "$log" | tr '\n' ' ')"
+    fi
+    # The trainer's model and optimizer (llmc/speedrun.h, llmc/data_parallel_owned.h) on both backends, the CUDA one
+    # under the simulator; the ShortcutsTweaks value residual and embedding skip are the reference's alone.
+    if [ "$name" != record9_perturbed ]; then
+        for bin in ./test_gpt2_cpu build/test_gpt2_sim; do
+            log="$TMP/${name}_$(basename "$bin").log"
+            if "$bin" --speedrun-ref "$ref/speedrun_reference.bin" >"$log" 2>&1; then
+                pass "$bin --speedrun-ref: the trainer's speedrun model and optimizer ($name, $(grep -c '^PASS' "$log") checks)"
+            else
+                fail "$bin --speedrun-ref ($name)" "$(grep -m2 '^FAIL\|error' "$log" | tr '\n' ' ')"
+            fi
+        done
     fi
     log="$TMP/${name}_model.log"
     if build/test/test_speedrun_reference --ref "$ref/speedrun_reference.bin" >"$log" 2>&1; then
