@@ -55,6 +55,11 @@ std::vector<HfTensorPlace> hf_tensor_places(const ParamLayout& lay) {
 
 std::vector<HfTensor> hf_tensors(const ModelConfig& cfg, const std::vector<float>& params) {
     const ParamLayout lay(cfg);
+    for (int t = 0; t < lay.num_tensors(); t++)
+        if (lay.spec(t).hf.pattern.empty())
+            fail("export: no Hugging Face class matches the %s architecture (%s): its tensor %s has no counterpart "
+                 "in GPT2LMHeadModel; export_hf writes GPT-2 models", cfg.arch.c_str(), cfg.describe().c_str(),
+                 lay.name(t));
     if (params.size() != lay.total)
         fail("export: %zu parameter values, the model %s has %zu", params.size(), cfg.describe().c_str(), lay.total);
     std::vector<HfTensor> out;
@@ -98,8 +103,8 @@ std::string hf_config_json(const ModelConfig& cfg) {
 }
 
 void export_hf(const ModelConfig& cfg, const std::vector<float>& params, const std::string& dir) {
+    std::vector<HfTensor> tensors = hf_tensors(cfg, params);  // refuses an architecture without an HF class
     make_dirs(dir);  // and its parents: `export_hf model.bin out/hf` works on a fresh clone
-    std::vector<HfTensor> tensors = hf_tensors(cfg, params);
     nlohmann::ordered_json header;
     header["__metadata__"] = {{"format", "pt"}};
     size_t offset = 0;

@@ -85,6 +85,22 @@ else
     fail "dry run of the speedrun on 8 ranks" "$(printf '%s' "$out" | head -12)"
 fi
 
+# The tools: samples during training and generate work with a speedrun model (GPT-2's vocabulary, the soft-cap in
+# the model file); export_hf refuses it (no Hugging Face class has this architecture) and writes nothing.
+if ./train_gpt2_cpu --recipe speedrun --logit-softcap 1 -e "L=1,NH=2,C=32,T=32" -i "data/brown/brown_train_*.bin" \
+        -j "data/brown/brown_val_*.bin" -b 2 -t 32 -x 2 -v 1 -m 1 -s 2 -g 8 --threads 1 -o "$TMP/gen" \
+        >"$TMP/gen.log" 2>&1 && grep -q -- "---- sample at step 2" "$TMP/gen.log"; then
+    pass "a speedrun run with the soft-cap samples text"
+else
+    fail "a speedrun run with the soft-cap samples text" "$(tail -3 "$TMP/gen.log")"
+fi
+gen=$(./generate -e "$TMP/gen/model.bin" -p "The" -n 8 2>&1)
+[ $? -eq 0 ] && [[ "$gen" == The* ]] && pass "generate continues a prompt with a speedrun model" \
+    || fail "generate continues a prompt with a speedrun model" "$gen"
+refuses "export_hf refuses a speedrun model" "no Hugging Face class matches the speedrun architecture" \
+    ./export_hf "$TMP/gen/model.bin" "$TMP/hf"
+[ ! -e "$TMP/hf" ] && pass "export_hf wrote nothing" || fail "export_hf wrote nothing" "$(ls "$TMP/hf")"
+
 refuses "--sync-every with Muon" "--sync-every with --recipe speedrun" ./train_gpt2_cpu "${args[@]}" --sync-every 5
 refuses "weight decay with the speedrun" "no weight decay" ./train_gpt2_cpu "${args[@]}" -c 0.1
 refuses "a speedrun flag with the GPT-2 recipe" "--embed-lr belongs to --recipe speedrun" ./train_gpt2_cpu "${base[@]}" --embed-lr 0.1
