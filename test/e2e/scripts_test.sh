@@ -79,4 +79,17 @@ expect_error "run_mpirun.sh: 3 nodes x 2 GPUs cannot keep the 124M recipe's -d" 
     env PRINT_ONLY=1 GPUS_PER_NODE=2 bash scripts/multi_node/run_mpirun.sh "$TMP/hosts3"
 expect_error "run_gpt2.sh on 6 GPUs stops with the message" "6 GPUs cannot share evenly" \
     env PRINT_ONLY=1 NUM_GPUS=6 bash scripts/run_gpt2.sh 124M
+# run_speedrun.sh: the UntieEmbed record's steps and batch on any GPU count, flags the trainer accepts (its dry run).
+sr8=$(PRINT_ONLY=1 NUM_GPUS=8 bash scripts/run_speedrun.sh 2>/dev/null)
+sr1=$(PRINT_ONLY=1 NUM_GPUS=1 SOFTCAP=1 MOMENTUM_WARMUP=500 bash scripts/run_speedrun.sh 2>&1)
+[[ "$sr8" == "mpirun -np 8 ./train_gpt2 "*"--recipe speedrun -e L=12,NH=6,C=768 -b 64 -t 1024 -d 524288 -x 4578 "* ]] \
+    && pass "run_speedrun.sh on 8 GPUs: the record's 4578 steps of 524288 tokens, one micro-step" \
+    || fail "run_speedrun.sh on 8 GPUs" "$sr8"
+[[ "$sr1" == *"1 GPU(s) x 8 micro-step(s)"* && "$sr1" == *"-d 524288"*"--logit-softcap 1 --muon-momentum-warmup 500" ]] \
+    && pass "run_speedrun.sh on 1 GPU: the same tokens per step in 8 micro-steps, the record-9 options" \
+    || fail "run_speedrun.sh on 1 GPU" "$sr1"
+eval "words=($sr8)"
+./train_gpt2_cpu --dry-run -pn 8 "${words[@]:4}" >"$TMP/sr_plan" 2>&1 && grep -q "memory per rank" "$TMP/sr_plan" \
+    && pass "the trainer accepts run_speedrun.sh's flags (its dry run on 8 ranks)" \
+    || fail "the trainer accepts run_speedrun.sh's flags" "$(tail -2 "$TMP/sr_plan")"
 finish
