@@ -38,8 +38,10 @@ $PY dev/reference/gpt2_reference.py --out "$OUT/ref/small" --layers 2 --heads 4 
     --vocab 250 --batch 2 --seq-len 16 --seed 42 >/dev/null
 $PY dev/reference/gpt2_reference.py --out "$OUT/ref/odd" --layers 3 --heads 3 --channels 96 --max-seq-len 32 \
     --vocab 100 --batch 3 --seq-len 24 --seed 7 --perturb >/dev/null
+# The speedrun reference for ./test_gpt2 --speedrun-ref (test/e2e/speedrun_reference_test.sh's soft-cap case).
+$PY dev/reference/speedrun_reference.py --out "$OUT/ref/speedrun" --softcap --momentum-warmup 4 --perturb >/dev/null
 # The launch configurations of the simulated device-profile runs, for dev/gpu/driver_check.py.
 [ -f build/test-tmp/sim_device_profiles/launches.tsv ] || bash test/e2e/sim_device_profiles_test.sh >/dev/null
 cp build/test-tmp/sim_device_profiles/launches.tsv "$OUT/"
 du -sh "$OUT"
-echo "packed $OUT: $(ls "$OUT/bin" | wc -l) binaries, $(ls "$OUT/lib" | wc -l) libraries, 2 references, Brown shards"
+echo "packed $OUT: $(ls "$OUT/bin" | wc -l) binaries, $(ls "$OUT/lib" | wc -l) libraries, 3 references, Brown shards"

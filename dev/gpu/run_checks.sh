@@ -22,6 +22,8 @@
 #     random tokens; at B = 64 on real text (the Brown shards: skewed token frequencies, which the encoder backward
 #     must handle as fast), with --gemm-tuning 0 (the tuning's gain), and with the classifier in one chunk of all rows
 #     (the chunking's gain in time and memory); the --dry-run plan beside the measured peak
+#   - the speedrun recipe: ./test_gpt2 --speedrun-ref (its model and optimizers against the PyTorch reference) and
+#     20 steps at GPT-2 124M's width on real text (the loss falls; step time and peak memory)
 #   - the same model in PyTorch (torch.compile, bf16 autocast, flash attention) in the same call
 #   - the attention benchmark (it checks itself against a plain GPU reference first, then times this GPU's kernels,
 #     the recomputing and 16-rows-per-warp backwards with the same bits checked, and the kernels from before the
@@ -207,6 +209,26 @@ zero2_against_zero1() {  # ACC TOLERANCES...
     python3 test/helpers/compare_runs.py "$WORK/zero1_d12_acc$acc" "$WORK/zero2_d12_acc$acc" "$@"
 }
 
+# The speedrun recipe at GPT-2 124M's width (docs/speedrun.md; the records' 6 heads of 128): 20 steps on the Brown
+# shards, validation at steps 0, 10 and 20; its step time beside GPT-2's, and the loss must fall (the train loss of
+# the last step below the first's by a tenth, the val loss of step 20 below step 0's).
+speedrun_124M() {
+    local name=speedrun_124M_B64
+    with_peak_memory "$name" "$B/bin/train_gpt2" -i "$B/data/brown_train_*.bin" -j "$B/data/brown_val_*.bin" \
+        --recipe speedrun -e "L=12,NH=6,C=768" -b 64 -t 1024 -x 20 -v 10 -m 2 -s 0 -o "$WORK/$name" 2>&1 |
+        tee "$WORK/$name.out"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
+    no_gemm_fallbacks "$WORK/$name.out" || return 1
+    python3 - "$WORK/$name/metrics.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+train = [r["train_loss"] for r in rows if "train_loss" in r]
+val = {r["step"]: r["val_loss"] for r in rows if "val_loss" in r}
+print(f"speedrun train loss {train[0]:.4f} -> {train[-1]:.4f}, val loss {val[0]:.4f} -> {val[max(val)]:.4f}")
+sys.exit(0 if train[-1] < train[0] - 0.1 and val[max(val)] < val[0] else 1)
+PY
+}
+
 dry_run_plan() {
     local plan; plan=$("$B/bin/train_gpt2" --dry-run -e d12 -b 64 -t 1024) || return 1
     echo "$plan"
@@ -226,9 +248,11 @@ CHECKS=(
     "test_gpt2_odd|\"\$B/bin/test_gpt2\" --ref \"\$B/ref/odd\""
     "sanitizer_memcheck|sanitizer memcheck"
     "nccl_one_rank_train_resume|nccl_one_rank"
+    "test_gpt2_speedrun|\"\$B/bin/test_gpt2\" --speedrun-ref \"\$B/ref/speedrun/speedrun_reference.bin\""
     "gpt2_124M_B64|train_124M run_124M_B64 -b 64"
     "gpt2_124M_B64_bias_grad_sums|train_124M run_124M_B64_bias_grad_sums -b 64 --bias-grad-epilogue 0"
     "dry_run_B64|dry_run_plan"
+    "speedrun_124M_B64|speedrun_124M"
     "kernel_matmul|kernel_bench matmul"
     "kernel_cublaslt_rules|kernel_bench cublaslt_rules"
     "kernel_attention|kernel_bench attention"
