@@ -234,6 +234,23 @@ struct BackendContract {
     // of c; with write_dlogits, z <- dloss (softmax(c) - onehot(target)) (1 - (c / cap)^2) in columns < V, 0 past V.
     using softcap_classifier = void(act_t* logits, float* losses, const int* targets, float dloss, size_t N,
                                     size_t V, size_t Vp, bool write_dlogits, float cap);
+    // The ShortcutsTweaks record's scalar mixes; each scalar is one act_t parameter on the device (read there), each
+    // scalar gradient one fp32 accumulator (+=), summed deterministically.
+    // Embedding skip: out = l0 x + l1 x0 (n elements). Backward: dx = l0 dout (written; dx may alias dout),
+    // dx0 += l1 dout, *dl0 += sum(dout x), *dl1 += sum(dout x0).
+    using embed_skip_forward = void(act_t* out, const act_t* x, const act_t* x0, const act_t* l0, const act_t* l1,
+                                    size_t n);
+    using embed_skip_backward = void(act_t* dx, act_t* dx0, float* dl0, float* dl1, const act_t* dout, const act_t* x,
+                                     const act_t* x0, const act_t* l0, const act_t* l1, size_t n);
+    // Value residual, in place on the v part of qkv (N rows of 3C, v in columns 2C..3C): v_pre = v (saved, N x C),
+    // v = (1 - lam) v + lam v1, v1 the v part of qkv1 (the first layer's). Backward, in place on dqkv's v part dv:
+    // dv1 (N x C, fp32) += lam dv, *dlam += sum(dv (v1 - v_pre)), then dv = (1 - lam) dv. And the first layer's
+    // share: dqkv's v part += dv1 (value_residual_add).
+    using value_residual_forward = void(act_t* qkv, act_t* v_pre, const act_t* qkv1, const act_t* lam, size_t N,
+                                        size_t C);
+    using value_residual_backward = void(act_t* dqkv, float* dv1, float* dlam, const act_t* v_pre, const act_t* qkv1,
+                                         const act_t* lam, size_t N, size_t C);
+    using value_residual_add = void(act_t* dqkv, const float* dv1, size_t N, size_t C);
     // Muon on one rows x cols matrix (row-major), with fp32 master weights:
     //   g = grad_scale grads;  momentum = mu momentum + g;  u = g + mu momentum (nesterov) or momentum
     //   master -= lr sqrt(max(1, rows / cols)) newton_schulz(u)      (5 quintic iterations, llmc/speedrun_recipe.h)
@@ -280,7 +297,8 @@ struct BackendContract {
     X(layernorm_backward) X(attention_backward) X(encoder_backward) X(sum_into) X(norm_squared_into) X(add_into)     \
     X(grads_to_bf16) X(grads_from_bf16) X(adamw_update) X(rmsnorm_forward) X(fused_residual_rmsnorm_forward)       \
     X(rmsnorm_backward) X(qk_norm_rotary_forward) X(qk_norm_rotary_backward) X(relu2_forward)                       \
-    X(relu2_backward_inplace) X(softcap_classifier) X(muon_update)
+    X(relu2_backward_inplace) X(softcap_classifier) X(muon_update) X(embed_skip_forward) X(embed_skip_backward)     \
+    X(value_residual_forward) X(value_residual_backward) X(value_residual_add)
 #define LLMC_BACKEND_STATIC_OPS(X)                                                                                   \
     X(scratch_plan) X(attention_state_elems) X(check_attention_shape)
 

@@ -109,7 +109,8 @@ void apply_recipe_defaults(TrainOptions& o, const cxxopts::ParseResult& r) {
     if (o.recipe != "gpt2" && o.recipe != "speedrun")
         fail("--recipe '%s': expected gpt2 or speedrun", o.recipe.c_str());
     if (o.recipe == "gpt2") {
-        for (const char* flag : {"embed-lr", "head-lr", "muon-momentum-warmup", "logit-softcap"})
+        for (const char* flag : {"embed-lr", "head-lr", "scalar-lr", "muon-momentum-warmup", "logit-softcap",
+                                 "value-residual", "embed-skip"})
             if (r.count(flag)) fail("--%s belongs to --recipe speedrun (this run's recipe is gpt2)", flag);
         return;
     }
@@ -124,10 +125,13 @@ void apply_recipe_defaults(TrainOptions& o, const cxxopts::ParseResult& r) {
         fail("--sync-every with --recipe speedrun: each replica would keep its own Muon momentum, and the outer step "
              "(llmc/outer_sync.h) is written for AdamW replicas; the speedrun reduces gradients every step (any -z, "
              "--shard-group)");
-    if (!(o.embed_lr >= 0.0f) || !(o.head_lr >= 0.0f))
-        fail("--embed-lr %g / --head-lr %g: learning rates must be >= 0", o.embed_lr, o.head_lr);
+    if (!(o.embed_lr >= 0.0f) || !(o.head_lr >= 0.0f) || !(o.scalar_lr >= 0.0f))
+        fail("--embed-lr %g / --head-lr %g / --scalar-lr %g: learning rates must be >= 0", o.embed_lr, o.head_lr,
+             o.scalar_lr);
     if (o.muon_momentum_warmup < 0) fail("--muon-momentum-warmup %d: must be >= 0", o.muon_momentum_warmup);
     if (o.logit_softcap != 0 && o.logit_softcap != 1) fail("--logit-softcap %d: must be 0 or 1", o.logit_softcap);
+    if (o.value_residual != 0 && o.value_residual != 1) fail("--value-residual %d: must be 0 or 1", o.value_residual);
+    if (o.embed_skip != 0 && o.embed_skip != 1) fail("--embed-skip %d: must be 0 or 1", o.embed_skip);
 }
 }  // namespace
 
@@ -165,8 +169,14 @@ TrainOptions parse_train_options(int argc, char** argv, const char* backend) {
         ("head-lr", "speedrun: Adam's learning rate on the head", v(o.head_lr))
         ("muon-momentum-warmup", "speedrun: Muon's momentum rises from 0.85 to 0.95 over this many steps (0: 0.95 "
                                  "from the start)", v(o.muon_momentum_warmup))
+        ("scalar-lr", "speedrun: Adam's learning rate on the scalars of --value-residual and --embed-skip",
+         v(o.scalar_lr))
         ("logit-softcap", "speedrun: 1 = logits capped as 30 tanh(z / 30) before the softmax (part of a new model's "
-                          "architecture; a model file keeps its own)", v(o.logit_softcap));
+                          "architecture; a model file keeps its own)", v(o.logit_softcap))
+        ("value-residual", "speedrun: 1 = each layer's attention values mixed with the first layer's, v = (1 - lam) v "
+                           "+ lam v1, lam learnt per layer (a new model's architecture)", v(o.value_residual))
+        ("embed-skip", "speedrun: 1 = each layer's input is l0 x + l1 x0, x0 the normalised embedding, l0 and l1 "
+                       "learnt per layer (a new model's architecture)", v(o.embed_skip));
     opts.add_options("optimisation")
         ("l,learning-rate", "peak learning rate (speedrun: Muon's)", v(o.learning_rate))
         ("u,warmup", "linear warmup steps", v(o.warmup_steps))

@@ -29,7 +29,10 @@ struct TrainOptions {
     float embed_lr = 0.3f;              // --embed-lr: speedrun, Adam on the embedding
     float head_lr = 0.002f;             // --head-lr: speedrun, Adam on the head
     int muon_momentum_warmup = 0;       // --muon-momentum-warmup: steps of Muon's momentum 0.85 -> 0.95 (0: off)
+    float scalar_lr = 0.02f;            // --scalar-lr: speedrun, Adam on the value-residual and skip scalars
     int logit_softcap = 0;              // --logit-softcap: 1 = the logits 30 tanh(z / 30) (a new model's architecture)
+    int value_residual = 0;             // --value-residual: 1 = v mixed with layer 0's (a new model's architecture)
+    int embed_skip = 0;                 // --embed-skip: 1 = each layer's input mixed with x0 (a new model's architecture)
     float decay_fraction = 0.2f;        // --decay-fraction: -k wsd's share of the steps spent decaying
     // optimisation
     float learning_rate = 3e-4f;        // -l

@@ -17,11 +17,11 @@
 
 namespace llmc {
 
-// How a tensor is initialised (the model's init(seed)): zeros, ones, normal(0, std) or uniform(-std, std) (then `std`
-// is the bound: PyTorch's nn.Linear draws U(+-1/sqrt(fan_in))) over its first `rows` rows (0: all of them; the rest
-// stay zero, e.g. wte's padded vocabulary rows).
+// How a tensor is initialised (the model's init(seed)): zeros, ones, normal(0, std), uniform(-std, std) (then `std`
+// is the bound: PyTorch's nn.Linear draws U(+-1/sqrt(fan_in))) or the constant `std`, over its first `rows` rows (0:
+// all of them; the rest stay zero, e.g. wte's padded vocabulary rows).
 struct ParamInit {
-    enum Kind { Zeros, Ones, Normal, Uniform } kind = Zeros;
+    enum Kind { Zeros, Ones, Normal, Uniform, Constant } kind = Zeros;
     float std = 0;
     size_t rows = 0;
 };

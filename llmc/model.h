@@ -97,6 +97,7 @@ public:
             const size_t size = layout_.sizes[(size_t)t];
             const size_t n = init.rows ? init.rows * (size / layout_.spec(t).shape[0]) : size;
             if (init.kind == ParamInit::Ones) std::fill(dst, dst + n, 1.0f);
+            if (init.kind == ParamInit::Constant) std::fill(dst, dst + n, init.std);
             if (init.kind == ParamInit::Uniform) {
                 Rng rng(seed, (uint64_t)t);
                 for (size_t i = 0; i < n; i++) dst[i] = init.std * (float)(2.0 * rng.uniform() - 1.0);

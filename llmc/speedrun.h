@@ -7,6 +7,9 @@
 //     res2 = res_in + attention(qkv) @ attprojw^T            (fused with h2 = rmsnorm(res2))
 //     res3 = res2 + relu(h2 @ fcw^T)^2 @ fcprojw^T           (fused with the next layer's h1, or with hf)
 //   hf = rmsnorm(res3 of the last layer);  logits = hf @ lm_head^T;  loss of cap tanh(logits / cap) (cap 0: none)
+// The ShortcutsTweaks record's options (ModelConfig::arch_flags): the embedding skip makes each layer's input
+// l0 res_in + l1 x0 (then the layer's first RMSNorm is computed again from it); the value residual mixes each layer's
+// v (l >= 1) with layer 0's, v = (1 - lam) v + lam v1, before the attention.
 // No biases, no norm gains. Recomputation as GPT-2's (llmc/gpt2.h): -r 1 recomputes relu(fch)^2 in backward from the
 // kept pre-activation (the same op on the same input: bit-identical), -r 2 also the layers' RMSNorm outputs from
 // their inputs and the kept rstd (bit-identical).
@@ -57,8 +60,13 @@ public:
         for (size_t l = 0; l < L; l++) {
             const SpeedrunLayerParams<act_t> w = p.layer(l);
             const Buffers& a = layers_[l];
-            const act_t* res_in = l == 0 ? b_.x0 : layers_[l - 1].res3;
+            const act_t* res_in = layer_input(l);
+            if (embed_skip()) {                                                               // x = l0 x + l1 x0
+                be_.embed_skip_forward(a.mixed, residual_in(l), b_.x0, w.skip_x, w.skip_x0, N * C);
+                be_.rmsnorm_forward(a.h1, a.rstd1, a.mixed, N, C);
+            }
             be_.matmul_forward(a.qkv, a.h1, w.qkvw, nullptr, N, C, 3 * C, nullptr);           // (B,T,3C)
+            if (value_residual() && l > 0) be_.value_residual_forward(a.qkv, a.v_pre, layers_[0].qkv, w.vlambda, N, C);
             be_.qk_norm_rotary_forward(a.qkv, a.qk_rstd, b_.rotary, B, T, C, NH);             // q, k in place
             be_.attention_forward(a.atty, a.att_state, a.qkv, B, T, C, NH);                   // (B,T,C) + state
             be_.matmul_forward(b_.branch, a.atty, w.attprojw, nullptr, N, C, C, nullptr);     // (B,T,C)
@@ -83,16 +91,27 @@ public:
         const BucketGrads gL = grads.open_bucket(L);
         be_.add_into(gL.at(layout_.offsets[SR_LM_HEAD]), b_.d_head_classifier, Vp * C);
         be_.memset_zero(b_.d_residual, N * C * sizeof(act_t));
+        if (embed_skip()) be_.memset_zero(b_.d_x0, N * C * sizeof(act_t));
+        if (value_residual()) be_.memset_zero(b_.d_v1, N * C * sizeof(float));
         be_.rmsnorm_backward(b_.d_residual, b_.d_c, layers_[L - 1].res3, b_.hf_rstd, N, C);
         // b_.d_residual now holds dL/d(res3 of layer L-1); each layer turns it into dL/d(its res_in).
         for (size_t l = L; l-- > 0;) {
             const BucketGrads gl = grads.open_bucket(l);
-            layer_backward(l, SpeedrunViews<float>::layer_at(layout_, l, [&](size_t flat) { return gl.at(flat); }));
-            grads.bucket_done(l);  // layer l's 4 gradient slices are complete
+            const SpeedrunLayerParams<float> gw =
+                SpeedrunViews<float>::layer_at(layout_, l, [&](size_t flat) { return gl.at(flat); });
+            layer_backward(l, gw);
+            if (embed_skip()) {  // d_residual: dL/d(the mixed input) -> dL/d(res_in), and x0's share into d_x0
+                const SpeedrunLayerParams<act_t> w = param_views().layer(l);
+                be_.embed_skip_backward(b_.d_residual, b_.d_x0, gw.skip_x, gw.skip_x0, b_.d_residual, residual_in(l),
+                                        b_.x0, w.skip_x, w.skip_x0, N * C);
+            }
+            grads.bucket_done(l);  // layer l's gradient slices are complete
         }
-        // x0 = rmsnorm(encoded): the embedding rows' gradient through it.
+        // x0 = rmsnorm(encoded): the embedding rows' gradient through it (the embedding skip's share too: the
+        // backward is linear in dout, so the two shares are added by two calls).
         be_.memset_zero(b_.d_c, N * C * sizeof(act_t));
         be_.rmsnorm_backward(b_.d_c, b_.d_residual, b_.encoded, b_.x0_rstd, N, C);
+        if (embed_skip()) be_.rmsnorm_backward(b_.d_c, b_.d_x0, b_.encoded, b_.x0_rstd, N, C);
         be_.encoder_backward(gL.at(layout_.offsets[SR_WTE]), nullptr, b_.d_c, b_.inputs, B, T, C);
         grads.bucket_done(L);  // wte, lm_head
     }
@@ -134,6 +153,9 @@ private:
         float *x0_rstd, *rstd1, *qk_rstd, *att_state, *rstd2, *hf_rstd, *losses;
         act_t *d_residual, *d_c, *d_3c, *d_4c;
         float* d_head_classifier;  // the classifier's lm_head gradient of one micro-step, summed over its chunks
+        act_t *mixed, *d_x0;       // the embedding skip: each layer's mixed input; x0's gradient through the skips
+        act_t* v_pre;              // the value residual: each layer's v before the mix
+        float* d_v1;               // the value residual: layer 0's v gradient from the later layers (fp32)
     };
 
     // The one list of the speedrun's buffers, in allocation order (llmc/activations.h).
@@ -177,14 +199,29 @@ private:
         visit(b.d_4c, BufferSize{"d fch", "N x 4C", N * 4 * C, A}, 0);
         visit(b.d_head_classifier, BufferSize{"d lm_head (classifier)", "Vp x C, fp32", s.cfg.padded_vocab_size * C,
                                               F}, 0);
+        if (s.cfg.arch_flags & SR_FLAG_EMBED_SKIP) {
+            visit(b.mixed, BufferSize{"embedding skip input", "L x N x C", L * N * C, A}, N * C);
+            visit(b.d_x0, BufferSize{"d x0 (embedding skip)", "N x C", N * C, A}, 0);
+        }
+        if (s.cfg.arch_flags & SR_FLAG_VALUE_RESIDUAL) {
+            visit(b.v_pre, BufferSize{"v before the value residual", "L x N x C", L * N * C, A}, N * C);
+            visit(b.d_v1, BufferSize{"d v1 (value residual)", "N x C, fp32", N * C, F}, 0);
+        }
     }
+
+    bool embed_skip() const { return cfg_.arch_flags & SR_FLAG_EMBED_SKIP; }
+    bool value_residual() const { return cfg_.arch_flags & SR_FLAG_VALUE_RESIDUAL; }
+    // The residual stream entering layer l (x0, or the previous layer's res3), and the layer's input: that, or its
+    // embedding-skip mix.
+    const act_t* residual_in(size_t l) const { return l == 0 ? b_.x0 : layers_[l - 1].res3; }
+    const act_t* layer_input(size_t l) const { return embed_skip() ? layers_[l].mixed : residual_in(l); }
 
     // Layer l's backward: d_residual holds dL/d(its res3) and becomes dL/d(its res_in); gw: its gradient slices.
     void layer_backward(size_t l, const SpeedrunLayerParams<float>& gw) {
         const size_t B = this->cur_B_, T = this->cur_T_, N = B * T, C = cfg_.channels, NH = cfg_.num_heads;
         const SpeedrunLayerParams<act_t> w = param_views().layer(l);
         const Buffers& a = layers_[l];
-        const act_t* res_in = l == 0 ? b_.x0 : layers_[l - 1].res3;
+        const act_t* res_in = layer_input(l);
         if (opt_.recompute_gelu) be_.relu2_forward(a.fch_act, a.fch, N * 4 * C);
         if (opt_.recompute_layernorm) be_.rmsnorm_forward(a.h2, a.rstd2, a.res2, N, C);
         // MLP: res3 = res2 + fcproj(relu(fc(rmsnorm(res2)))^2)
@@ -196,6 +233,9 @@ private:
         // Attention: res2 = res_in + attproj(attention(rotary(qk-norm(qkv(rmsnorm(res_in))))))
         be_.matmul_backward(a.d_c, gw.attprojw, nullptr, a.d_residual, a.atty, w.attprojw, N, C, C, nullptr, nullptr);
         be_.attention_backward(a.d_3c, a.d_c, a.qkv, a.atty, a.att_state, B, T, C, NH);
+        if (value_residual() && l > 0)  // the later layers' share of v1 collects in d_v1, added at layer 0
+            be_.value_residual_backward(a.d_3c, b_.d_v1, gw.vlambda, a.v_pre, layers_[0].qkv, w.vlambda, N, C);
+        if (value_residual() && l == 0) be_.value_residual_add(a.d_3c, b_.d_v1, N, C);
         be_.qk_norm_rotary_backward(a.d_3c, a.qkv, a.qk_rstd, b_.rotary, B, T, C, NH);
         if (opt_.recompute_layernorm) be_.rmsnorm_forward(a.h1, a.rstd1, res_in, N, C);
         be_.matmul_backward(a.d_c, gw.qkvw, nullptr, a.d_3c, a.h1, w.qkvw, N, C, 3 * C, nullptr, nullptr);

@@ -15,7 +15,7 @@ std::vector<ParamSpec> speedrun_params(const ModelConfig& c) {
     const ParamInit embedding{ParamInit::Normal, 1.0f, c.vocab_size};
     const ParamInit linear{ParamInit::Uniform, 1.0f / std::sqrt((float)C), 0}, zeros;
     // name, shape (one layer's), per layer, weight decay, group, bucket, init, Hugging Face name, row blocks
-    return {
+    std::vector<ParamSpec> t = {
         {"wte", {c.padded_vocab_size, C}, false, false, SR_GROUP_EMBED, 0, embedding, {}},
         {"qkvw", {3 * C, C}, true, false, SR_GROUP_MATRICES, 0, linear, {}, 3},  // q, k, v: three matrices
         {"attprojw", {C, C}, true, false, SR_GROUP_MATRICES, 0, zeros, {}},
@@ -23,6 +23,22 @@ std::vector<ParamSpec> speedrun_params(const ModelConfig& c) {
         {"fcprojw", {C, 4 * C}, true, false, SR_GROUP_MATRICES, 0, zeros, {}},
         {"lm_head", {c.padded_vocab_size, C}, false, false, SR_GROUP_HEAD, 0, zeros, {}},
     };
+    // The ShortcutsTweaks record's scalars: lam 0.5, the skip weights (1, 0) (the layer's input unchanged at first).
+    const ParamInit half{ParamInit::Constant, 0.5f, 0}, ones{ParamInit::Ones, 0, 0};
+    if (c.arch_flags & SR_FLAG_VALUE_RESIDUAL) t.push_back({"vlambda", {1}, true, false, SR_GROUP_SCALARS, 0, half, {}});
+    if (c.arch_flags & SR_FLAG_EMBED_SKIP) {
+        t.push_back({"skip_x", {1}, true, false, SR_GROUP_SCALARS, 0, ones, {}});
+        t.push_back({"skip_x0", {1}, true, false, SR_GROUP_SCALARS, 0, zeros, {}});
+    }
+    return t;
+}
+
+int speedrun_tensor_index(const ModelConfig& c, const char* name) {
+    int next = NUM_SPEEDRUN_TENSORS;
+    const bool vr = c.arch_flags & SR_FLAG_VALUE_RESIDUAL, es = c.arch_flags & SR_FLAG_EMBED_SKIP;
+    const int vlambda = vr ? next++ : -1, skip_x = es ? next++ : -1, skip_x0 = es ? next++ : -1;
+    const std::string n = name;
+    return n == "vlambda" ? vlambda : n == "skip_x" ? skip_x : n == "skip_x0" ? skip_x0 : -1;
 }
 
 float speedrun_softcap(const ModelConfig& c) { return (c.arch_flags & SR_FLAG_SOFTCAP) ? kLogitSoftCap : 0.0f; }

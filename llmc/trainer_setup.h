@@ -64,8 +64,9 @@ inline const char* recipe_architecture(const std::string& recipe) {
     return recipe == "speedrun" ? speedrun_architecture.name : gpt2_architecture.name;
 }
 
-// The model's shape: a descriptor builds a fresh model of the recipe's architecture (--logit-softcap: the speedrun's
-// flag); anything else is a model file, whose architecture must be the recipe's.
+// The model's shape: a descriptor builds a fresh model of the recipe's architecture (with the speedrun's flags:
+// --logit-softcap, --value-residual, --embed-skip); anything else is a model file, whose architecture must be the
+// recipe's.
 inline ModelConfig resolve_model_config(const TrainOptions& o, bool* from_file) {
     ModelConfig cfg;
     *from_file = !parse_model_descriptor(o.model, &cfg);
@@ -77,6 +78,8 @@ inline ModelConfig resolve_model_config(const TrainOptions& o, bool* from_file) 
     } else {
         cfg.arch = recipe_architecture(o.recipe);
         if (o.logit_softcap) cfg.arch_flags |= SR_FLAG_SOFTCAP;
+        if (o.value_residual) cfg.arch_flags |= SR_FLAG_VALUE_RESIDUAL;
+        if (o.embed_skip) cfg.arch_flags |= SR_FLAG_EMBED_SKIP;
     }
     validate_config(cfg);
     return cfg;
@@ -154,6 +157,7 @@ inline std::vector<GroupRule> recipe_groups(const TrainOptions& o) {
     g[SR_GROUP_EMBED] = {OptimizerKind::AdamW, scale(o.embed_lr)};
     g[SR_GROUP_MATRICES] = {OptimizerKind::Muon, 1.0f};
     g[SR_GROUP_HEAD] = {OptimizerKind::AdamW, scale(o.head_lr)};
+    g[SR_GROUP_SCALARS] = {OptimizerKind::AdamW, scale(o.scalar_lr)};
     return g;
 }
 

@@ -104,6 +104,13 @@ public:
                             size_t Vp, bool write_dlogits, float cap);
     void muon_update(act_t* params, float* master, const float* grads, float* momentum, size_t rows, size_t cols,
                      float lr, float mu, bool nesterov, float grad_scale, uint32_t seed, size_t seed_offset);
+    void embed_skip_forward(act_t* out, const act_t* x, const act_t* x0, const act_t* l0, const act_t* l1, size_t n);
+    void embed_skip_backward(act_t* dx, act_t* dx0, float* dl0, float* dl1, const act_t* dout, const act_t* x,
+                             const act_t* x0, const act_t* l0, const act_t* l1, size_t n);
+    void value_residual_forward(act_t* qkv, act_t* v_pre, const act_t* qkv1, const act_t* lam, size_t N, size_t C);
+    void value_residual_backward(act_t* dqkv, float* dv1, float* dlam, const act_t* v_pre, const act_t* qkv1,
+                                 const act_t* lam, size_t N, size_t C);
+    void value_residual_add(act_t* dqkv, const float* dv1, size_t N, size_t C);
 
 private:
     int device_ = 0;

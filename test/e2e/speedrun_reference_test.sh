@@ -37,17 +37,15 @@ for variant in "record:" "perturbed:--perturb" "record9_perturbed:--record9 --pe
         fail "CPU Newton-Schulz against the reference's float64 cases ($name)" "$(grep -m2 '^FAIL' "$log" | tr '\n' ' ')"
     fi
     # The trainer's model and optimizer (llmc/speedrun.h, llmc/data_parallel_owned.h) on both backends, the CUDA one
-    # under the simulator; the ShortcutsTweaks value residual and embedding skip are the reference's alone.
-    if [ "$name" != record9_perturbed ]; then
-        for bin in ./test_gpt2_cpu build/test_gpt2_sim; do
-            log="$TMP/${name}_$(basename "$bin").log"
-            if "$bin" --speedrun-ref "$ref/speedrun_reference.bin" >"$log" 2>&1; then
-                pass "$bin --speedrun-ref: the trainer's speedrun model and optimizer ($name, $(grep -c '^PASS' "$log") checks)"
-            else
-                fail "$bin --speedrun-ref ($name)" "$(grep -m2 '^FAIL\|error' "$log" | tr '\n' ' ')"
-            fi
-        done
-    fi
+    # under the simulator.
+    for bin in ./test_gpt2_cpu build/test_gpt2_sim; do
+        log="$TMP/${name}_$(basename "$bin").log"
+        if "$bin" --speedrun-ref "$ref/speedrun_reference.bin" >"$log" 2>&1; then
+            pass "$bin --speedrun-ref: the trainer's speedrun model and optimizer ($name, $(grep -c '^PASS' "$log") checks)"
+        else
+            fail "$bin --speedrun-ref ($name)" "$(grep -m2 '^FAIL\|error' "$log" | tr '\n' ' ')"
+        fi
+    done
     log="$TMP/${name}_model.log"
     if build/test/test_speedrun_reference --ref "$ref/speedrun_reference.bin" >"$log" 2>&1; then
         pass "the recipe's CPU ops as the model: logits, loss, gradients, optimizer steps ($name, $(grep -c '^PASS' "$log") checks)"
