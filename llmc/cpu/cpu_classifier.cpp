@@ -44,7 +44,7 @@ void softcap_classifier(float* logits, float* losses, const int* targets, float 
 
 void CpuBackend::fused_classifier(act_t* logits, float* losses, const int* targets, float dloss,
                                   size_t N, size_t V, size_t Vp, bool write_dlogits) {
-    softcap_classifier(logits, losses, targets, dloss, N, V, Vp, write_dlogits, 0.0f, num_threads_);
+    ::llmc::softcap_classifier(logits, losses, targets, dloss, N, V, Vp, write_dlogits, 0.0f, num_threads_);
 }
 
 }  // namespace llmc
