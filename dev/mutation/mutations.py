@@ -203,6 +203,16 @@ MUTATIONS = [
         "    if (i > N * C) return;\n",
         "the encoder's thread just past the end reads a token past the input and writes past the output"),
     Mutation(
+        "encoder-forward-reads-null-wpe", "bounds", "llmc/cuda/encoder.cuh",
+        "    if (wpe) {\n",
+        "    if (true) {\n",
+        "the encoder without a position embedding adds the row of a null wpe"),
+    Mutation(
+        "encoder-backward-dwpe-on-null", "bounds", "llmc/cuda/encoder.cuh",
+        "    if (!dwpe) return true;\n",
+        "",
+        "the encoder backward without a position embedding still launches the dwpe kernel, on a null dwpe"),
+    Mutation(
         "gelu-forward-off-by-one", "bounds", "llmc/cuda/gelu.cuh",
         "    if (i >= n) return;\n    float x[W];\n",
         "    if (i > n) return;\n    float x[W];\n",
@@ -501,6 +511,44 @@ MUTATIONS = [
         "    const bool vec = vector_ok(C, kPackBf16, out, inp);\n",
         "    const bool vec = vector_ok(kPackBf16, kPackBf16, out, inp);\n",
         "the RMSNorm forward takes the 16-byte path for any row length"),
+    Mutation(
+        "fused-rmsnorm-sum-of-unrounded", "numerics", "llmc/cuda/rmsnorm.cuh",
+        "            ss += to_float(r[e]) * to_float(r[e]);\n",
+        "            ss += (to_float(pa[e]) + to_float(pb[e])) * (to_float(pa[e]) + to_float(pb[e]));\n",
+        "the fused residual RMSNorm's rstd is of the fp32 sum, not of the residual it stored (rounded to bf16)"),
+    Mutation(
+        "fused-rmsnorm-normalises-inp1", "numerics", "llmc/cuda/rmsnorm.cuh",
+        "        r.store(res + j * W);\n        x.set(k, r);\n",
+        "        r.store(res + j * W);\n        x.set(k, pa);\n",
+        "the fused residual RMSNorm keeps inp1's packs in registers instead of the residual's, and normalises those"),
+    Mutation(
+        "fused-rmsnorm-residual-in-registers-only", "tail", "llmc/cuda/rmsnorm.cuh",
+        "        r.store(res + j * W);\n",
+        "        if (k < P) r.store(res + j * W);\n",
+        "the fused residual RMSNorm stores only the residual packs it keeps in registers: a longer row's rest is never "
+        "written, and the norm re-reads what was there"),
+    Mutation(
+        "fused-rmsnorm-row-past-end", "bounds", "llmc/cuda/rmsnorm.cuh",
+        "    if (row >= N) return;\n    const unsigned packs = (unsigned)(C / W);\n    bf16* res = residual",
+        "    if (row > N) return;\n    const unsigned packs = (unsigned)(C / W);\n    bf16* res = residual",
+        "the fused residual RMSNorm's warps past the last row read and write one row beyond the buffers"),
+    Mutation(
+        "fused-rmsnorm-vector-any-width", "vector", "llmc/cuda/rmsnorm.cuh",
+        "    const bool vec = vector_ok(C, kPackBf16, residual, out, inp1, inp2);\n",
+        "    const bool vec = vector_ok(kPackBf16, kPackBf16, residual, out, inp1, inp2);\n",
+        "the fused residual RMSNorm takes the 16-byte path for any row length"),
+    Mutation(
+        "fused-rmsnorm-vector-ignores-inp2", "vector", "llmc/cuda/rmsnorm.cuh",
+        "    const bool vec = vector_ok(C, kPackBf16, residual, out, inp1, inp2);\n",
+        "    const bool vec = vector_ok(C, kPackBf16, residual, out, inp1);\n",
+        "the fused residual RMSNorm's path choice does not look at inp2's alignment"),
+    Mutation(
+        "muon-workspace-never-regrown", "bounds", "llmc/cuda/cuda_backend.cu",
+        "    void* workspace = scratch(muon_workspace_, speedrun::muon_workspace_bytes(rows, cols));\n",
+        "    void* workspace =\n"
+        "        muon_workspace_.ptr ? muon_workspace_.ptr\n"
+        "                            : scratch(muon_workspace_, speedrun::muon_workspace_bytes(rows, cols));\n",
+        "the backend's Muon workspace keeps the size of the first matrix: a larger one overruns it"),
     Mutation(
         "qk-rotary-no-barrier", "shared", "llmc/cuda/qk_rotary.cuh",
         "        partial[j] = s;\n    }\n    __syncthreads();\n    for (unsigned j = threadIdx.x; j < pairs; j += blockDim.x) {\n        bf16* x",

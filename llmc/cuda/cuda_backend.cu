@@ -21,6 +21,7 @@
 #include "layernorm.cuh"
 #include "matmul.cuh"
 #include "reduce.cuh"
+#include "speedrun_ops.h"
 
 namespace llmc {
 
@@ -68,7 +69,7 @@ CudaBackend::~CudaBackend() {
     if (comm_) cudaStreamSynchronize(comm_);
     gemm_.reset();
     for (Scratch* s : {&attention_rowdot_, &layernorm_partials_, &bias_partials_, &reduce_partials_, &encoder_groups_,
-                       &encoder_slots_})
+                       &encoder_slots_, &muon_workspace_})
         if (s->ptr) cudaFree(s->ptr);
     if (encoder_tokens_host_) cudaFreeHost(encoder_tokens_host_);
     if (encoder_groups_host_) cudaFreeHost(encoder_groups_host_);
@@ -120,7 +121,8 @@ void* CudaBackend::scratch(Scratch& s, size_t bytes) {
 std::vector<BufferSize> CudaBackend::scratch_plan(size_t B, size_t T, size_t C, size_t NH, const BackendOptions&) {
     // The sizes the ops below request from scratch(): per training step of the model (llmc/model.h), layernorm
     // backward runs on (N, C), bias gradients on the widest biased layer (fc, OC = 4C), the encoder groups N tokens
-    // into chunks (llmc/cuda/encoder_groups.h) and sums the chunks of frequent tokens in slots.
+    // into chunks (llmc/cuda/encoder_groups.h) and sums the chunks of frequent tokens in slots. Not Muon's workspace:
+    // whether a step grows it depends on the optimizer, which this plan is not told.
     const size_t N = B * T;
     return {
         {"attention backward D", "B x NH x T, fp32", attention_rowdot_elems(B, T, NH), sizeof(float)},
@@ -439,6 +441,57 @@ void CudaBackend::adamw_update(act_t* params, float* master, const float* grads,
                                int t, uint32_t seed, size_t seed_offset) {
     count_path(llmc::adamw_update(params, master, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t,
                                   seed, seed_offset, main_));
+}
+
+// ---- the speedrun recipe's ops ------------------------------------------------------------------------------------
+
+void CudaBackend::rmsnorm_forward(act_t* out, float* rstd, const act_t* inp, size_t N, size_t C) {
+    if (N && C) count_path(speedrun::rmsnorm_forward(out, rstd, inp, N, C, main_));
+}
+
+void CudaBackend::fused_residual_rmsnorm_forward(act_t* residual, act_t* out, float* rstd, const act_t* inp1,
+                                                 const act_t* inp2, size_t N, size_t C) {
+    if (N && C) count_path(speedrun::fused_residual_rmsnorm_forward(residual, out, rstd, inp1, inp2, N, C, main_));
+}
+
+void CudaBackend::rmsnorm_backward(act_t* dinp, const act_t* dout, const act_t* inp, const float* rstd, size_t N,
+                                   size_t C) {
+    if (N && C) count_path(speedrun::rmsnorm_backward(dinp, dout, inp, rstd, N, C, main_));
+}
+
+void CudaBackend::qk_norm_rotary_forward(act_t* qkv, float* rstd, const float* table, size_t B, size_t T, size_t C,
+                                         size_t NH) {
+    if (B * T * C != 0) count_path(speedrun::qk_norm_rotary_forward(qkv, rstd, table, B, T, C, NH, main_));
+}
+
+void CudaBackend::qk_norm_rotary_backward(act_t* dqkv, const act_t* qkv, const float* rstd, const float* table,
+                                          size_t B, size_t T, size_t C, size_t NH) {
+    if (B * T * C != 0) count_path(speedrun::qk_norm_rotary_backward(dqkv, qkv, rstd, table, B, T, C, NH, main_));
+}
+
+void CudaBackend::relu2_forward(act_t* out, const act_t* inp, size_t n) {
+    count_path(speedrun::relu2_forward(out, inp, n, main_));
+}
+
+void CudaBackend::relu2_backward_inplace(act_t* dout, const act_t* pre, size_t n) {
+    count_path(speedrun::relu2_backward_inplace(dout, pre, n, main_));
+}
+
+// cap 0 is the plain classifier (llmc/backend.h); the soft-capped kernels refuse it.
+void CudaBackend::softcap_classifier(act_t* logits, float* losses, const int* targets, float dloss, size_t N,
+                                     size_t V, size_t Vp, bool write_dlogits, float cap) {
+    if (cap == 0.0f) return fused_classifier(logits, losses, targets, dloss, N, V, Vp, write_dlogits);
+    count_path(speedrun::softcap_classifier(logits, losses, targets, dloss, N, V, Vp, write_dlogits, cap, limits_,
+                                            sm_count_, main_));
+}
+
+void CudaBackend::muon_update(act_t* params, float* master, const float* grads, float* momentum, size_t rows,
+                              size_t cols, float lr, float mu, bool nesterov, float grad_scale, uint32_t seed,
+                              size_t seed_offset) {
+    if (rows * cols == 0) return;
+    void* workspace = scratch(muon_workspace_, speedrun::muon_workspace_bytes(rows, cols));
+    count_path(speedrun::muon_update(*gemm_, params, master, grads, momentum, rows, cols, lr, mu, nesterov,
+                                     grad_scale, seed, seed_offset, workspace, main_));
 }
 
 }  // namespace llmc

@@ -110,6 +110,22 @@ public:
                       float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                       int t, uint32_t seed, size_t seed_offset = 0);
 
+    // The speedrun recipe's ops (cuda_backend.cu): the free functions of speedrun_ops.h on the main stream. Muon's
+    // workspace is grown on demand, outside scratch_plan (which knows no optimizer: the model's AdamW never grows it).
+    void rmsnorm_forward(act_t* out, float* rstd, const act_t* inp, size_t N, size_t C);
+    void fused_residual_rmsnorm_forward(act_t* residual, act_t* out, float* rstd, const act_t* inp1,
+                                        const act_t* inp2, size_t N, size_t C);
+    void rmsnorm_backward(act_t* dinp, const act_t* dout, const act_t* inp, const float* rstd, size_t N, size_t C);
+    void qk_norm_rotary_forward(act_t* qkv, float* rstd, const float* table, size_t B, size_t T, size_t C, size_t NH);
+    void qk_norm_rotary_backward(act_t* dqkv, const act_t* qkv, const float* rstd, const float* table, size_t B,
+                                 size_t T, size_t C, size_t NH);
+    void relu2_forward(act_t* out, const act_t* inp, size_t n);
+    void relu2_backward_inplace(act_t* dout, const act_t* pre, size_t n);
+    void softcap_classifier(act_t* logits, float* losses, const int* targets, float dloss, size_t N, size_t V,
+                            size_t Vp, bool write_dlogits, float cap);
+    void muon_update(act_t* params, float* master, const float* grads, float* momentum, size_t rows, size_t cols,
+                     float lr, float mu, bool nesterov, float grad_scale, uint32_t seed, size_t seed_offset);
+
     // ---- device information (CUDA-only, but for device(), which is in the op list) ------------------------------
     // Number of usable CUDA devices; 0 (no exception) when there is no GPU or no driver, so that GPU tests can skip.
     static int available_devices();
@@ -160,6 +176,7 @@ private:
     Scratch reduce_partials_;           // sum_into / norm_squared_into: per-block partial sums
     Scratch encoder_groups_;            // encoder_backward: positions grouped by token (device copy)
     Scratch encoder_slots_;             // encoder_backward: chunk sums of the frequent tokens
+    Scratch muon_workspace_;            // muon_update: the update and Newton-Schulz's buffers, the largest matrix's
     // Host -> device copies of up to kStagedUploadBytes (the batch's tokens and targets) go through a ring of
     // pinned buffers: cudaMemcpyAsync from pageable memory waits for the stream to reach the copy, from pinned
     // memory it returns at once, so the host can prepare the next batch while the device works. Each slot's event

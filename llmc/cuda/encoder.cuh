@@ -1,8 +1,9 @@
 // Encoder: token embedding + position embedding.
 //
 // forward:  out[b,t,c] = wte[inp[b,t], c] + wpe[t, c]                  out (B,T,C) bf16, sum in fp32, rounded once
+//           (wpe null: no position embedding, out = wte[inp[b,t], c]; wpe is then never read)
 // backward (parameter gradients, fp32, accumulated with +=):
-//   dwpe[t, c] += sum_b dout[b,t,c]
+//   dwpe[t, c] += sum_b dout[b,t,c]                                   (no kernel when dwpe is null)
 //   dwte[v, c] += sum over positions n with inp[n] == v of dout[n, c]
 //
 // Every kernel moves W consecutive channels per access: W = 8 (16-byte bf16 loads / stores, two 16-byte fp32 ones)
@@ -33,11 +34,14 @@ __global__ void encoder_forward_kernel(bf16* __restrict__ out, const int* __rest
     if (i >= N * C) return;
     const size_t n = i / C, c = i % C, t = n % T;
     const size_t tok = (size_t)inp[n];
-    float a[W], b[W];
+    float a[W];
     load_floats(a, wte + tok * C + c);
-    load_floats(b, wpe + t * C + c);
+    if (wpe) {
+        float b[W];
+        load_floats(b, wpe + t * C + c);
 LLMC_UNROLL
-    for (int e = 0; e < W; e++) a[e] += b[e];
+        for (int e = 0; e < W; e++) a[e] += b[e];
+    }
     store_floats(out + i, a);
 }
 
@@ -98,6 +102,7 @@ inline bool encoder_forward(bf16* out, const int* inp, const bf16* wte, const bf
 }
 
 inline bool encoder_backward_wpe(float* dwpe, const bf16* dout, size_t B, size_t T, size_t C, cudaStream_t stream) {
+    if (!dwpe) return true;
     return launch_elementwise(vector_ok(C, kPackBf16, dwpe, dout), encoder_backward_wpe_kernel<kPackBf16>,
                               encoder_backward_wpe_kernel<1>, kPackBf16, T * C, stream, dwpe, dout, B, T, C);
 }

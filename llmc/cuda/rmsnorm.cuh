@@ -2,6 +2,8 @@
 // llmc/cpu/cpu_rmsnorm.h):
 //
 //   forward:  rstd = 1 / sqrt(mean_c(x^2) + eps);  out = x rstd                  (rstd saved in fp32, eps = kRmsNormEps)
+//   fused residual forward: residual = inp1 + inp2 (fp32, stored rounded to bf16), then the above on the stored
+//             residual, as the fused residual layernorm (layernorm.cuh)
 //   backward: xhat = x rstd;  dinp += rstd (dout - xhat mean_c(dout xhat))        (residual stream: +=)
 //
 // One warp per row, as the layernorm kernels (layernorm.cuh): lane l handles the packs l, l + 32, ... of W elements
@@ -18,6 +20,20 @@ namespace llmc {
 constexpr int kRmsNormRegPacks = 4;  // rows up to 32 x 4 x 8 = 1024 (vector) or 128 (scalar) elements in registers
 constexpr size_t kRmsNormRowsPerBlock = 8;
 
+// Writes the normalised row held in `x` (one warp; ss: this lane's part of the sum of squares; rstd by lane 0).
+template <int W, int P>
+__device__ __forceinline__ void rmsnorm_row(bf16* __restrict__ out, float* __restrict__ rstd,
+                                            const RowSlice<bf16, W, P>& x, float ss, size_t row, size_t C, int lane) {
+    const float r = rsqrtf(warp_sum(ss) / (float)C + kRmsNormEps);
+    x.for_each([&](int, unsigned j, const Pack<bf16, W>& p) {
+        float v[W];
+LLMC_UNROLL
+        for (int e = 0; e < W; e++) v[e] = to_float(p[e]) * r;
+        store_floats(out + j * W, v);
+    });
+    if (lane == 0) rstd[row] = r;
+}
+
 template <int W, int P>
 __global__ void rmsnorm_forward_kernel(bf16* __restrict__ out, float* __restrict__ rstd, const bf16* __restrict__ inp,
                                        size_t N, size_t C) {
@@ -31,15 +47,37 @@ LLMC_UNROLL
         for (int e = 0; e < W; e++) ss += to_float(p[e]) * to_float(p[e]);
     });
     x.keep_packed();
-    const float r = rsqrtf(warp_sum(ss) / (float)C + kRmsNormEps);
-    bf16* o = out + row * C;
-    x.for_each([&](int, unsigned j, const Pack<bf16, W>& p) {
-        float v[W];
+    rmsnorm_row(out + row * C, rstd, x, ss, row, C, lane);
+}
+
+// The sum of squares is taken over the residual as stored (rounded to bf16), in the pass that writes it, so the
+// backward (which reads `residual`) differentiates exactly what was normalised.
+template <int W, int P>
+__global__ void fused_residual_rmsnorm_forward_kernel(bf16* __restrict__ residual, bf16* __restrict__ out,
+                                                      float* __restrict__ rstd, const bf16* __restrict__ inp1,
+                                                      const bf16* __restrict__ inp2, size_t N, size_t C) {
+    const size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const unsigned packs = (unsigned)(C / W);
+    bf16* res = residual + row * C;
+    const RowSlice<bf16, W, P> a(inp1 + row * C, packs, lane, 32), b(inp2 + row * C, packs, lane, 32);
+    RowSlice<bf16, W, P> x(res, packs, lane, 32, false);
+    float ss = 0.0f;
+    // Each lane re-reads (beyond the registers) only the residual packs it wrote itself: no barrier needed.
+    a.for_each([&](int k, unsigned j, const Pack<bf16, W>& pa) {
+        const Pack<bf16, W> pb = b.get(k, j);
+        Pack<bf16, W> r;
 LLMC_UNROLL
-        for (int e = 0; e < W; e++) v[e] = to_float(p[e]) * r;
-        store_floats(o + j * W, v);
+        for (int e = 0; e < W; e++) {
+            r[e] = to_bf16(to_float(pa[e]) + to_float(pb[e]));
+            ss += to_float(r[e]) * to_float(r[e]);
+        }
+        r.store(res + j * W);
+        x.set(k, r);
     });
-    if (lane == 0) rstd[row] = r;
+    x.keep_packed();
+    rmsnorm_row(out + row * C, rstd, x, ss, row, C, lane);
 }
 
 template <int W, int P>
@@ -72,7 +110,7 @@ LLMC_UNROLL
     });
 }
 
-// Both return true when the vector path ran (false: the scalar path).
+// Each returns true when the vector path ran (false: the scalar path).
 inline bool rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, size_t N, size_t C, cudaStream_t stream) {
     if (N == 0 || C == 0) return true;
     check_row_length("rmsnorm", C);
@@ -80,6 +118,18 @@ inline bool rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, size_t N, s
     auto kernel = vec ? rmsnorm_forward_kernel<kPackBf16, kRmsNormRegPacks>
                       : rmsnorm_forward_kernel<1, kRmsNormRegPacks>;
     LLMC_LAUNCH(kernel, grid_size(N, kRmsNormRowsPerBlock), 32 * kRmsNormRowsPerBlock, 0, stream, out, rstd, inp, N, C);
+    return vec;
+}
+
+inline bool fused_residual_rmsnorm_forward(bf16* residual, bf16* out, float* rstd, const bf16* inp1,
+                                           const bf16* inp2, size_t N, size_t C, cudaStream_t stream) {
+    if (N == 0 || C == 0) return true;
+    check_row_length("rmsnorm", C);
+    const bool vec = vector_ok(C, kPackBf16, residual, out, inp1, inp2);
+    auto kernel = vec ? fused_residual_rmsnorm_forward_kernel<kPackBf16, kRmsNormRegPacks>
+                      : fused_residual_rmsnorm_forward_kernel<1, kRmsNormRegPacks>;
+    LLMC_LAUNCH(kernel, grid_size(N, kRmsNormRowsPerBlock), 32 * kRmsNormRowsPerBlock, 0, stream, residual, out, rstd,
+                inp1, inp2, N, C);
     return vec;
 }
 

@@ -15,6 +15,10 @@ namespace speedrun {
 bool rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, size_t N, size_t C, cudaStream_t stream) {
     return llmc::rmsnorm_forward(out, rstd, inp, N, C, stream);
 }
+bool fused_residual_rmsnorm_forward(bf16* residual, bf16* out, float* rstd, const bf16* inp1, const bf16* inp2,
+                                    size_t N, size_t C, cudaStream_t stream) {
+    return llmc::fused_residual_rmsnorm_forward(residual, out, rstd, inp1, inp2, N, C, stream);
+}
 bool rmsnorm_backward(bf16* dinp, const bf16* dout, const bf16* inp, const float* rstd, size_t N, size_t C,
                       cudaStream_t stream) {
     return llmc::rmsnorm_backward(dinp, dout, inp, rstd, N, C, stream);

@@ -1,9 +1,11 @@
 // The speedrun recipe's CUDA ops, compiled once in speedrun_ops.cu (nvcc in the normal build; g++ against the
-// simulator in the tests), as free functions: the entry points the CUDA backend's members for the recipe will call
-// (docs/speedrun.md, "What the wiring needs"). Each forwards to the launcher of its kernel file, where the math and
-// the conventions are written; each returns true when its memory-bound kernels took their 16-byte vector paths.
+// simulator in the tests), as free functions: the entry points the CUDA backend's members for the recipe call
+// (cuda_backend.cu; docs/speedrun.md, "What the wiring needs"). Each forwards to the launcher of its kernel file,
+// where the math and the conventions are written; each returns true when its memory-bound kernels took their 16-byte
+// vector paths.
 //
 //   rmsnorm.cuh             rmsnorm_forward / rmsnorm_backward            RMSNorm without a gain (dinp +=)
+//                           fused_residual_rmsnorm_forward                residual = inp1 + inp2, then its RMSNorm
 //   qk_rotary.cuh           qk_norm_rotary_forward / _backward            QK-norm + rotary, in place on qkv / dqkv
 //   relu2.cuh               relu2_forward / relu2_backward_inplace        ReLU^2
 //   softcap_classifier.cuh  softcap_classifier                            the fused classifier on cap tanh(z / cap)
@@ -27,6 +29,8 @@ namespace speedrun {
 using bf16 = __nv_bfloat16;
 
 bool rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, size_t N, size_t C, cudaStream_t stream);
+bool fused_residual_rmsnorm_forward(bf16* residual, bf16* out, float* rstd, const bf16* inp1, const bf16* inp2,
+                                    size_t N, size_t C, cudaStream_t stream);
 bool rmsnorm_backward(bf16* dinp, const bf16* dout, const bf16* inp, const float* rstd, size_t N, size_t C,
                       cudaStream_t stream);
 bool qk_norm_rotary_forward(bf16* qkv, float* rstd, const float* table, size_t B, size_t T, size_t C, size_t NH,

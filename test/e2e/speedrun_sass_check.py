@@ -16,6 +16,7 @@ import sass_check_test as sass_check  # noqa: E402
 sass_check.KERNELS = [
     ("llmc::rmsnorm_forward_kernel<8, 4>", True),
     ("llmc::rmsnorm_backward_kernel<8, 4>", True),
+    ("llmc::fused_residual_rmsnorm_forward_kernel<8, 4>", True),
     ("llmc::qk_norm_rotary_forward_kernel<8>", True),
     ("llmc::qk_norm_rotary_backward_kernel<8>", True),
     ("llmc::relu2_forward_kernel<8>", True),
@@ -28,6 +29,7 @@ sass_check.KERNELS = [
 sass_check.ASYNC_KERNELS = ["llmc::softcap_classifier_prefetch_kernel<7>"]
 sass_check.SCALAR_CONTROLS = [
     "llmc::rmsnorm_forward_kernel<1, 4>",
+    "llmc::fused_residual_rmsnorm_forward_kernel<1, 4>",
     "llmc::qk_norm_rotary_backward_kernel<1>",
     "llmc::softcap_classifier_kernel<1, 7>",
     "llmc::muon_apply_kernel<1>",

@@ -234,6 +234,48 @@ void test_encoder(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_t 
     test_encoder_grouping(tok, V, tag);
 }
 
+// Without a position embedding (wpe and dwpe null): out = round(wte[token]) is a copy of bf16 values (bound 0), and the
+// kernels never touch the null pointers (the simulator would fault). dwte is bitwise what the call with a dwpe gives
+// (its kernels do not depend on dwpe), and within the bound above against the CPU.
+void test_encoder_no_wpe(CudaBackend& gpu, CpuBackend& cpu, size_t B, size_t T, size_t C, size_t V) {
+    const std::string tag = "encoder without wpe B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" +
+                            std::to_string(C);
+    const size_t N = B * T;
+    const Path path = path_for(C % 8 == 0);
+    Arena a(gpu);
+    const Vec wte = random_bf16(V * C, -1, 1), dout = random_bf16(N * C, -1, 1), dwte0 = random_vec(V * C, -1, 1);
+    const std::vector<int> tok = random_tokens(N, V, false);
+    Vec out_ref(N * C), dwte_ref = dwte0, absd(N * C), swte(V * C, 0.0f);
+    cpu.encoder_forward(out_ref.data(), tok.data(), wte.data(), nullptr, B, T, C);
+    cpu.encoder_backward(dwte_ref.data(), nullptr, dout.data(), tok.data(), B, T, C);
+    for (size_t i = 0; i < N * C; i++) absd[i] = std::fabs(dout[i]);
+    cpu.encoder_backward(swte.data(), nullptr, absd.data(), tok.data(), B, T, C);
+
+    bf16 *d_wte = a.bf(V * C), *d_out = a.bf(N * C), *d_dout = a.bf(N * C);
+    float *d_dwte = a.f32(V * C), *d_dwpe = a.f32(T * C);
+    int* d_tok = a.i32(tok);
+    put(gpu, d_wte, wte);
+    put(gpu, d_dout, dout);
+    const Outputs f = run_all_orders(tag + " forward", [&] {
+        gpu.encoder_forward(d_out, d_tok, d_wte, nullptr, B, T, C);
+        return Outputs{get(gpu, d_out, N * C)};
+    }, &gpu, path);
+    check_bound(tag + " forward out = wte[token]", f[0], out_ref, Bound(N * C, 0.0));
+
+    const Outputs b = run_all_orders(tag + " backward", [&] {
+        put(gpu, d_dwte, dwte0);
+        gpu.encoder_backward(d_dwte, nullptr, d_dout, d_tok, B, T, C);
+        return Outputs{get(gpu, d_dwte, V * C)};
+    }, &gpu, path);
+    Bound bw(V * C);
+    for (size_t i = 0; i < V * C; i++) bw[i] = G(N) * (std::fabs(dwte0[i]) + swte[i]);
+    check_bound(tag + " backward dwte", b[0], dwte_ref, bw);
+    put(gpu, d_dwte, dwte0);
+    gpu.encoder_backward(d_dwte, d_dwpe, d_dout, d_tok, B, T, C);
+    testing::check(tag + " backward: dwte bitwise the one of a call with dwpe",
+                   std::memcmp(get(gpu, d_dwte, V * C).data(), b[0].data(), V * C * sizeof(float)) == 0);
+}
+
 // ---- layernorm --------------------------------------------------------------------------------------------------
 // Statistics: mean is an fp32 sum of C terms: |err| <= G(C) mean|x|. rstd = (var + eps)^-1/2 with var an fp32 sum
 // of C squares: relative error <= G(C)/2 from var, plus 2^-22 for rsqrt (2 ulp on the GPU) -> G(C) + 2^-21.
@@ -832,6 +874,8 @@ int main() {
         test_reductions(gpu, cpu, 37);
         test_reductions(gpu, cpu, 1000);
         test_reductions(gpu, cpu, 530000);  // more than 1024 blocks x 512 threads: the grid-stride loop
+        test_encoder_no_wpe(gpu, cpu, 2, 5, 64, 11);  // vector
+        test_encoder_no_wpe(gpu, cpu, 3, 7, 20, 9);   // scalar
     } catch (const llmc::Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
         testing::fail("sim_kernels", "%s", e.what());

@@ -12,6 +12,8 @@
 // - muon_update: the momentum and the Nesterov update against double (4 u32 of the terms), the Newton-Schulz of that
 //   update bitwise equal to newton_schulz run on it, the master weights (2 u32 of the terms), and the bf16 parameters
 //   bit for bit: the stochastic rounding of the new master value with the bits of hash(seed, seed_offset + i).
+// - CudaBackend::muon_update: the free function's bits with a workspace of its own, at a small, a large (the backend
+//   grows its workspace) and the small shape again (the grown workspace reused), each counted on its path.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -168,6 +170,37 @@ void test_muon_update(CudaBackend& gpu, GemmRunner& gemm, size_t rows, size_t co
                    same_bits(f[0], want_p));
 }
 
+// Both sides without GEMM tuning (the heuristic's first algorithm), so that they run the same GEMMs.
+void test_backend_muon(size_t rows, size_t cols, CudaBackend& be, GemmRunner& plain) {
+    const std::string tag = "CudaBackend::muon_update " + shape(rows, cols);
+    const size_t n = rows * cols, offset = 77;
+    const bool vector = n % 8 == 0;
+    Arena a(be);
+    const Vec master0 = randn(n), buf0 = randn(n, 0.1f), g = randn(n);
+    bf16* d_p = a.bf(n);
+    float *d_master = a.f32(n), *d_buf = a.f32(n), *d_g = a.f32(n);
+    void* ws = a.raw(llmc::speedrun::muon_workspace_bytes(rows, cols));
+    put(be, d_g, g);
+    auto run = [&](bool member) {
+        put(be, d_master, master0);
+        put(be, d_buf, buf0);
+        if (member)
+            be.muon_update(d_p, d_master, d_g, d_buf, rows, cols, 0.02f, 0.95f, true, 0.5f, 99, offset);
+        else
+            llmc::speedrun::muon_update(plain, d_p, d_master, d_g, d_buf, rows, cols, 0.02f, 0.95f, true, 0.5f, 99,
+                                        offset, ws, be.stream());
+        return Outputs{get(be, d_p, n), get(be, d_master, n), get(be, d_buf, n)};
+    };
+    const Outputs want = run(false);
+    const size_t v0 = be.vector_path_calls(), s0 = be.scalar_path_calls();
+    const Outputs got = run(true);
+    const size_t dv = be.vector_path_calls() - v0, ds = be.scalar_path_calls() - s0;
+    testing::check(tag + ": params, master and momentum bitwise the free function's",
+                   same_bits(got[0], want[0]) && same_bits(got[1], want[1]) && same_bits(got[2], want[2]));
+    testing::check(tag + (vector ? ": counted on the vector path" : ": counted on the scalar path"),
+                   dv == (vector ? 1u : 0u) && ds == (vector ? 0u : 1u), "%zu vector, %zu scalar", dv, ds);
+}
+
 }  // namespace
 
 int main() {
@@ -183,6 +216,13 @@ int main() {
         test_muon_update(gpu, gemm, 40, 24, true);  // scale sqrt(40 / 24)
         test_muon_update(gpu, gemm, 16, 16, false);
         test_muon_update(gpu, gemm, 7, 13, true);
+        llmc::BackendOptions untuned;
+        untuned.gemm_tuning = false;
+        CudaBackend be(untuned);
+        GemmRunner plain(false);
+        test_backend_muon(7, 13, be, plain);
+        test_backend_muon(64, 16, be, plain);  // the MLP's 4C x C at C = 16
+        test_backend_muon(7, 13, be, plain);
     } catch (const std::exception& e) {
         testing::fail("newton_schulz", "exception: %s", e.what());
     }

@@ -1,11 +1,13 @@
-// The speedrun recipe's CUDA kernels under the simulator (llmc/cuda/speedrun_ops.h: RMSNorm, QK-norm + rotary,
-// ReLU^2, the soft-capped classifier) against the CPU ops (llmc/cpu/), under every thread order (bitwise equal
-// results), on the vector path and the scalar path (sizes not a multiple of the pack width, a misaligned pointer),
-// rows longer than the registers hold, and within error bounds derived from the arithmetic (U, G: see
-// test/fixtures/sim_check.h). Inputs are rounded to bf16 first, so both sides see the same values.
+// The speedrun recipe's CUDA kernels under the simulator (llmc/cuda/speedrun_ops.h: RMSNorm, the fused residual +
+// RMSNorm, QK-norm + rotary, ReLU^2, the soft-capped classifier) against the CPU ops (llmc/cpu/), under every thread
+// order (bitwise equal results), on the vector path and the scalar path (sizes not a multiple of the pack width, a
+// misaligned pointer), rows longer than the registers hold, and within error bounds derived from the arithmetic (U, G:
+// see test/fixtures/sim_check.h). Inputs are rounded to bf16 first, so both sides see the same values. Then the
+// CudaBackend's members of the recipe against these free functions.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,6 +40,10 @@ Vec random_bf16(std::mt19937_64& gen, size_t n, float lo, float hi) {
     return round_bf16(v);
 }
 
+bool same_bits(const Vec& a, const Vec& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 // ---- RMSNorm -----------------------------------------------------------------------------------------------------
 // rstd = (ss / C + eps)^-1/2 with ss an fp32 sum of C squares on each side (G(C) relative, the terms being positive),
 // halved by the square root, plus rsqrtf's 2 ulp (2^-22) and the CPU's sqrt and division (2^-23) and the division by C
@@ -45,6 +51,20 @@ Vec random_bf16(std::mt19937_64& gen, size_t n, float lo, float hi) {
 // Backward (both sides given the CPU's rstd): proj = mean(g x r), an fp32 sum of C products of two roundings each:
 // err_proj <= (G(C) + 4 u32) mean|g xhat|; dinp = round(dinp0 + r (g - xhat proj)): r (|xhat| err_proj + 4 u32 (|g| +
 // |xhat proj|)) + (U + u32) |want|.
+void check_rmsnorm_forward(const std::string& tag, const Outputs& f, const Vec& x, const Vec& out_ref,
+                           const Vec& rstd_ref, size_t N, size_t C) {
+    const double rel_r = G(C) / 2 + 0x1p-21;
+    Bound bo(N * C), br(N);
+    for (size_t n = 0; n < N; n++) {
+        br[n] = rel_r * rstd_ref[n];
+        for (size_t c = 0; c < C; c++)
+            bo[n * C + c] =
+                U * std::fabs(out_ref[n * C + c]) + std::fabs(x[n * C + c] * rstd_ref[n]) * (rel_r + 2 * u32);
+    }
+    check_bound(tag + " forward out", f[0], out_ref, bo);
+    check_bound(tag + " forward rstd", f[1], rstd_ref, br);
+}
+
 void test_rmsnorm(CudaBackend& gpu, size_t N, size_t C, size_t offset = 0) {
     const std::string tag = "rmsnorm N=" + std::to_string(N) + " C=" + std::to_string(C) +
                             (offset ? " misaligned" : "");
@@ -60,16 +80,7 @@ void test_rmsnorm(CudaBackend& gpu, size_t N, size_t C, size_t offset = 0) {
         vec = llmc::speedrun::rmsnorm_forward(d_out, d_rstd, d_x, N, C, gpu.stream());
         return Outputs{get(gpu, d_out, N * C), get(gpu, d_rstd, N)};
     });
-    const double rel_r = G(C) / 2 + 0x1p-21;
-    Bound bo(N * C), br(N);
-    for (size_t n = 0; n < N; n++) {
-        br[n] = rel_r * rstd_ref[n];
-        for (size_t c = 0; c < C; c++)
-            bo[n * C + c] =
-                U * std::fabs(out_ref[n * C + c]) + std::fabs(x[n * C + c] * rstd_ref[n]) * (rel_r + 2 * u32);
-    }
-    check_bound(tag + " forward out", f[0], out_ref, bo);
-    check_bound(tag + " forward rstd", f[1], rstd_ref, br);
+    check_rmsnorm_forward(tag, f, x, out_ref, rstd_ref, N, C);
 
     const Vec dout = random_bf16(rng, N * C, -1, 1), dinp0 = random_bf16(rng, N * C, -1, 1);
     Vec dinp_ref = dinp0;
@@ -99,6 +110,41 @@ void test_rmsnorm(CudaBackend& gpu, size_t N, size_t C, size_t offset = 0) {
         }
     }
     check_bound(tag + " backward dinp (+=)", b[0], dinp_ref, bd);
+}
+
+// ---- fused residual + RMSNorm ------------------------------------------------------------------------------------
+// residual = round(inp1 + inp2): one fp32 addition and one rounding to nearest even on both sides, so the host's
+// round_bf16(a + b) is the same bits (bound 0). The norm is of that rounded residual: the CPU's RMSNorm of it with the
+// bounds above, and bit for bit rmsnorm_forward run on the fused op's own residual on the same path (the same lanes,
+// packs and order of the sum of squares). `misalign`: which buffer starts one element off (0: none; 1 residual,
+// 2 out, 3 inp1, 4 inp2), each alone sending the launch to the scalar path.
+void test_fused_residual_rmsnorm(CudaBackend& gpu, size_t N, size_t C, int misalign = 0) {
+    const std::string tag = "fused_residual_rmsnorm N=" + std::to_string(N) + " C=" + std::to_string(C) +
+                            (misalign ? " buffer " + std::to_string(misalign) + " misaligned" : "");
+    const bool vector = C % 8 == 0 && misalign == 0;
+    Arena a(gpu);
+    const Vec x1 = random_bf16(rng, N * C, -2.0f, 2.6f), x2 = random_bf16(rng, N * C, -1.5f, 1.0f);
+    Vec res_ref(N * C);
+    for (size_t i = 0; i < N * C; i++) res_ref[i] = x1[i] + x2[i];
+    res_ref = round_bf16(res_ref);
+    Vec out_ref(N * C), rstd_ref(N);
+    llmc::rmsnorm_forward(out_ref.data(), rstd_ref.data(), res_ref.data(), N, C, 1);
+    auto buffer = [&](int k) { return a.bf(N * C + 1) + (misalign == k ? 1 : 0); };
+    bf16 *d_res = buffer(1), *d_out = buffer(2), *d_x1 = buffer(3), *d_x2 = buffer(4);
+    bf16 *d_res2 = a.bf(N * C + 1) + (vector ? 0 : 1), *d_out2 = a.bf(N * C);
+    float *d_rstd = a.f32(N), *d_rstd2 = a.f32(N);
+    put(gpu, d_x1, x1);
+    put(gpu, d_x2, x2);
+    const Outputs f = run_orders_on_path(tag, vector, [&](bool& vec) {
+        vec = llmc::speedrun::fused_residual_rmsnorm_forward(d_res, d_out, d_rstd, d_x1, d_x2, N, C, gpu.stream());
+        return Outputs{get(gpu, d_out, N * C), get(gpu, d_rstd, N), get(gpu, d_res, N * C)};
+    });
+    check_bound(tag + " residual = round(inp1 + inp2)", f[2], res_ref, Bound(N * C, 0.0));
+    check_rmsnorm_forward(tag, f, res_ref, out_ref, rstd_ref, N, C);
+    put(gpu, d_res2, f[2]);
+    const bool vec2 = llmc::speedrun::rmsnorm_forward(d_out2, d_rstd2, d_res2, N, C, gpu.stream());
+    testing::check(tag + ": out and rstd bitwise those of rmsnorm_forward on its residual",
+                   vec2 == vector && same_bits(get(gpu, d_out2, N * C), f[0]) && same_bits(get(gpu, d_rstd2, N), f[1]));
 }
 
 // ---- QK-norm + rotary ------------------------------------------------------------------------------------------
@@ -314,6 +360,91 @@ void test_softcap_prefetch_bits(CudaBackend& gpu, size_t N, size_t V, size_t Vp,
     testing::check(tag + ": bitwise equal to one block per row, every thread order", same);
 }
 
+// ---- the CudaBackend's members -----------------------------------------------------------------------------------
+// Each member of the recipe (llmc/backend.h) runs its free function of speedrun_ops.h on the main stream: from the
+// same inputs (`reset`) the member's outputs are the free function's bit for bit, and the backend counts the call on
+// the path the free function reports. Every buffer holds different values, so arguments passed in the wrong slot show.
+void check_member(CudaBackend& gpu, const std::string& name, const std::function<void()>& reset,
+                  const std::function<void()>& member, const std::function<bool()>& free_fn,
+                  const std::function<Outputs()>& outputs) {
+    reset();
+    const bool vec = free_fn();
+    const Outputs want = outputs();
+    reset();
+    const size_t v0 = gpu.vector_path_calls(), s0 = gpu.scalar_path_calls();
+    member();
+    const Outputs got = outputs();
+    const size_t dv = gpu.vector_path_calls() - v0, ds = gpu.scalar_path_calls() - s0;
+    bool same = got.size() == want.size();
+    for (size_t k = 0; same && k < got.size(); k++) same = same_bits(got[k], want[k]);
+    testing::check(name + ": the member gives the free function's bits", same);
+    testing::check(name + (vec ? ": counted on the vector path" : ": counted on the scalar path"),
+                   dv == (vec ? 1u : 0u) && ds == (vec ? 0u : 1u), "%zu vector, %zu scalar calls counted", dv, ds);
+}
+
+void test_backend_members(CudaBackend& gpu, size_t B, size_t T, size_t C, size_t NH, size_t V, size_t Vp) {
+    namespace sr = llmc::speedrun;
+    const std::string shape = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) +
+                              " NH=" + std::to_string(NH) + " Vp=" + std::to_string(Vp);
+    const size_t N = B * T, n = N * C, n3 = 3 * n, nr = llmc::qk_rotary_rstd_floats(B, T, NH);
+    cudaStream_t st = gpu.stream();
+    Arena a(gpu);
+    const Vec x = random_bf16(rng, n, -2, 2), y = random_bf16(rng, n, -2, 2), g = random_bf16(rng, n, -1, 1);
+    const Vec qkv = random_bf16(rng, n3, -1.5f, 2), dqkv = random_bf16(rng, n3, -1, 1);
+    const Vec table = llmc::rotary_table(T, C / NH), rstd0 = random_bf16(rng, std::max(N, nr), 0.5f, 2);
+    bf16 *d_x = a.bf(n), *d_y = a.bf(n), *d_g = a.bf(n), *d_o = a.bf(n), *d_r = a.bf(n);
+    bf16 *d_qkv = a.bf(n3), *d_dqkv = a.bf(n3), *d_q0 = a.bf(n3);
+    float *d_rstd = a.f32(rstd0.size()), *d_table = a.f32(table.size());
+    put(gpu, d_x, x), put(gpu, d_y, y), put(gpu, d_table, table), put(gpu, d_q0, qkv);
+    auto reset = [&] {
+        put(gpu, d_g, g), put(gpu, d_o, y), put(gpu, d_r, x), put(gpu, d_rstd, rstd0);
+        put(gpu, d_qkv, qkv), put(gpu, d_dqkv, dqkv);
+    };
+    auto rows = [&] { return Outputs{get(gpu, d_o, n), get(gpu, d_r, n), get(gpu, d_g, n), get(gpu, d_rstd, N)}; };
+    auto heads = [&] { return Outputs{get(gpu, d_qkv, n3), get(gpu, d_dqkv, n3), get(gpu, d_rstd, nr)}; };
+    check_member(gpu, "rmsnorm_forward" + shape, reset, [&] { gpu.rmsnorm_forward(d_o, d_rstd, d_x, N, C); },
+                 [&] { return sr::rmsnorm_forward(d_o, d_rstd, d_x, N, C, st); }, rows);
+    check_member(gpu, "fused_residual_rmsnorm_forward" + shape, reset,
+                 [&] { gpu.fused_residual_rmsnorm_forward(d_r, d_o, d_rstd, d_x, d_y, N, C); },
+                 [&] { return sr::fused_residual_rmsnorm_forward(d_r, d_o, d_rstd, d_x, d_y, N, C, st); }, rows);
+    check_member(gpu, "rmsnorm_backward" + shape, reset, [&] { gpu.rmsnorm_backward(d_g, d_y, d_x, d_rstd, N, C); },
+                 [&] { return sr::rmsnorm_backward(d_g, d_y, d_x, d_rstd, N, C, st); }, rows);
+    check_member(gpu, "relu2_forward" + shape, reset, [&] { gpu.relu2_forward(d_o, d_x, n); },
+                 [&] { return sr::relu2_forward(d_o, d_x, n, st); }, rows);
+    check_member(gpu, "relu2_backward_inplace" + shape, reset, [&] { gpu.relu2_backward_inplace(d_g, d_x, n); },
+                 [&] { return sr::relu2_backward_inplace(d_g, d_x, n, st); }, rows);
+    check_member(gpu, "qk_norm_rotary_forward" + shape, reset,
+                 [&] { gpu.qk_norm_rotary_forward(d_qkv, d_rstd, d_table, B, T, C, NH); },
+                 [&] { return sr::qk_norm_rotary_forward(d_qkv, d_rstd, d_table, B, T, C, NH, st); }, heads);
+    check_member(gpu, "qk_norm_rotary_backward" + shape, reset,
+                 [&] { gpu.qk_norm_rotary_backward(d_dqkv, d_q0, d_rstd, d_table, B, T, C, NH); },
+                 [&] { return sr::qk_norm_rotary_backward(d_dqkv, d_q0, d_rstd, d_table, B, T, C, NH, st); }, heads);
+
+    const Vec z = random_bf16(rng, N * Vp, -40, 40);
+    std::vector<int> tgt(N);
+    for (size_t i = 0; i < N; i++) tgt[i] = (int)((i * 29 + 3) % V);
+    bf16* d_z = a.bf(N * Vp);
+    float* d_loss = a.f32(N);
+    int* d_tgt = a.i32(tgt);
+    int sms = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    auto reset_z = [&] { put(gpu, d_z, z), put(gpu, d_loss, Vec(N, -1.0f)); };
+    auto logits = [&] { return Outputs{get(gpu, d_z, N * Vp), get(gpu, d_loss, N)}; };
+    const float dloss = 0.25f;
+    check_member(gpu, "softcap_classifier (cap 30)" + shape, reset_z,
+                 [&] { gpu.softcap_classifier(d_z, d_loss, d_tgt, dloss, N, V, Vp, true, 30.0f); },
+                 [&] {
+                     return sr::softcap_classifier(d_z, d_loss, d_tgt, dloss, N, V, Vp, true, 30.0f,
+                                                   gpu.device_limits(), sms, st);
+                 }, logits);
+    check_member(gpu, "softcap_classifier (cap 0: the plain classifier)" + shape, reset_z,
+                 [&] { gpu.softcap_classifier(d_z, d_loss, d_tgt, dloss, N, V, Vp, true, 0.0f); },
+                 [&] {
+                     return llmc::fused_classifier(d_z, d_loss, d_tgt, dloss, N, V, Vp, true, gpu.device_limits(),
+                                                   sms, st);
+                 }, logits);
+}
+
 void test_refusals(CudaBackend& gpu) {
     Arena a(gpu);
     bf16* q = a.bf(3 * 10);
@@ -358,6 +489,14 @@ int main() {
         test_softcap_prefetch_bits(gpu, 11, 77, 80, 1);
         test_softcap_prefetch_bits(gpu, 11, 77, 80, 3);
         test_softcap_prefetch_bits(gpu, 9, 1000, 1536, 4);
+        test_fused_residual_rmsnorm(gpu, 13, 20);     // scalar; 13 rows: a partial block of 8 warps
+        test_fused_residual_rmsnorm(gpu, 9, 64);      // vector
+        test_fused_residual_rmsnorm(gpu, 3, 8);
+        test_fused_residual_rmsnorm(gpu, 5, 300);     // scalar, beyond the 128 elements in registers
+        test_fused_residual_rmsnorm(gpu, 4, 1032);    // vector, beyond the 1024 in registers: residual re-read
+        for (int k = 1; k <= 4; k++) test_fused_residual_rmsnorm(gpu, 6, 64, k);  // each pointer alone: scalar
+        test_backend_members(gpu, 2, 3, 64, 4, 77, 80);  // vector
+        test_backend_members(gpu, 1, 5, 36, 3, 77, 77);  // scalar
         test_refusals(gpu);
     } catch (const std::exception& e) {
         testing::fail("speedrun kernels", "exception: %s", e.what());
