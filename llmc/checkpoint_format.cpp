@@ -452,6 +452,12 @@ uint64_t get_u64(const int32_t* h) {
 
 }  // namespace
 
+std::string optim_file_name(size_t i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "optim_%05zu.bin", i);
+    return name;
+}
+
 std::string replica_file_name(int replica, int shard, int shard_group) {
     char name[48];
     if (shard_group == 1) std::snprintf(name, sizeof name, "replica_%05d.bin", replica);

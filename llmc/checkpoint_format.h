@@ -117,6 +117,8 @@ struct ResumeMismatch : Error {
 // replica; the ranks per replica, and so the world size, may change).
 void check_resume_compatible(const CheckpointMeta& saved, const CheckpointMeta& now, const std::string& dir);
 
+// The file name of optimizer-state file i of the strategies that reduce every step: "optim_00003.bin".
+std::string optim_file_name(size_t i);
 // The file names of --sync-every's state (replicas of one rank: "replica_00003.bin", "outer.bin"; of N > 1 ranks:
 // "replica_00001_shard_00002.bin", "outer_shard_00002.bin") and the arrays a state file holds (optim_*: 3, m v
 // master; replica_*: 4, params m v master; outer*: 2, theta_last momentum).

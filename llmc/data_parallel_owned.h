@@ -146,7 +146,7 @@ public:
         meta.world_size = (int)owners_.size(), meta.zero_stage = stage_, meta.num_params = model_.num_params();
         meta.files.assign(1, CheckpointFileInfo{"model.bin"});
         for (size_t i = 0; i < owners_.size(); i++)
-            meta.files.push_back({file_name(i), 0, 0, owners_[i].begin, owners_[i].end});
+            meta.files.push_back({optim_file_name(i), 0, 0, owners_[i].begin, owners_[i].end});
     }
     std::vector<OwnStateFile> own_state_files() override {
         const DpMesh& mesh = this->plan_.mesh;
@@ -156,7 +156,7 @@ public:
         for (size_t i = 0; i < owners_.size(); i++) {
             if (owners_[i].owner != me_) continue;
             OwnStateFile f;
-            f.index = 1 + i, f.name = file_name(i), f.begin = owners_[i].begin, f.end = owners_[i].end;
+            f.index = 1 + i, f.name = optim_file_name(i), f.begin = owners_[i].begin, f.end = owners_[i].end;
             const size_t base = state_offset_[i];
             f.fetch = [this, base](int which, uint64_t off, size_t count, float* dst) {
                 float* arrays[3] = {m_, v_, master_};
@@ -281,11 +281,6 @@ private:
     void finish_step() {
         reducer_->finish_step();
         normed_ = false;
-    }
-    static std::string file_name(size_t i) {
-        char name[32];
-        std::snprintf(name, sizeof name, "optim_%05zu.bin", i);
-        return name;
     }
 
     Backend& be_;

@@ -41,14 +41,14 @@ public:
         meta.world_size = plan.world_size, meta.zero_stage = opt_.zero_stage(), meta.num_params = plan.num_params;
         meta.files.assign(1, CheckpointFileInfo{"model.bin"});
         for (int r = 0; r < plan.world_size; r++)
-            meta.files.push_back({optim_file_name(r), 0, 0, plan.logical_begin(r), plan.logical_end(r)});
+            meta.files.push_back({optim_file_name((size_t)r), 0, 0, plan.logical_begin(r), plan.logical_end(r)});
     }
     std::vector<OwnStateFile> own_state_files() override {
         const DpMesh& mesh = this->plan_.mesh;
         if (mesh.replica_rank != 0) return {};  // group 0 writes the state every group holds
         const ShardPlan& plan = opt_.plan();
         OwnStateFile f;
-        f.index = 1 + (size_t)mesh.dp_rank, f.name = optim_file_name(mesh.dp_rank);
+        f.index = 1 + (size_t)mesh.dp_rank, f.name = optim_file_name((size_t)mesh.dp_rank);
         f.begin = plan.logical_begin(plan.rank), f.end = plan.logical_end(plan.rank);
         // Where `begin` sits in the state arrays; 0 for an empty range (a shard made only of padding: [num_params,
         // num_params) lies before the shard's start, and nothing is copied).
@@ -116,12 +116,6 @@ public:
     ZeroOptimizer<Backend>& optimizer() { return opt_; }
 
 private:
-    static std::string optim_file_name(int file) {
-        char name[32];
-        std::snprintf(name, sizeof name, "optim_%05d.bin", file);
-        return name;
-    }
-
     Backend& be_;
     Model<Backend>& model_;
     ZeroOptimizer<Backend> opt_;

@@ -75,7 +75,9 @@ public:
                                                  last ? p.lnfw() : p.layer(l + 1).ln1w,
                                                  last ? p.lnfb() : p.layer(l + 1).ln1b, N, C);
         }
-        classifier_forward(N, targets != nullptr, grad_scale);                                // (B,T) losses
+        // The classifier (llmc/model.h): logits = lnf @ wte^T (weight tying), the losses, dlnf and wte's gradient.
+        this->classify(b_.lnf, p.wte(), b_.d_c, b_.d_wte_classifier, targets ? b_.targets : nullptr, N, grad_scale,
+                       0.0f);                                                                 // (B,T) losses
     }
 
     // Bucket L (wte, wpe, lnfw, lnfb) first: the classifier (in forward) left its wte gradient and dL/dlnf; the
@@ -119,13 +121,8 @@ private:
     using Model<Backend>::cfg_;
     using Model<Backend>::layout_;
     using Model<Backend>::opt_;
-    using Model<Backend>::chunk_rows_;
 
-    struct Shape {
-        const ModelConfig& cfg;
-        size_t B, T;
-        const ModelOptions& opt;
-    };
+    using Shape = typename Model<Backend>::Shape;
     // Every buffer; layer views (layers_) point the per-layer ones at their layer's slice. `branch` holds a residual
     // branch's output (the attention projection, later the MLP projection) only until the fused residual + layernorm
     // that follows adds it in: backward never reads it, so one (N, C) buffer serves both and every layer. The
@@ -200,29 +197,6 @@ private:
         if (opt_.recompute_layernorm) be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
         be_.matmul_backward(a.d_c, gw.qkvw, gw.qkvb, a.d_3c, a.ln1, w.qkvw, N, C, 3 * C);
         be_.layernorm_backward(a.d_residual, gw.ln1w, gw.ln1b, a.d_c, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
-    }
-
-    // The classifier over the N rows of lnf, chunk_rows_ rows at a time, so that only one chunk of logits exists:
-    //   logits = lnf_rows @ wte^T;  losses_rows (and, training, logits <- dlogits) by the fused classifier;
-    //   training: dlnf_rows (d_c, =) = dlogits @ wte and d_wte_classifier += dlogits^T @ lnf_rows.
-    // Every row's loss, dlogits and dlnf are computed from that row alone, so they do not depend on the chunking;
-    // the wte gradient is the fp32 sum over chunks in chunk order (fixed: deterministic), which differs from one
-    // unchunked GEMM only in the order of the fp32 additions.
-    void classifier_forward(size_t N, bool with_targets, float grad_scale) {
-        const size_t C = cfg_.channels, V = cfg_.vocab_size, Vp = cfg_.padded_vocab_size;
-        const act_t* wte = param_views().wte();
-        const bool training = with_targets && grad_scale > 0.0f;
-        if (training) be_.memset_zero(b_.d_wte_classifier, Vp * C * sizeof(float));
-        for (size_t r = 0; r < N; r += chunk_rows_) {
-            const size_t n = std::min(chunk_rows_, N - r);
-            be_.matmul_forward(b_.logits, b_.lnf + r * C, wte, nullptr, n, C, Vp, nullptr);  // (n,Vp)
-            if (!with_targets) continue;
-            be_.fused_classifier(b_.logits, b_.losses + r, b_.targets + r, grad_scale / (float)N, n, V, Vp, training);
-            if (training)
-                be_.matmul_backward(b_.d_c + r * C, b_.d_wte_classifier, nullptr, b_.logits, b_.lnf + r * C, wte, n, C,
-                                    Vp, nullptr);
-        }
-        this->set_logits_kept(!training && N <= chunk_rows_);
     }
 
     Buffers b_{};

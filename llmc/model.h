@@ -178,6 +178,12 @@ protected:
         memory_bytes_ = padded_ * sizeof(act_t);
     }
 
+    // The shape an architecture's activation table (llmc/activations.h) is listed for.
+    struct Shape {
+        const ModelConfig& cfg;
+        size_t B, T;
+        const ModelOptions& opt;
+    };
     // The subclass's buffers, allocated from its table (llmc/activations.h): counted in memory_bytes().
     void add_buffer_bytes(size_t bytes) { memory_bytes_ += bytes; }
     // Where the classifier leaves the per-position losses and the logits (one chunk of rows).
@@ -208,6 +214,34 @@ protected:
     }
     // After the classifier: whether its logits buffer holds the whole last forward's logits.
     void set_logits_kept(bool kept) { logits_valid_ = kept; }
+
+    // The classifier over the N rows of x (N, C) against head (Vp, C), chunk_rows_ rows at a time, so that only one
+    // chunk of logits exists (in `logits`, the buffer of set_outputs):
+    //   logits = x_rows @ head^T;  the rows' losses (and, training, logits <- dlogits) by the fused classifier, on
+    //   cap tanh(z / cap) when cap > 0;  training: dx_rows (=) = dlogits @ head and dhead (fp32) += dlogits^T @ x_rows,
+    //   dhead zeroed first.
+    // Every row's loss, dlogits and dx are computed from that row alone, so they do not depend on the chunking; the
+    // head's gradient is the fp32 sum over chunks in chunk order (fixed: deterministic), which differs from one
+    // unchunked GEMM only in the order of the fp32 additions. `targets` (device) null: logits only.
+    void classify(const act_t* x, const act_t* head, act_t* dx, float* dhead, const int* targets, size_t N,
+                  float grad_scale, float cap) {
+        const size_t C = cfg_.channels, V = cfg_.vocab_size, Vp = cfg_.padded_vocab_size;
+        const bool training = targets && grad_scale > 0.0f;
+        if (training) be_.memset_zero(dhead, Vp * C * sizeof(float));
+        for (size_t r = 0; r < N; r += chunk_rows_) {
+            const size_t n = std::min(chunk_rows_, N - r);
+            be_.matmul_forward(logits_, x + r * C, head, nullptr, n, C, Vp, nullptr);  // (n,Vp)
+            if (!targets) continue;
+            const float dloss = grad_scale / (float)N;
+            if (cap > 0.0f)
+                be_.softcap_classifier(logits_, losses_ + r, targets + r, dloss, n, V, Vp, training, cap);
+            else
+                be_.fused_classifier(logits_, losses_ + r, targets + r, dloss, n, V, Vp, training);
+            if (training)
+                be_.matmul_backward(dx + r * C, dhead, nullptr, logits_, x + r * C, head, n, C, Vp, nullptr, nullptr);
+        }
+        set_logits_kept(!training && N <= chunk_rows_);
+    }
 
     Backend& be_;
     const ModelConfig cfg_;

@@ -79,7 +79,9 @@ public:
             be_.fused_residual_rmsnorm_forward(a.res3, last ? b_.hf : layers_[l + 1].h1,
                                                last ? b_.hf_rstd : layers_[l + 1].rstd1, a.res2, b_.branch, N, C);
         }
-        classifier_forward(N, targets != nullptr, grad_scale);                                // (B,T) losses
+        // The classifier (llmc/model.h): logits = hf @ lm_head^T (untied), capped; the losses, dhf, lm_head's gradient.
+        this->classify(b_.hf, p.lm_head(), b_.d_c, b_.d_head_classifier, targets ? b_.targets : nullptr, N,
+                       grad_scale, speedrun_softcap(cfg_));                                   // (B,T) losses
     }
 
     // One bucket after the layers' (wte and lm_head): the classifier (in forward) left lm_head's gradient, the
@@ -137,13 +139,8 @@ private:
     using Model<Backend>::cfg_;
     using Model<Backend>::layout_;
     using Model<Backend>::opt_;
-    using Model<Backend>::chunk_rows_;
 
-    struct Shape {
-        const ModelConfig& cfg;
-        size_t B, T;
-        const ModelOptions& opt;
-    };
+    using Shape = typename Model<Backend>::Shape;
     // Every buffer; layer views (layers_) point the per-layer ones at their layer's slice. `branch` holds a residual
     // branch's output until the fused residual + RMSNorm that follows adds it in (as GPT-2's).
     struct Buffers {
@@ -240,28 +237,6 @@ private:
         if (opt_.recompute_layernorm) be_.rmsnorm_forward(a.h1, a.rstd1, res_in, N, C);
         be_.matmul_backward(a.d_c, gw.qkvw, nullptr, a.d_3c, a.h1, w.qkvw, N, C, 3 * C, nullptr, nullptr);
         be_.rmsnorm_backward(a.d_residual, a.d_c, res_in, a.rstd1, N, C);
-    }
-
-    // The classifier over the N rows of hf, chunk_rows_ rows at a time, as GPT-2's (llmc/gpt2.h), with the untied
-    // head and the soft-cap: logits = hf_rows @ lm_head^T; losses (and, training, logits <- dlogits) by the
-    // soft-capped classifier; training: dhf_rows (d_c, =) = dlogits @ lm_head, d_head_classifier += dlogits^T @ hf.
-    void classifier_forward(size_t N, bool with_targets, float grad_scale) {
-        const size_t C = cfg_.channels, V = cfg_.vocab_size, Vp = cfg_.padded_vocab_size;
-        const act_t* head = param_views().lm_head();
-        const bool training = with_targets && grad_scale > 0.0f;
-        const float cap = speedrun_softcap(cfg_);
-        if (training) be_.memset_zero(b_.d_head_classifier, Vp * C * sizeof(float));
-        for (size_t r = 0; r < N; r += chunk_rows_) {
-            const size_t n = std::min(chunk_rows_, N - r);
-            be_.matmul_forward(b_.logits, b_.hf + r * C, head, nullptr, n, C, Vp, nullptr);  // (n,Vp)
-            if (!with_targets) continue;
-            be_.softcap_classifier(b_.logits, b_.losses + r, b_.targets + r, grad_scale / (float)N, n, V, Vp,
-                                   training, cap);
-            if (training)
-                be_.matmul_backward(b_.d_c + r * C, b_.d_head_classifier, nullptr, b_.logits, b_.hf + r * C, head, n,
-                                    C, Vp, nullptr, nullptr);
-        }
-        this->set_logits_kept(!training && N <= chunk_rows_);
     }
 
     Buffers b_{};
