@@ -3,9 +3,10 @@
 # steps, about 3-4 minutes on 2 cores) in a directory of its own, then the share of its sample's words found in Debian's
 # word list (scripts/english_words.py counts words of 4+ letters only: single letters and function words come out of
 # a model of letter statistics by chance). At least 25% is the bar: measured at temperature 0.7, 600 bytes (what the
-# quickstart prints), the model after 100 steps, still on the letter-pair plateau, scores 7-11%, the 800-step model
-# 35-53% (seeds 1-5). A sample has about 50 such words, so its share has a standard deviation of about 7 points at
-# 40%: 25% is 10 points below the trained model's lowest and 14 above the plateau's highest. Thread counts change the
+# quickstart prints), the GPT-2 recipe's model after 100 steps, still on the letter-pair plateau, scores 7-11%, its
+# 800-step model 35-53% (seeds 1-5), and the speedrun recipe's 800-step model (the quickstart's since 2026-11-28)
+# 83% (seed 1). A sample has about 50 such words, so its share has a standard deviation of about 7 points at 40%:
+# 25% is 10 points below the weaker recipe's lowest and 14 above the plateau's highest. Thread counts change the
 # order of the CPU's float sums, so another machine's sample differs (docs/benchmarks.md, "Quickstart"). Exits
 # non-zero below the bar.
 #   dev/bench/quickstart_sample.sh [TRAINER OPTIONS...]     (e.g. -x 2000 for the longer run)
