@@ -5,7 +5,7 @@
 //
 // Ownership: the plan deals every whole matrix of a Muon group to one owner rank (largest first to the least loaded,
 // so the ranks' Newton-Schulz work balances) and cuts the rest in the flat ranges of the shard plan; ZeRO 0 keeps
-// everything on every rank. One step:
+// everything on every rank (each Muon matrix then taken from rank 0 after the update, below). One step:
 //   gradients   ZeRO 0: all-reduced at the last micro-step (every rank steps everything);
 //               ZeRO 1: each bucket piece reduced to its owner at the last micro-step (llmc/grad_reducer.h, the
 //               pieces cut where the owner changes), also across the sharding groups under --shard-group;
@@ -16,8 +16,10 @@
 //   update      Muon on each owned matrix (a fused qkv weight: its q, k and v each alone), momentum warmed up as
 //               MuonConfig says; AdamW on each owned piece of the other groups; each group at its multiple of the
 //               schedule's rate
-//   parameters  ZeRO 1 and 2: every owned range broadcast from its owner (one group call on the comm stream), overlapping
-//               the zeroing of the gradients; the next forward waits for it
+//   parameters  ZeRO 1 and 2: every owned range broadcast from its owner (one group call on the comm stream),
+//               overlapping the zeroing of the gradients; the next forward waits for it. ZeRO 0 on several ranks: each Muon
+//               matrix's master and parameters broadcast from rank 0, since the replicas' Newton-Schulz GEMMs may
+//               round differently (AdamW's elementwise arithmetic is the same on every rank)
 // State (fp32, on the owner): for each owned element m, v and the master weight, packed in flat order; a Muon
 // matrix keeps its momentum in m (v stays zero). Checkpoints: one optimizer file per owned range, the files tiling
 // [0, num_params) in flat order (meta.json's world_size counts the files); a resumed run reads the parts of the files
@@ -122,6 +124,11 @@ public:
             be_.muon_update(params + w.flat, master_ + w.state, reducer_->reduced_grads(w.flat), m_ + w.state, w.rows,
                             w.cols, lr * w.lr_scale, mu, cfg_.muon.nesterov, update_scale_,
                             AdamW<Backend>::rounding_seed(seed_, step, w.tensor), w.offset_in_tensor);
+        const bool replicas = stage_ == 0 && comm_.world_size() > 1;
+        if (replicas) {  // rank 0's Muon result everywhere, overlapping AdamW (other memory) on the main stream
+            be_.comm_waits_main();
+            broadcast_muon_from_rank0(be_.comm_stream());
+        }
         for (const AdamPiece& a : adam_)
             be_.adamw_update(params + a.flat, master_ + a.state, reducer_->reduced_grads(a.flat), m_ + a.state,
                              v_ + a.state, a.length, lr * a.lr_scale, cfg_.beta1, cfg_.beta2, cfg_.eps,
@@ -132,7 +139,7 @@ public:
             broadcast_owned(be_.comm_stream());
         }
         finish_step();  // zeroes the gradients on the main stream while the broadcasts run
-        if (stage_ >= 1) be_.main_waits_comm();
+        if (stage_ >= 1 || replicas) be_.main_waits_comm();
     }
 
     void skip() override {
@@ -276,6 +283,19 @@ private:
         comm_.group_start();
         for (const OwnedRange& o : owners_)
             comm_.broadcast(params + o.begin, o.end - o.begin, Backend::act_dtype, o.owner, st);
+        comm_.group_end();
+    }
+    // ZeRO 0 on several ranks: every rank steps every matrix, but Newton-Schulz's GEMMs may round differently from
+    // rank to rank (each GPU tunes its own GEMM algorithms, docs/cuda.md), and the replicas would drift apart; so each
+    // Muon matrix's master and parameters are rank 0's (its momentum is the same everywhere: elementwise arithmetic on
+    // the all-reduced gradients).
+    void broadcast_muon_from_rank0(Stream st) {
+        act_t* params = model_.params();
+        comm_.group_start();
+        for (const MuonMatrix& w : muon_) {
+            comm_.broadcast(master_ + w.state, w.rows * w.cols, DType::F32, 0, st);
+            comm_.broadcast(params + w.flat, w.rows * w.cols, Backend::act_dtype, 0, st);
+        }
         comm_.group_end();
     }
     void finish_step() {

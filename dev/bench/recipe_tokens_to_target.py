@@ -43,7 +43,7 @@ def main():
     a = ap.parse_args()
     runs = {}
     for d in sorted(glob.glob(os.path.join(a.out, "*_*"))):
-        if os.path.isfile(os.path.join(d, "metrics.jsonl")):
+        if os.path.isfile(os.path.join(d, "done")):  # finished runs only
             runs[os.path.basename(d)] = val_curve(d)
     best = {}
     for name, pts in runs.items():
