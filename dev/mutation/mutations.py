@@ -645,4 +645,72 @@ MUTATIONS = [
         "        p[e] = stochastic_round_bf16(w[e], hash_index(seed, seed_offset + i + e));\n",
         "        p[e] = stochastic_round_bf16(w[e], hash_index(seed, i + e));\n",
         "Muon's stochastic rounding ignores the matrix's offset: q, k and v blocks of a layer round alike"),
+    # ---- the scalar mixes (llmc/cuda/scalar_mix.cuh; tests: sim_speedrun_kernels*) ------------------------------
+    Mutation(
+        "embed-skip-dx0-from-written-dx", "numerics", "llmc/cuda/scalar_mix.cuh",
+        "            d0[e] += b * g[e];\n            g[e] *= a;\n",
+        "            g[e] *= a;\n            d0[e] += b * g[e];\n",
+        "the embedding skip's backward takes dx0 from dx = l0 dout, as if dout were read after dx was written in "
+        "place"),
+    Mutation(
+        "embed-skip-dl1-from-dl0-partials", "bounds", "llmc/cuda/scalar_mix.cuh",
+        "stream, dl1, (const float*)partials + blocks, blocks, 1.0f);",
+        "stream, dl1, (const float*)partials, blocks, 1.0f);",
+        "the embedding skip's second scalar gradient adds the first one's partial sums (sum(dout x), not x0)"),
+    Mutation(
+        "embed-skip-second-sum-not-block-reduced", "numerics", "llmc/cuda/scalar_mix.cuh",
+        "    s1 = block_sum(s1, scratch);\n",
+        "",
+        "the embedding skip's block partial of sum(dout x0) is thread 0's own sum, not the block's"),
+    Mutation(
+        "embed-skip-forward-past-end", "bounds", "llmc/cuda/scalar_mix.cuh",
+        "    if (i >= n) return;\n    const float a = to_float(*l0), b = to_float(*l1);\n",
+        "    if (i > n) return;\n    const float a = to_float(*l0), b = to_float(*l1);\n",
+        "the embedding skip's forward reads and writes one pack past the end"),
+    Mutation(
+        "embed-skip-vector-ignores-dx0", "vector", "llmc/cuda/scalar_mix.cuh",
+        "    const bool vec = vector_ok(n, kPackBf16, dx, dx0, dout, x, x0);\n",
+        "    const bool vec = vector_ok(n, kPackBf16, dx, dout, x, x0);\n",
+        "the embedding skip's backward takes the 16-byte path whatever dx0's alignment"),
+    Mutation(
+        "embed-skip-backward-skips-packs", "loop", "llmc/cuda/scalar_mix.cuh",
+        "p < packs; p += stride) {\n        const size_t i = p * W;\n        float g[W], u[W], v[W], d0[W];\n",
+        "p < packs; p += 2 * stride) {\n        const size_t i = p * W;\n        float g[W], u[W], v[W], d0[W];\n",
+        "the embedding skip's backward threads skip every other pass of the grid-stride loop (production sizes)"),
+    Mutation(
+        "scalar-mix-cap-ignores-sums", "bounds", "llmc/cuda/scalar_mix.cuh",
+        "    const size_t cap = loop_blocks_cap(kMaxReducePartials / sums);\n",
+        "    const size_t cap = loop_blocks_cap(kMaxReducePartials);\n",
+        "the backward's grid is capped at 1024 blocks whatever the number of sums: past 512 blocks the embedding "
+        "skip's second row of partial sums runs past the 1024-float buffer"),
+    Mutation(
+        "value-residual-row-offset", "bounds", "llmc/cuda/scalar_mix.cuh",
+        "return i + 2 * C * (i / C + 1); }",
+        "return i + 2 * C; }",
+        "the value residual addresses every row's v at the first row's offset 2C: rows of 3C read as rows of C"),
+    Mutation(
+        "value-residual-vector-by-count", "vector", "llmc/cuda/scalar_mix.cuh",
+        "    return launch_elementwise(vector_ok(C, kPackBf16, qkv, v_pre, qkv1),",
+        "    return launch_elementwise(vector_ok(N * C, kPackBf16, qkv, v_pre, qkv1),",
+        "the value residual's forward takes the 16-byte path when N C is a multiple of 8: packs straddle rows of v"),
+    Mutation(
+        "value-residual-backward-dv-unscaled", "numerics", "llmc/cuda/scalar_mix.cuh",
+        "            dv[e] *= 1.0f - l;\n",
+        "",
+        "the value residual's backward leaves dv as it came: the (1 - lam) factor of the mixed v is lost"),
+    Mutation(
+        "value-residual-dlam-sign", "numerics", "llmc/cuda/scalar_mix.cuh",
+        "            s += dv[e] * (v1[e] - v0[e]);\n",
+        "            s += dv[e] * (v0[e] - v1[e]);\n",
+        "the value residual's scalar gradient is sum(dv (v_pre - v1)): the sign of d v / d lam flipped"),
+    Mutation(
+        "value-residual-final-drops-block", "tail", "llmc/cuda/scalar_mix.cuh",
+        "stream, dlam, (const float*)partials, blocks, 1.0f);",
+        "stream, dlam, (const float*)partials, blocks - 1, 1.0f);",
+        "the value residual's scalar gradient leaves out the last block's partial sum"),
+    Mutation(
+        "value-residual-add-dv1-at-qkv-index", "bounds", "llmc/cuda/scalar_mix.cuh",
+        "    load_floats(a, dv1 + i);\n",
+        "    load_floats(a, dv1 + j);\n",
+        "value_residual_add reads dv1 (N x C) at qkv's index (rows of 3C): wrong elements, then past its end"),
 ]

@@ -30,7 +30,7 @@ others (lm_head's real rows too) and the scalars near their initial values, for 
 
 Usage: /usr/bin/python3 dev/reference/speedrun_reference.py --out DIR [--layers 2 --heads 4 --channels 64 --vocab 250
        --batch 2 --seq-len 16 --seed 42 --steps 10 --perturb --record9 | --value-residual --embed-skip --softcap
-       --momentum-warmup 500] [--float64]
+       --momentum-warmup 500] [--float64] [--bf16-noise]
 """
 import argparse
 import math
@@ -113,43 +113,79 @@ def attention(q, k, v):
     return (att @ v).transpose(1, 2).reshape(B, T, NH * hs)
 
 
-def forward(p, cfg, inputs, targets):
-    """Returns the raw logits z (B, T, Vp) and the mean cross-entropy over B T positions of (capped) z[..., :V]."""
+class _RoundActivation(torch.autograd.Function):
+    """bf16 emulation of a stored activation: rounds the value, and its gradient on the way back (the CUDA backend
+    stores activation gradients in bf16 too)."""
+    @staticmethod
+    def forward(ctx, x):
+        return x.to(torch.bfloat16).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.to(torch.bfloat16).to(g.dtype)
+
+
+class _RoundParam(torch.autograd.Function):
+    """bf16 emulation of a parameter: a bf16 copy of the fp32 master weights; its gradient stays fp32."""
+    @staticmethod
+    def forward(ctx, x):
+        return x.to(torch.bfloat16).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def forward(p, cfg, inputs, targets, bf16=False):
+    """Returns the raw logits z (B, T, Vp) and the mean cross-entropy over B T positions of (capped) z[..., :V].
+    bf16: emulate the CUDA backend's rounding (llmc/speedrun.h's stored buffers): the parameters and every activation
+    the model stores are rounded to bf16 (to nearest), and so are the activation gradients; the parameter gradients,
+    the soft-cap and the loss stay fp32."""
     L, NH, C, V = cfg["L"], cfg["NH"], cfg["C"], cfg["V"]
     B, T = inputs.shape
     hs = C // NH
     cos, sin = rotary_table(T, hs)
-    x = rmsnorm(p["wte"][inputs])
+    r = _RoundActivation.apply if bf16 else (lambda t: t)
+    if bf16:
+        p = {n: _RoundParam.apply(t) for n, t in p.items()}
+    x = r(rmsnorm(p["wte"][inputs]))
     x0, v1 = x, None
     for l in range(L):
         if cfg["embed_skip"]:
-            x = p["lambdas"][l, 0] * x + p["lambdas"][l, 1] * x0
-        qkv = rmsnorm(x) @ p["qkvw"][l].t()
+            x = r(p["lambdas"][l, 0] * x + p["lambdas"][l, 1] * x0)
+        qkv = r(r(rmsnorm(x)) @ p["qkvw"][l].t())
         q, k, v = (t.reshape(B, T, NH, hs) for t in qkv.split(C, dim=-1))
         if cfg["value_residual"]:
             if l == 0:
                 v1 = v
             else:
-                v = (1 - p["vlambda"][l]) * v + p["vlambda"][l] * v1
-        q, k = rotary(rmsnorm(q), cos, sin), rotary(rmsnorm(k), cos, sin)
-        x = x + attention(q, k, v) @ p["attprojw"][l].t()
-        x = x + torch.relu(rmsnorm(x) @ p["fcw"][l].t()).square() @ p["fcprojw"][l].t()
-    z = rmsnorm(x) @ p["lm_head"].t()
+                v = r((1 - p["vlambda"][l]) * v + p["vlambda"][l] * v1)
+        q, k = r(rotary(rmsnorm(q), cos, sin)), r(rotary(rmsnorm(k), cos, sin))
+        x = r(x + r(r(attention(q, k, v)) @ p["attprojw"][l].t()))
+        h = r(torch.relu(r(r(rmsnorm(x)) @ p["fcw"][l].t())).square())
+        x = r(x + r(h @ p["fcprojw"][l].t()))
+    z = r(r(rmsnorm(x)) @ p["lm_head"].t())
     c = SOFTCAP * torch.tanh(z / SOFTCAP) if cfg["softcap"] else z
     loss = torch.nn.functional.cross_entropy(c[..., :V].reshape(-1, V), targets.reshape(-1))
     return z, loss
 
 
-def newton_schulz(G):
-    """The records' iteration, literally: normalise, transpose a tall matrix, five quintic steps, transpose back."""
-    X = G / (G.norm() + NS_EPS)
+def newton_schulz(G, bf16=False):
+    """The records' iteration, literally: normalise, transpose a tall matrix, five quintic steps, transpose back.
+    bf16: as the CUDA backend computes it (llmc/cuda/newton_schulz.cuh): X, A = X X^T, B = c A A + b A and the next
+    X = a X + B X each rounded to bf16 (products summed in fp32)."""
+    r = (lambda t: t.to(torch.bfloat16).to(t.dtype)) if bf16 else (lambda t: t)
+    X = r(G / (G.norm() + NS_EPS))
     tall = G.shape[0] > G.shape[1]
     if tall:
         X = X.t()
     for _ in range(NS_STEPS):
-        A = X @ X.t()
-        Bm = A @ X
-        X = NS_A * X + NS_B * Bm + NS_C * A @ Bm
+        A = r(X @ X.t())
+        if bf16:
+            X = r(NS_A * X + r(NS_C * A @ A + NS_B * A) @ X)
+        else:
+            Bm = A @ X
+            X = NS_A * X + NS_B * Bm + NS_C * A @ Bm
     return X.t() if tall else X
 
 
@@ -175,7 +211,7 @@ def muon_momentum(step, warmup):
     return (1 - frac) * 0.85 + frac * 0.95
 
 
-def train(p, cfg, opt, inputs, targets):
+def train(p, cfg, opt, inputs, targets, bf16=False):
     """`steps` steps on the same batch; returns the step losses, the lr factors, the momenta and the Newton-Schulz
     input of the first non-zero Muon update of fcw[0] (the Nesterov update, in the run's dtype; with the records'
     zero head every block gradient is zero at the first step)."""
@@ -188,7 +224,7 @@ def train(p, cfg, opt, inputs, targets):
     for step in range(opt["steps"]):
         for n in p:
             p[n].grad = None
-        _, loss = forward(p, cfg, inputs, targets)
+        _, loss = forward(p, cfg, inputs, targets, bf16)
         loss.backward()
         f = lr_factor(step, opt["steps"], opt["warmdown"])
         mu = muon_momentum(step, opt["momentum_warmup"])
@@ -201,7 +237,7 @@ def train(p, cfg, opt, inputs, targets):
                     if ns_case is None and n == "fcw" and g.abs().max() > 0:
                         ns_case = g.detach().clone()
                     scale = max(1.0, g.shape[0] / g.shape[1]) ** 0.5
-                    w.sub_(opt["muon_lr"] * f * scale * newton_schulz(g))
+                    w.sub_(opt["muon_lr"] * f * scale * newton_schulz(g, bf16))
         for a, (_, lr) in zip(adams, groups):
             a.param_groups[0]["lr"] = lr * f
             a.step()
@@ -211,13 +247,14 @@ def train(p, cfg, opt, inputs, targets):
     return losses, factors, momenta, ns_case
 
 
-def run(p0, cfg, opt, inputs, targets, dtype):
+def run(p0, cfg, opt, inputs, targets, dtype, bf16=False):
+    """bf16: see forward() and newton_schulz(); the optimizers keep fp32 master weights, as the CUDA backend does."""
     p = {n: t.to(dtype).clone().requires_grad_(True) for n, t in p0.items()}
-    z, loss = forward(p, cfg, inputs, targets)
+    z, loss = forward(p, cfg, inputs, targets, bf16)
     loss.backward()
     out = {"logits": z.detach(), "loss": loss.detach().reshape(1)}
     out.update({"grad." + n: p[n].grad.detach().clone() for n in p})
-    losses, factors, momenta, ns_case = train(p, cfg, opt, inputs, targets)
+    losses, factors, momenta, ns_case = train(p, cfg, opt, inputs, targets, bf16)
     out["step_losses"] = torch.tensor(losses, dtype=torch.float64)
     out["lr_factors"] = torch.tensor(factors, dtype=torch.float64)
     out["muon_momenta"] = torch.tensor(momenta, dtype=torch.float64)
@@ -268,6 +305,42 @@ def report_float64(r32, r64, names):
     print("  final  " + "  ".join(f"{n} {rel(r32['final.' + n], r64['final.' + n]):.3g}" for n in names))
 
 
+def report_bf16(rb, r32, cfg, opt, names):
+    """The bf16 emulation against the fp32 run, in the units of test/fixtures/speedrun_model_check.h's bf16
+    tolerances: s = 2^-8 sqrt(10 L + 5) for the logits (of the largest), sqrt(2) s for the gradients (of each tensor's
+    largest; the embedding skip's two columns apart, as the model's skip_x and skip_x0), s / 8 for the step losses
+    (relative); the parameters after the steps beyond 2u |fp32| in steps (one step: the largest change of one element
+    in one step, lr for Adam, 1.25 lr sqrt(max(1, rows / cols)) for Muon), the largest and how many beyond 2."""
+    s = 2.0 ** -8 * math.sqrt(10 * cfg["L"] + 5)
+
+    def rel(a, b):
+        a, b = a.double(), b.double()
+        return ((a - b).abs().max() / b.abs().max().clamp_min(1e-300)).item()
+
+    grads = []
+    for n in names:
+        a, b = rb["grad." + n], r32["grad." + n]
+        if n == "lambdas":
+            grads += [("skip_x", rel(a[:, 0], b[:, 0])), ("skip_x0", rel(a[:, 1], b[:, 1]))]
+        else:
+            grads.append((n, rel(a, b)))
+    lr = {"wte": opt["embed_lr"], "lm_head": opt["head_lr"], "vlambda": opt["scalar_lr"], "lambdas": opt["scalar_lr"]}
+    for n in MATRICES:
+        rows, cols = next(muon_blocks(n, r32["final." + n], cfg["C"])).shape
+        lr[n] = 1.25 * opt["muon_lr"] * math.sqrt(max(1.0, rows / cols))
+    print(f"bf16 emulation vs float32, in units of the bf16 tolerances (s = {s:.4g}):")
+    print(f"  logits {rel(rb['logits'], r32['logits']) / s:.3g} s")
+    print("  grads  " + "  ".join(f"{n} {e / (math.sqrt(2) * s):.3g}" for n, e in grads) + "  (sqrt(2) s)")
+    steps = ((rb["step_losses"] - r32["step_losses"]).abs() / r32["step_losses"].abs()).max().item()
+    print(f"  step losses {steps / (s / 8):.3g} (s / 8)")
+    final = []
+    for n in names:
+        want = r32["final." + n].double()
+        d = (rb["final." + n].to(torch.bfloat16).double() - want).abs() - 2.0 ** -7 * want.abs()
+        final.append(f"{n} {d.max().item() / lr[n]:.3g} ({int((d > 2 * lr[n]).sum())} of {d.numel()})")
+    print("  final  " + "  ".join(final) + "  (steps: the largest; in parentheses, elements beyond 2)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="output directory (created)")
@@ -289,6 +362,8 @@ def main():
     ap.add_argument("--record9", action="store_true",
                     help="the ShortcutsTweaks record's options: value residual, embed skip, soft-cap, warm-up 500")
     ap.add_argument("--float64", action="store_true", help="also run in float64 and print the fp32 noise level")
+    ap.add_argument("--bf16-noise", action="store_true",
+                    help="also run with the CUDA backend's bf16 rounding emulated and print its distance from fp32")
     a = ap.parse_args()
 
     if a.channels % a.heads or (a.channels // a.heads) % 2:
@@ -329,6 +404,8 @@ def main():
           f"steps {r['step_losses'][0].item():.4f}..{r['step_losses'][-1].item():.4f}")
     if a.float64:
         report_float64(r, run(p0, cfg, opt, inputs, targets, torch.float64), names)
+    if a.bf16_noise:
+        report_bf16(run(p0, cfg, opt, inputs, targets, torch.float32, bf16=True), r, cfg, opt, names)
 
 
 if __name__ == "__main__":

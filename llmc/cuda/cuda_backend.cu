@@ -494,4 +494,31 @@ void CudaBackend::muon_update(act_t* params, float* master, const float* grads, 
                                      grad_scale, seed, seed_offset, workspace, main_));
 }
 
+// The partials are the reduction's (allocated with the backend): ops on one stream never share them at once.
+void CudaBackend::embed_skip_forward(act_t* out, const act_t* x, const act_t* x0, const act_t* l0, const act_t* l1,
+                                     size_t n) {
+    count_path(speedrun::embed_skip_forward(out, x, x0, l0, l1, n, main_));
+}
+
+void CudaBackend::embed_skip_backward(act_t* dx, act_t* dx0, float* dl0, float* dl1, const act_t* dout,
+                                      const act_t* x, const act_t* x0, const act_t* l0, const act_t* l1, size_t n) {
+    count_path(speedrun::embed_skip_backward(dx, dx0, dl0, dl1, dout, x, x0, l0, l1, n, (float*)reduce_partials_.ptr,
+                                             main_));
+}
+
+void CudaBackend::value_residual_forward(act_t* qkv, act_t* v_pre, const act_t* qkv1, const act_t* lam, size_t N,
+                                         size_t C) {
+    count_path(speedrun::value_residual_forward(qkv, v_pre, qkv1, lam, N, C, main_));
+}
+
+void CudaBackend::value_residual_backward(act_t* dqkv, float* dv1, float* dlam, const act_t* v_pre,
+                                          const act_t* qkv1, const act_t* lam, size_t N, size_t C) {
+    count_path(speedrun::value_residual_backward(dqkv, dv1, dlam, v_pre, qkv1, lam, N, C,
+                                                 (float*)reduce_partials_.ptr, main_));
+}
+
+void CudaBackend::value_residual_add(act_t* dqkv, const float* dv1, size_t N, size_t C) {
+    count_path(speedrun::value_residual_add(dqkv, dv1, N, C, main_));
+}
+
 }  // namespace llmc

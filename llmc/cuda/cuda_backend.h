@@ -125,6 +125,14 @@ public:
                             size_t Vp, bool write_dlogits, float cap);
     void muon_update(act_t* params, float* master, const float* grads, float* momentum, size_t rows, size_t cols,
                      float lr, float mu, bool nesterov, float grad_scale, uint32_t seed, size_t seed_offset);
+    // The scalar mixes: the scalar gradients' per-block sums go through the reduction partials (sum_into's).
+    void embed_skip_forward(act_t* out, const act_t* x, const act_t* x0, const act_t* l0, const act_t* l1, size_t n);
+    void embed_skip_backward(act_t* dx, act_t* dx0, float* dl0, float* dl1, const act_t* dout, const act_t* x,
+                             const act_t* x0, const act_t* l0, const act_t* l1, size_t n);
+    void value_residual_forward(act_t* qkv, act_t* v_pre, const act_t* qkv1, const act_t* lam, size_t N, size_t C);
+    void value_residual_backward(act_t* dqkv, float* dv1, float* dlam, const act_t* v_pre, const act_t* qkv1,
+                                 const act_t* lam, size_t N, size_t C);
+    void value_residual_add(act_t* dqkv, const float* dv1, size_t N, size_t C);
 
     // ---- device information (CUDA-only, but for device(), which is in the op list) ------------------------------
     // Number of usable CUDA devices; 0 (no exception) when there is no GPU or no driver, so that GPU tests can skip.
@@ -173,7 +181,7 @@ private:
     Scratch attention_rowdot_;          // attention_backward: D = rowsum(dout * out), (B, NH, T) floats
     Scratch layernorm_partials_;        // layernorm_backward: per-block dweight / dbias partial sums
     Scratch bias_partials_;             // matmul_backward: per-block dbias partial sums
-    Scratch reduce_partials_;           // sum_into / norm_squared_into: per-block partial sums
+    Scratch reduce_partials_;           // sum_into, norm_squared_into, the scalar mixes' backward: block sums
     Scratch encoder_groups_;            // encoder_backward: positions grouped by token (device copy)
     Scratch encoder_slots_;             // encoder_backward: chunk sums of the frequent tokens
     Scratch muon_workspace_;            // muon_update: the update and Newton-Schulz's buffers, the largest matrix's

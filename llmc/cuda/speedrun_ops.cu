@@ -7,10 +7,13 @@
 #include "qk_rotary.cuh"
 #include "relu2.cuh"
 #include "rmsnorm.cuh"
+#include "scalar_mix.cuh"
 #include "softcap_classifier.cuh"
 
 namespace llmc {
 namespace speedrun {
+
+static_assert(kScalarMixPartials == kMaxReducePartials, "the scalar mixes sum into the reduction partials");
 
 bool rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, size_t N, size_t C, cudaStream_t stream) {
     return llmc::rmsnorm_forward(out, rstd, inp, N, C, stream);
@@ -41,6 +44,25 @@ bool softcap_classifier(bf16* logits, float* losses, const int* targets, float d
                         bool write_dlogits, float cap, const DeviceLimits& limits, int sm_count, cudaStream_t stream) {
     return llmc::softcap_classifier(logits, losses, targets, dloss, N, V, Vp, write_dlogits, cap, limits, sm_count,
                                     stream);
+}
+bool embed_skip_forward(bf16* out, const bf16* x, const bf16* x0, const bf16* l0, const bf16* l1, size_t n,
+                        cudaStream_t stream) {
+    return llmc::embed_skip_forward(out, x, x0, l0, l1, n, stream);
+}
+bool embed_skip_backward(bf16* dx, bf16* dx0, float* dl0, float* dl1, const bf16* dout, const bf16* x, const bf16* x0,
+                         const bf16* l0, const bf16* l1, size_t n, float* partials, cudaStream_t stream) {
+    return llmc::embed_skip_backward(dx, dx0, dl0, dl1, dout, x, x0, l0, l1, n, partials, stream);
+}
+bool value_residual_forward(bf16* qkv, bf16* v_pre, const bf16* qkv1, const bf16* lam, size_t N, size_t C,
+                            cudaStream_t stream) {
+    return llmc::value_residual_forward(qkv, v_pre, qkv1, lam, N, C, stream);
+}
+bool value_residual_backward(bf16* dqkv, float* dv1, float* dlam, const bf16* v_pre, const bf16* qkv1,
+                             const bf16* lam, size_t N, size_t C, float* partials, cudaStream_t stream) {
+    return llmc::value_residual_backward(dqkv, dv1, dlam, v_pre, qkv1, lam, N, C, partials, stream);
+}
+bool value_residual_add(bf16* dqkv, const float* dv1, size_t N, size_t C, cudaStream_t stream) {
+    return llmc::value_residual_add(dqkv, dv1, N, C, stream);
 }
 size_t muon_workspace_bytes(size_t rows, size_t cols) { return llmc::muon_workspace_bytes(rows, cols); }
 bool muon_update(GemmRunner& gemm, bf16* params, float* master, const float* grads, float* momentum, size_t rows,

@@ -25,6 +25,11 @@ sass_check.KERNELS = [
     ("llmc::muon_momentum_kernel<8>", True),
     ("llmc::muon_apply_kernel<8>", True),
     ("llmc::newton_schulz_normalize_kernel<8>", True),
+    ("llmc::embed_skip_forward_kernel<8>", True),
+    ("llmc::embed_skip_backward_kernel<8>", True),
+    ("llmc::value_residual_forward_kernel<8>", True),
+    ("llmc::value_residual_backward_kernel<8>", True),
+    ("llmc::value_residual_add_kernel<8>", True),
 ]
 sass_check.ASYNC_KERNELS = ["llmc::softcap_classifier_prefetch_kernel<7>"]
 sass_check.SCALAR_CONTROLS = [
@@ -33,6 +38,8 @@ sass_check.SCALAR_CONTROLS = [
     "llmc::qk_norm_rotary_backward_kernel<1>",
     "llmc::softcap_classifier_kernel<1, 7>",
     "llmc::muon_apply_kernel<1>",
+    "llmc::embed_skip_backward_kernel<1>",
+    "llmc::value_residual_backward_kernel<1>",
 ]
 
 if __name__ == "__main__":

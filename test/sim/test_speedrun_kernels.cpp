@@ -3,7 +3,8 @@
 // order (bitwise equal results), on the vector path and the scalar path (sizes not a multiple of the pack width, a
 // misaligned pointer), rows longer than the registers hold, and within error bounds derived from the arithmetic (U, G:
 // see test/fixtures/sim_check.h). Inputs are rounded to bf16 first, so both sides see the same values. Then the
-// CudaBackend's members of the recipe against these free functions.
+// CudaBackend's members of the recipe against these free functions, and its scalar mixes (the embedding skip and the
+// value residual) against CpuBackend's members.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "cudasim.h"
+#include "llmc/cpu/cpu_backend.h"
 #include "llmc/cpu/cpu_classifier.h"
 #include "llmc/cpu/cpu_qk_rotary.h"
 #include "llmc/cpu/cpu_relu2.h"
@@ -25,6 +27,7 @@
 #include "test/fixtures/sim_check.h"
 #include "test/fixtures/testing.h"
 
+using llmc::CpuBackend;
 using llmc::CudaBackend;
 using namespace simcheck;
 
@@ -360,6 +363,175 @@ void test_softcap_prefetch_bits(CudaBackend& gpu, size_t N, size_t V, size_t Vp,
     testing::check(tag + ": bitwise equal to one block per row, every thread order", same);
 }
 
+// ---- the scalar mixes (scalar_mix.cuh): CudaBackend's members against CpuBackend's ---------------------------------
+// Both backends get the same bf16 inputs and scalars; the CUDA members run under every thread order (bitwise equal,
+// the scalar gradients' sums included) and are counted on the expected path. A product of two bf16 values is exact
+// in fp32 (8 + 8 significant bits), so l0 dout, l1 dout, l0 x, l1 x0 and lam dv are the same fp32 numbers on both
+// sides, and one fp32 addition of two of them, or of one to an fp32 value, rounds the same (nvcc's fused
+// multiply-add rounds the same exact sum once): out, dx, dx0 and dv + dv1 are the CPU's values rounded to bf16 bit
+// for bit, v_pre is v, dv1 (fp32) is the CPU's (bound 0). (1 - lam) v and (1 - lam) dv may round in fp32 on one side
+// only (1 - lam can carry up to 24 significant bits; a fused multiply-add skips that rounding): with the sum's
+// roundings and bf16's, (U + 3 u32) |want| + 2 u32 |(1 - lam) v|.
+// The scalar gradients: an fp32 sum of n terms in a fixed tree on the GPU (within (n - 1) u32 sum |t| in any order),
+// in double then rounded to fp32 on the CPU, added to the accumulator once on each side: G(n) sum |t| + 2 u32 |want|.
+// The terms dout x are exact; dv (v1 - v_pre) rounds the difference identically on both sides and the product on
+// the GPU only: u32 sum |t| more. That bound is loose at these sizes, so the `exact` cases draw every input as a
+// multiple of 1/8: the terms are multiples of 2^-6 and every partial sum below 2^18 is exact in fp32, in any order,
+// as is the accumulator's start value: the GPU's sums must be the CPU's bit for bit (bound 0).
+
+// The path a CudaBackend member was counted on (the other one, a mismatch, when it was not counted exactly once).
+bool counted_path(CudaBackend& gpu, bool expect_vector, const std::function<void()>& member) {
+    const size_t v0 = gpu.vector_path_calls(), s0 = gpu.scalar_path_calls();
+    member();
+    const size_t dv = gpu.vector_path_calls() - v0, ds = gpu.scalar_path_calls() - s0;
+    if (dv + ds != 1) return !expect_vector;
+    return dv == 1;
+}
+
+Bound zero_bound(size_t n) { return Bound(n, 0.0); }
+
+// Random multiples of 1/8 in [lo, hi] (exact in bf16 for |x| < 32), or random bf16 values.
+Vec random_inputs(bool eighths, size_t n, float lo, float hi) {
+    if (!eighths) return random_bf16(rng, n, lo, hi);
+    std::uniform_int_distribution<int> d((int)std::ceil(lo * 8), (int)std::floor(hi * 8));
+    Vec v(n);
+    for (auto& x : v) x = (float)d(rng) / 8.0f;
+    return v;
+}
+
+// A scalar gradient's bound (above): the sum's terms' magnitudes, and the accumulator after the call.
+void check_scalar_grad(const std::string& name, float got, float want, double sum_abs, size_t n, double extra,
+                       bool exact) {
+    if (exact) testing::check(name + ": every partial sum exact", sum_abs < 0x1p18, "sum |t| = %g", sum_abs);
+    const double bound = exact ? 0.0 : (G(n) + extra) * sum_abs + 2 * u32 * std::fabs(want);
+    check_bound(name + (exact ? " (exact)" : ""), Vec{got}, Vec{want}, Bound{bound});
+}
+
+// misalign: which buffer starts one element off (0: none; 1 out, 2 x, 3 x0, 4 dout, 5 dx0, 6 dx when not in place),
+// each alone sending the launches that use it to the scalar path.
+void test_embed_skip(CudaBackend& gpu, CpuBackend& cpu, size_t n, bool in_place = true, int misalign = 0,
+                     bool exact = false) {
+    const std::string tag = "embed_skip n=" + std::to_string(n) + (in_place ? " dx = dout" : " dx apart") +
+                            (misalign ? " buffer " + std::to_string(misalign) + " misaligned" : "");
+    const bool vec_n = n % 8 == 0;
+    Arena a(gpu);
+    const Vec x = random_inputs(exact, n, -2, 2), x0 = random_inputs(exact, n, -1.5f, 1.5f);
+    const Vec dout = random_inputs(exact, n, -1, 1), dx00 = random_bf16(rng, n, -0.5f, 0.5f);
+    const Vec garbage = random_bf16(rng, n, 5, 9);
+    const Vec lam = round_bf16({0.8731f, -0.2913f}), dl_init = {0.625f, -1.25f};
+    auto buffer = [&](int k) { return a.bf(n + 1) + (misalign == k ? 1 : 0); };
+    bf16 *d_out = buffer(1), *d_x = buffer(2), *d_x0 = buffer(3), *d_dout = buffer(4), *d_dx0 = buffer(5);
+    bf16* d_dx = in_place ? d_dout : buffer(6);
+    bf16 *d_l0 = a.bf(1), *d_l1 = a.bf(1);
+    float* d_dl = a.f32(2);
+    put(gpu, d_x, x), put(gpu, d_x0, x0), put(gpu, d_l0, Vec{lam[0]}), put(gpu, d_l1, Vec{lam[1]});
+
+    Vec out_ref(n), dx_ref = dout, dx0_ref = dx00, dl_ref = dl_init;
+    cpu.embed_skip_forward(out_ref.data(), x.data(), x0.data(), &lam[0], &lam[1], n);
+    cpu.embed_skip_backward(dx_ref.data(), dx0_ref.data(), &dl_ref[0], &dl_ref[1], dx_ref.data(), x.data(), x0.data(),
+                            &lam[0], &lam[1], n);
+    double abs0 = 0, abs1 = 0;
+    for (size_t i = 0; i < n; i++) abs0 += std::fabs(dout[i] * x[i]), abs1 += std::fabs(dout[i] * x0[i]);
+
+    const bool vf = vec_n && (misalign == 0 || misalign > 3);
+    const Outputs f = run_orders_on_path(tag + " forward", vf, [&](bool& vec) {
+        vec = counted_path(gpu, vf, [&] { gpu.embed_skip_forward(d_out, d_x, d_x0, d_l0, d_l1, n); });
+        return Outputs{get(gpu, d_out, n)};
+    });
+    check_bound(tag + " forward out = l0 x + l1 x0 (the CPU's rounded to bf16)", f[0], round_bf16(out_ref),
+                zero_bound(n));
+
+    const bool vb = vec_n && (misalign == 0 || misalign == 1);
+    const Outputs b = run_orders_on_path(tag + " backward", vb, [&](bool& vec) {
+        put(gpu, d_dout, dout), put(gpu, d_dx0, dx00), put(gpu, d_dl, dl_init);
+        if (!in_place) put(gpu, d_dx, garbage);
+        vec = counted_path(gpu, vb, [&] {
+            gpu.embed_skip_backward(d_dx, d_dx0, d_dl, d_dl + 1, d_dout, d_x, d_x0, d_l0, d_l1, n);
+        });
+        return Outputs{get(gpu, d_dx, n), get(gpu, d_dx0, n), get(gpu, d_dl, 2), get(gpu, d_dout, n)};
+    });
+    check_bound(tag + " backward dx = l0 dout", b[0], round_bf16(dx_ref), zero_bound(n));
+    check_bound(tag + " backward dx0 += l1 dout", b[1], round_bf16(dx0_ref), zero_bound(n));
+    check_scalar_grad(tag + " backward dl0 += sum(dout x)", b[2][0], dl_ref[0], abs0, n, 0.0, exact);
+    check_scalar_grad(tag + " backward dl1 += sum(dout x0)", b[2][1], dl_ref[1], abs1, n, 0.0, exact);
+    if (!in_place) check_bound(tag + " backward leaves dout as it was", b[3], dout, zero_bound(n));
+}
+
+// misalign: which buffer starts one element off (0: none; 1 qkv and dqkv, 2 v_pre, 3 qkv1, 4 dv1), each alone sending
+// the launches that use it to the scalar path.
+void test_value_residual(CudaBackend& gpu, CpuBackend& cpu, size_t N, size_t C, float lam_value, int misalign = 0,
+                         bool exact = false) {
+    const std::string tag = "value_residual N=" + std::to_string(N) + " C=" + std::to_string(C) + " lam=" +
+                            std::to_string(lam_value) +
+                            (misalign ? " buffer " + std::to_string(misalign) + " misaligned" : "");
+    const size_t n = N * C, n3 = 3 * n;
+    const bool vec_c = C % 8 == 0;
+    Arena a(gpu);
+    const Vec qkv = random_inputs(exact, n3, -2, 2), qkv1 = random_inputs(exact, n3, -2, 2);
+    const Vec dqkv = random_inputs(exact, n3, -1, 1), dv10 = random_bf16(rng, n, -0.5f, 0.5f);
+    const Vec lam = round_bf16({lam_value}), dlam_init = {0.375f};
+    auto buffer = [&](int k, size_t m) { return a.bf(m + 1) + (misalign == k ? 1 : 0); };
+    bf16 *d_qkv = buffer(1, n3), *d_dqkv = buffer(1, n3), *d_vpre = buffer(2, n), *d_qkv1 = buffer(3, n3);
+    bf16* d_lam = a.bf(1);
+    float *d_dv1 = a.f32(n + 1) + (misalign == 4 ? 1 : 0), *d_dlam = a.f32(1);
+    put(gpu, d_qkv1, qkv1), put(gpu, d_lam, lam);
+
+    Vec qkv_ref = qkv, vpre_ref(n), dqkv_ref = dqkv, dv1_ref = dv10, dlam_ref = dlam_init;
+    cpu.value_residual_forward(qkv_ref.data(), vpre_ref.data(), qkv1.data(), lam.data(), N, C);
+    cpu.value_residual_backward(dqkv_ref.data(), dv1_ref.data(), dlam_ref.data(), vpre_ref.data(), qkv1.data(),
+                                lam.data(), N, C);
+    // Outside v (columns < 2C) nothing moves (bound 0); in v the bound above, p = (1 - lam) times the input.
+    const double l = lam[0];
+    auto v_bound = [&](const Vec& want, const Vec& in) {
+        Bound bd(n3, 0.0);
+        for (size_t r = 0; r < N; r++)
+            for (size_t c = 2 * C; c < 3 * C; c++) {
+                const size_t j = r * 3 * C + c;
+                bd[j] = (U + 3 * u32) * std::fabs(want[j]) + 2 * u32 * std::fabs((1.0 - l) * in[j]);
+            }
+        return bd;
+    };
+    const bool vf = vec_c && (misalign == 0 || misalign == 4);
+    const Outputs f = run_orders_on_path(tag + " forward", vf, [&](bool& vec) {
+        put(gpu, d_qkv, qkv);
+        vec = counted_path(gpu, vf, [&] { gpu.value_residual_forward(d_qkv, d_vpre, d_qkv1, d_lam, N, C); });
+        return Outputs{get(gpu, d_qkv, n3), get(gpu, d_vpre, n)};
+    });
+    check_bound(tag + " forward v = (1 - lam) v + lam v1 (q, k untouched)", f[0], qkv_ref, v_bound(qkv_ref, qkv));
+    check_bound(tag + " forward v_pre = v", f[1], vpre_ref, zero_bound(n));
+
+    double sum_abs = 0;
+    for (size_t r = 0; r < N; r++)
+        for (size_t c = 0; c < C; c++) {
+            const size_t j = r * 3 * C + 2 * C + c;
+            sum_abs += std::fabs((double)dqkv[j] * ((double)qkv1[j] - vpre_ref[r * C + c]));
+        }
+    const bool vb = vec_c && misalign == 0;
+    const Outputs b = run_orders_on_path(tag + " backward", vb, [&](bool& vec) {
+        put(gpu, d_dqkv, dqkv), put(gpu, d_dv1, dv10), put(gpu, d_dlam, dlam_init);
+        vec = counted_path(gpu, vb, [&] {
+            gpu.value_residual_backward(d_dqkv, d_dv1, d_dlam, d_vpre, d_qkv1, d_lam, N, C);
+        });
+        return Outputs{get(gpu, d_dqkv, n3), get(gpu, d_dv1, n), get(gpu, d_dlam, 1)};
+    });
+    check_bound(tag + " backward dv = (1 - lam) dv (dq, dk untouched)", b[0], dqkv_ref, v_bound(dqkv_ref, dqkv));
+    check_bound(tag + " backward dv1 += lam dv", b[1], dv1_ref, zero_bound(n));
+    check_scalar_grad(tag + " backward dlam += sum(dv (v1 - v_pre))", b[2][0], dlam_ref[0], sum_abs, n, u32, exact);
+
+    // The first layer's share, from the backward's own outputs on both sides.
+    Vec add_ref = b[0];
+    cpu.value_residual_add(add_ref.data(), b[1].data(), N, C);
+    const bool va = vec_c && misalign != 1 && misalign != 4;
+    const Outputs s = run_orders_on_path(tag + " add", va, [&](bool& vec) {
+        put(gpu, d_dqkv, b[0]), put(gpu, d_dv1, b[1]);
+        vec = counted_path(gpu, va, [&] { gpu.value_residual_add(d_dqkv, d_dv1, N, C); });
+        return Outputs{get(gpu, d_dqkv, n3), get(gpu, d_dv1, n)};
+    });
+    check_bound(tag + " add: dv += dv1 (the CPU's rounded to bf16; dq, dk untouched)", s[0], round_bf16(add_ref),
+                zero_bound(n3));
+    check_bound(tag + " add leaves dv1 as it was", s[1], b[1], zero_bound(n));
+}
+
 // ---- the CudaBackend's members -----------------------------------------------------------------------------------
 // Each member of the recipe (llmc/backend.h) runs its free function of speedrun_ops.h on the main stream: from the
 // same inputs (`reset`) the member's outputs are the free function's bit for bit, and the backend counts the call on
@@ -443,6 +615,37 @@ void test_backend_members(CudaBackend& gpu, size_t B, size_t T, size_t C, size_t
                      return llmc::fused_classifier(d_z, d_loss, d_tgt, dloss, N, V, Vp, true, gpu.device_limits(),
                                                    sms, st);
                  }, logits);
+
+    // The scalar mixes: the members reduce into the backend's reduction partials, the free functions into d_part.
+    // The embedding skip's backward in place (dx = dout), as the model calls it.
+    const Vec lams = round_bf16({0.8125f, -0.3671875f}), dv1 = random_bf16(rng, n, -1, 1);
+    bf16* d_lam = a.bf(2);
+    float *d_part = a.f32(sr::kScalarMixPartials), *d_dl = a.f32(2), *d_dv1 = a.f32(n);
+    put(gpu, d_lam, lams);
+    auto reset_mix = [&] { reset(), put(gpu, d_dl, Vec{0.5f, -0.25f}), put(gpu, d_dv1, dv1); };
+    auto mixes = [&] {
+        return Outputs{get(gpu, d_o, n), get(gpu, d_r, n), get(gpu, d_g, n), get(gpu, d_dl, 2), get(gpu, d_qkv, n3),
+                       get(gpu, d_dqkv, n3), get(gpu, d_dv1, n)};
+    };
+    const bf16 *l0 = d_lam, *l1 = d_lam + 1;
+    check_member(gpu, "embed_skip_forward" + shape, reset_mix,
+                 [&] { gpu.embed_skip_forward(d_o, d_x, d_y, l0, l1, n); },
+                 [&] { return sr::embed_skip_forward(d_o, d_x, d_y, l0, l1, n, st); }, mixes);
+    check_member(gpu, "embed_skip_backward (dx = dout)" + shape, reset_mix,
+                 [&] { gpu.embed_skip_backward(d_g, d_r, d_dl, d_dl + 1, d_g, d_x, d_y, l0, l1, n); },
+                 [&] {
+                     return sr::embed_skip_backward(d_g, d_r, d_dl, d_dl + 1, d_g, d_x, d_y, l0, l1, n, d_part, st);
+                 },
+                 mixes);
+    check_member(gpu, "value_residual_forward" + shape, reset_mix,
+                 [&] { gpu.value_residual_forward(d_qkv, d_o, d_q0, l1, N, C); },
+                 [&] { return sr::value_residual_forward(d_qkv, d_o, d_q0, l1, N, C, st); }, mixes);
+    check_member(gpu, "value_residual_backward" + shape, reset_mix,
+                 [&] { gpu.value_residual_backward(d_dqkv, d_dv1, d_dl + 1, d_x, d_q0, l0, N, C); },
+                 [&] { return sr::value_residual_backward(d_dqkv, d_dv1, d_dl + 1, d_x, d_q0, l0, N, C, d_part, st); },
+                 mixes);
+    check_member(gpu, "value_residual_add" + shape, reset_mix, [&] { gpu.value_residual_add(d_dqkv, d_dv1, N, C); },
+                 [&] { return sr::value_residual_add(d_dqkv, d_dv1, N, C, st); }, mixes);
 }
 
 void test_refusals(CudaBackend& gpu) {
@@ -495,6 +698,24 @@ int main() {
         test_fused_residual_rmsnorm(gpu, 5, 300);     // scalar, beyond the 128 elements in registers
         test_fused_residual_rmsnorm(gpu, 4, 1032);    // vector, beyond the 1024 in registers: residual re-read
         for (int k = 1; k <= 4; k++) test_fused_residual_rmsnorm(gpu, 6, 64, k);  // each pointer alone: scalar
+        CpuBackend cpu;
+        test_embed_skip(gpu, cpu, 16408);         // vector: 2051 packs in 5 blocks (with the grid capped, a loop)
+        test_embed_skip(gpu, cpu, 2501);          // scalar: a tail, 5 blocks
+        test_embed_skip(gpu, cpu, 8);
+        test_embed_skip(gpu, cpu, 262145);        // scalar: 513 blocks capped at 512 (two rows of 1024 partials)
+        test_embed_skip(gpu, cpu, 16408, true, 0, true);  // the scalar gradients exact: bit for bit the CPU's
+        test_embed_skip(gpu, cpu, 2501, true, 0, true);
+        test_embed_skip(gpu, cpu, 1000, false);   // dx apart from dout: written, dout kept
+        test_embed_skip(gpu, cpu, 1001, false);
+        for (int k = 1; k <= 6; k++) test_embed_skip(gpu, cpu, 64, k != 6, k);  // each buffer alone: scalar
+        test_value_residual(gpu, cpu, 72, 128, 0.3f);    // vector: 1152 packs in 3 blocks
+        test_value_residual(gpu, cpu, 50, 45, 0.3f);     // odd C: scalar, 5 blocks
+        test_value_residual(gpu, cpu, 4, 12, -0.6f);     // N C a multiple of 8, C not: scalar (no pack across rows)
+        test_value_residual(gpu, cpu, 3, 8, 1.7f);
+        test_value_residual(gpu, cpu, 72, 128, 0.3f, 0, true);  // dlam exact: bit for bit the CPU's
+        test_value_residual(gpu, cpu, 50, 45, 0.3f, 0, true);
+        test_value_residual(gpu, cpu, 9, 64, 0.00123f);  // 1 - lam needs all of fp32's bits
+        for (int k = 1; k <= 4; k++) test_value_residual(gpu, cpu, 5, 64, 0.45f, k);  // each buffer alone
         test_backend_members(gpu, 2, 3, 64, 4, 77, 80);  // vector
         test_backend_members(gpu, 1, 5, 36, 3, 77, 77);  // scalar
         test_refusals(gpu);
