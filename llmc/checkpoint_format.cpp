@@ -123,6 +123,7 @@ nlohmann::json meta_to_json(const CheckpointMeta& m) {
         {"files", files},
     };
     if (c.arch != "gpt2") j["model"]["arch"] = c.arch;  // GPT-2's checkpoints stay as they were
+    if (c.arch_flags) j["model"]["arch_flags"] = c.arch_flags;
     if (m.sync.every > 0)
         j["sync"] = {{"every", m.sync.every}, {"outer_lr", m.sync.outer_lr}, {"outer_momentum", m.sync.outer_momentum},
                      {"last_sync_step", m.sync.last_sync_step}};
@@ -138,6 +139,8 @@ ModelConfig model_from_json(const nlohmann::json& j, const std::string& path) {
     const __int128 dim = (__int128)1 << 24;
     ModelConfig cfg;
     if (c.is_object() && c.contains("arch")) cfg.arch = string_field(c, "arch", "model.arch", path);
+    if (c.is_object() && c.contains("arch_flags"))
+        cfg.arch_flags = (unsigned)int_field(c, "arch_flags", "model.arch_flags", 0, 1 << 30, path);
     cfg.max_seq_len = (size_t)int_field(c, "max_seq_len", "model.max_seq_len", 1, dim, path);
     cfg.vocab_size = (size_t)int_field(c, "vocab_size", "model.vocab_size", 1, dim, path);
     cfg.padded_vocab_size = (size_t)int_field(c, "padded_vocab_size", "model.padded_vocab_size", 1, dim, path);

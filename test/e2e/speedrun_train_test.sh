@@ -68,6 +68,14 @@ for z in 1 2; do
         fail "the record-9 options on 3 ranks, ZeRO-$z" "$(tail -2 "$TMP/$name.log" "$TMP/$name.cmp" 2>/dev/null)"
     fi
 done
+# Their checkpoint (the flags and the scalars in it) resumed on 2 ranks at ZeRO 2.
+"${MPI[@]}" -np 3 ./train_gpt2_cpu "${args[@]}" "${rec9[@]}" -z 1 -n 10 -o "$TMP/ckpt9" >"$TMP/ckpt9.log" 2>&1 \
+    && rm -rf "$TMP/ckpt9/ckpt_00000020" \
+    && "${MPI[@]}" -np 2 ./train_gpt2_cpu "${args[@]}" "${rec9[@]}" -z 2 -n 10 -y 1 -o "$TMP/ckpt9" >"$TMP/resume9.log" 2>&1 \
+    && grep -q "resume .*step 10" "$TMP/resume9.log" \
+    && /usr/bin/python3 test/helpers/compare_runs.py "$TMP/single9" "$TMP/ckpt9" 2e-5 3e-3 1e-4 >"$TMP/resume9.cmp" 2>&1 \
+    && pass "the record-9 options resumed on 2 ranks match one process ($(tail -1 "$TMP/resume9.cmp"))" \
+    || fail "the record-9 options resumed on 2 ranks" "$(tail -2 "$TMP/resume9.log" "$TMP/resume9.cmp" 2>/dev/null)"
 # ZeRO 1 on 3 ranks deals the 8 block matrices (4 per layer) to their owners: every rank steps some.
 owned=$(grep -c "this rank steps [1-9][0-9]* Muon matri" "$TMP/np3_z1.log")
 [ "$owned" = 1 ] && pass "ZeRO 1 on 3 ranks: rank 0 owns Muon matrices" || fail "ZeRO 1 on 3 ranks: rank 0 owns Muon matrices" "$(grep optimizer "$TMP/np3_z1.log")"
