@@ -75,6 +75,8 @@ with_peak_memory() {  # NAME CMD...: run CMD; its peak device memory (nvidia-smi
     local sampler=$!
     "$@"
     local rc=$?
+    # A command shorter than nvidia-smi's start-up would leave no sample: wait up to 2 s for the first one.
+    for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$LOGS/mem_$name.txt" ] && break; sleep 0.2; done
     kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
     echo "$name peak device memory: $(sort -n "$LOGS/mem_$name.txt" | tail -1) MiB" >>"$summary"
     return $rc
