@@ -22,8 +22,9 @@
 #     random tokens; at B = 64 on real text (the Brown shards: skewed token frequencies, which the encoder backward
 #     must handle as fast), with --gemm-tuning 0 (the tuning's gain), and with the classifier in one chunk of all rows
 #     (the chunking's gain in time and memory); the --dry-run plan beside the measured peak
-#   - the speedrun recipe: ./test_gpt2 --speedrun-ref (its model and optimizers against the PyTorch reference) and
-#     20 steps at GPT-2 124M's width on real text (the loss falls; step time and peak memory)
+#   - the speedrun recipe: ./test_gpt2 --speedrun-ref (its model and optimizers against the PyTorch reference; under
+#     memcheck and racecheck too) and 18 steps at GPT-2 124M's width on real text, with and without the record-9
+#     options (the loss falls; step time and peak memory); its kernels' benchmark (dev/cuda/speedrun.cu)
 #   - the same model in PyTorch (torch.compile, bf16 autocast, flash attention) in the same call
 #   - the attention benchmark (it checks itself against a plain GPU reference first, then times this GPU's kernels,
 #     the recomputing and 16-rows-per-warp backwards with the same bits checked, and the kernels from before the
@@ -197,9 +198,12 @@ hybrid_matches_flat() {
 # ZeRO-2's bucket buffers on real streams and events (one rank: the pool's reuse and its event waits run on the
 # device). One micro-step: ZeRO-2 does ZeRO-1's arithmetic, so bit-identical. Four micro-steps for 3 steps: the sums
 # over micro-steps are taken in another order (in the bucket buffers vs in the cuBLASLt epilogue), so losses within
-# 1e-4, grad norms 1e-3, parameters 2 lr steps = 1.8e-3 (bf16 parameters, see test/e2e/train_sim_mpi_test.sh). Peak
-# memory: at one rank ZeRO-2's accumulator is full-size, so it needs the bucket pool (204.5 MiB for d12) more than
-# ZeRO-1; the saving starts at 2 ranks (docs/distributed.md).
+# 1e-4 and grad norms 1e-3. Parameters: AdamW moves an element whose gradient is rounding noise by up to lr per step
+# either way, 2 x (3e-4 + 2.33e-4 + 9.75e-5) = 1.3e-3 over the 3 steps; and model.bin holds the bf16 parameters,
+# whose stochastic rounding flips to the other neighbour where the fp32 master weights differ slightly: one bf16 ulp,
+# at most 2^-7 of the value (3.9e-3 at the layernorm gains just below 1, seen on an H200). So |a - b| <= 1.3e-3 +
+# 2^-7 max(|a|, |b|). Peak memory: at one rank ZeRO-2's accumulator is full-size, so it needs the bucket pool
+# (204.5 MiB for d12) more than ZeRO-1; the saving starts at 2 ranks (docs/distributed.md).
 zero_run() {  # STAGE MICRO-STEPS
     local name="zero$1_d12_acc$2"
     with_peak_memory "$name" "$B/bin/train_gpt2" -i "$TR" -j "$VA" -e d12 -b 16 -t 1024 -d $((16 * 1024 * $2)) -x 3 \
@@ -211,23 +215,23 @@ zero2_against_zero1() {  # ACC TOLERANCES...
     python3 test/helpers/compare_runs.py "$WORK/zero1_d12_acc$acc" "$WORK/zero2_d12_acc$acc" "$@"
 }
 
-# The speedrun recipe at GPT-2 124M's width (docs/speedrun.md; the records' 6 heads of 128): 20 steps on the Brown
-# shards, validation at steps 0, 10 and 20; its step time beside GPT-2's, and the loss must fall (the train loss of
-# the last step below the first's by a tenth, the val loss of step 20 below step 0's).
-speedrun_124M() {
-    local name=speedrun_124M_B64
-    with_peak_memory "$name" "$B/bin/train_gpt2" -i "$B/data/brown_train_*.bin" -j "$B/data/brown_val_*.bin" \
-        --recipe speedrun -e "L=12,NH=6,C=768" -b 64 -t 1024 -x 20 -v 10 -m 2 -s 0 -o "$WORK/$name" 2>&1 |
-        tee "$WORK/$name.out"
+# The speedrun recipe at GPT-2 124M's width (docs/speedrun.md; the records' 6 heads of 128): 18 steps at B = 64 on the
+# Brown shards, the shape of the GPT-2 runs, so the step times compare. 18 steps of 65,536 tokens are one pass over
+# the 1.24M-token train shard, so each step's train loss is taken on text the model has not seen: it must fall (the
+# mean of the last 3 below the first step's by 1.0). No validation: the Brown val shard (65,493 tokens) is short of
+# one B = 64 batch. Then the same with the record-9 options (soft-capped logits, value residual, embedding skip).
+speedrun_124M() {  # RUN-NAME EXTRA-ARGS...
+    local name="$1"; shift
+    with_peak_memory "$name" "$B/bin/train_gpt2" -i "$B/data/brown_train_*.bin" --recipe speedrun \
+        -e "L=12,NH=6,C=768" -b 64 -t 1024 -x 18 -v 0 -s 0 -o "$WORK/$name" "$@" 2>&1 | tee "$WORK/$name.out"
     [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
     no_gemm_fallbacks "$WORK/$name.out" || return 1
     python3 - "$WORK/$name/metrics.jsonl" <<'PY'
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-train = [r["train_loss"] for r in rows if "train_loss" in r]
-val = {r["step"]: r["val_loss"] for r in rows if "val_loss" in r}
-print(f"speedrun train loss {train[0]:.4f} -> {train[-1]:.4f}, val loss {val[0]:.4f} -> {val[max(val)]:.4f}")
-sys.exit(0 if train[-1] < train[0] - 0.1 and val[max(val)] < val[0] else 1)
+train = [json.loads(l)["train_loss"] for l in open(sys.argv[1]) if "train_loss" in l]
+last = sum(train[-3:]) / 3
+print(f"speedrun train loss {train[0]:.4f} at step 1, {last:.4f} over the last 3 steps")
+sys.exit(0 if last < train[0] - 1.0 else 1)
 PY
 }
 
@@ -254,7 +258,9 @@ CHECKS=(
     "gpt2_124M_B64|train_124M run_124M_B64 -b 64"
     "gpt2_124M_B64_bias_grad_sums|train_124M run_124M_B64_bias_grad_sums -b 64 --bias-grad-epilogue 0"
     "dry_run_B64|dry_run_plan"
-    "speedrun_124M_B64|speedrun_124M"
+    "speedrun_124M_B64|speedrun_124M run_speedrun_124M_B64"
+    "speedrun_124M_B64_record9|speedrun_124M run_speedrun_124M_B64_record9 --logit-softcap 1 --value-residual 1 --embed-skip 1"
+    "kernel_speedrun|kernel_bench speedrun"
     "kernel_matmul|kernel_bench matmul"
     "kernel_cublaslt_rules|kernel_bench cublaslt_rules"
     "kernel_attention|kernel_bench attention"
@@ -262,6 +268,8 @@ CHECKS=(
     "sanitizer_memcheck_opt_in|memcheck_opt_in"
     "sanitizer_racecheck|sanitizer racecheck"
     "sanitizer_synccheck|sanitizer synccheck"
+    "sanitizer_memcheck_speedrun|sanitizer memcheck \"\$B/bin/test_gpt2\" --speedrun-ref \"\$B/ref/speedrun/speedrun_reference.bin\""
+    "sanitizer_racecheck_speedrun|sanitizer racecheck \"\$B/bin/test_gpt2\" --speedrun-ref \"\$B/ref/speedrun/speedrun_reference.bin\""
     "sanitizer_memcheck_attention|sanitizer memcheck \"\$B/bin/attention\" 1"
     "pytorch_124M_B64|python3 dev/bench/pytorch_gpu_step.py --batch 64 --seq-len 1024 --steps 20"
     "driver_limits_and_resources|python3 dev/gpu/driver_check.py \"\$B/bin/train_gpt2\" \"\$B/launches.tsv\""
@@ -275,7 +283,7 @@ CHECKS=(
     "gpt2_124M_B32|train_124M run_124M_B32 -b 32"
     "sass_check_cuobjdump|sass_check"
     "zero2_bit_identical_acc1|zero2_against_zero1 1 0 0"
-    "zero2_matches_zero1_acc4|zero2_against_zero1 4 1e-4 1.8e-3 1e-3"
+    "zero2_matches_zero1_acc4|zero2_against_zero1 4 1e-4 1.3e-3 1e-3 --param-rtol 0.0078125"
     "pytorch_124M_B16|python3 dev/bench/pytorch_gpu_step.py --batch 16 --seq-len 1024 --steps 20"
     "nccl_two_ranks_no_alarm|nccl_pair nccl_two_ranks_no_alarm 0"
     "nccl_watchdog_stopped_rank|watchdog_names_stopped_rank"
@@ -383,7 +391,8 @@ done
 # The throughput lines (median of steps 2..20) and the kernels' headline lines, for docs/benchmarks.md.
 python3 - "$WORK" <<'PY' | tee -a "$summary"
 import glob, json, os, statistics, sys
-for d in sorted(glob.glob(os.path.join(sys.argv[1], "run_124M_B*"))):
+runs = glob.glob(os.path.join(sys.argv[1], "run_124M_B*")) + glob.glob(os.path.join(sys.argv[1], "run_speedrun_*"))
+for d in sorted(runs):
     try:
         rows = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl")) if "train_loss" in l]
     except OSError:
@@ -398,6 +407,7 @@ PY
 grep -h "tokens/s\|MiB" "$LOGS"/pytorch_124M*.log "$LOGS"/gpt2_124M_B*.log 2>/dev/null | head -20 >>"$summary"
 grep -h "attention\|# check\|sdpa\|^# new\|^# before\|^# backward" "$LOGS"/kernel_attention.log "$LOGS"/pytorch_sdpa.log \
     2>/dev/null >>"$summary"
+grep -h "muon_update\|per training step" "$LOGS"/kernel_speedrun.log 2>/dev/null >>"$summary"
 grep -h "column_sums_into\|fused_classifier\|prefetch\|one-rank\|batch upload" "$LOGS"/kernel_reduce.log \
     "$LOGS"/kernel_classifier.log "$LOGS"/kernel_host_side.log 2>/dev/null >>"$summary"
 [ -z "$out_of_time" ] || echo "time budget spent: go on with  bash dev/gpu/run_checks.sh --from $out_of_time" \

@@ -3,8 +3,11 @@
 model.bin (fp32 model files: llm.c's version 3, or version 6 of another architecture).
 
 usage: compare_runs.py RUN_A RUN_B LOSS_RTOL PARAM_ATOL [NORM_RTOL] [--first-rtol LOSS_RTOL_0 NORM_RTOL_0]
+                      [--param-rtol PARAM_RTOL]
   LOSS_RTOL    relative tolerance of the train and val losses
   PARAM_ATOL   absolute tolerance of the final parameters
+  --param-rtol each parameter may also differ by PARAM_RTOL x max(|a|, |b|) (default 0): one bf16 ulp is at most
+               2^-7 of the value, for runs whose bf16 parameters can round to different neighbours
   NORM_RTOL    relative tolerance of the grad norms (default: LOSS_RTOL)
   --first-rtol the relative tolerances of what both runs compute from identical parameters, the initial ones: the
                val loss of step 0 and the train loss of step 1 (LOSS_RTOL_0), the grad norm of step 1 (NORM_RTOL_0);
@@ -61,6 +64,11 @@ def main():
         i = args.index("--first-rtol")
         first_rtol = (float(args[i + 1]), float(args[i + 2]))
         del args[i:i + 3]
+    param_rtol = 0.0
+    if "--param-rtol" in args:
+        i = args.index("--param-rtol")
+        param_rtol = float(args[i + 1])
+        del args[i:i + 2]
     if len(args) not in (4, 5):
         sys.exit(__doc__)
     a, b, rtol, atol = args[0], args[1], float(args[2]), float(args[3])
@@ -80,10 +88,15 @@ def main():
     pa, pb = params(a), params(b)
     if pa.shape != pb.shape:
         sys.exit("parameter counts differ")
-    pdiff = float(np.max(np.abs(pa.astype(np.float64) - pb)))
+    diff = np.abs(pa.astype(np.float64) - pb)
+    pdiff = float(np.max(diff))
+    # How far each element is past its allowance (<= 0: inside): atol, plus param_rtol of the larger magnitude.
+    excess = diff - (atol + param_rtol * np.maximum(np.abs(pa), np.abs(pb)))
+    worst = int(np.argmax(excess))
     print("max loss rel diff %.2e, max grad norm rel diff %.2e, max param abs diff %.2e" % (loss, norm, pdiff))
-    if loss > rtol or norm > norm_rtol or pdiff > atol:
-        sys.exit("outside tolerance (loss rtol %g, grad norm rtol %g, param atol %g)" % (rtol, norm_rtol, atol))
+    if loss > rtol or norm > norm_rtol or excess[worst] > 0:
+        sys.exit("outside tolerance (loss rtol %g, grad norm rtol %g, param atol %g, param rtol %g; parameter %d: "
+                 "%.8g vs %.8g)" % (rtol, norm_rtol, atol, param_rtol, worst, pa[worst], pb[worst]))
 
 
 if __name__ == "__main__":
