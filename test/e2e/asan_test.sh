@@ -4,12 +4,17 @@
 # instead of stderr, so a test that expects a program to fail cannot mistake a sanitizer abort for a clean refusal:
 # any report at all is a failure. Leaks are checked (LeakSanitizer) in every process, with suppressions only for
 # libraries outside this repository (test/fixtures/asan.supp). Prints PASS/FAIL lines and "N passed, M failed, K skipped".
-#   bash test/e2e/asan_test.sh [BUILD_DIR]     (default build-asan)
+#   bash test/e2e/asan_test.sh [BUILD_DIR [GROUP]]     (default build-asan, all)
+# GROUP: `units` (the unit tests, under mpirun too, and the hostile inputs) or `runs` (training, checkpoints,
+# generation, data preparation end to end), about half the time each, so that `make test` runs them side by side;
+# `all` both. Each group keeps its reports in build-asan/asan-logs/GROUP.
 set -u
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh  # gpt2_vocab
 B=${1:-build-asan}
-LOGS="$B/asan-logs"
+GROUP=${2:-all}
+case "$GROUP" in all|units|runs) ;; *) echo "FAIL asan: unknown group '$GROUP' (all, units or runs)"; exit 2 ;; esac
+LOGS="$B/asan-logs/$GROUP"
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 [ -x "$B/bin/train_gpt2_cpu" ] || { echo "FAIL asan: $B/bin/train_gpt2_cpu not built (make asan builds it)"; exit 1; }
 # Full (slow) unwinding on malloc and OpenMPI's plugins kept loaded: the leak suppressions match on the frames of
@@ -50,24 +55,31 @@ run() {
     fi
 }
 
-# Unit tests (the simulator's are not built with sanitizers); the Makefile's ASAN_TESTS builds these.
-for t in layout schedule dataloader cpu_ops adamw sampler checkpoint trainer_host dist_info zero optimizer hellaswag \
-         export_hf watchdog utf8_stream; do
-    run "$t" "$B/test/test_$t"
-done
-if gpt2_vocab; then run tokenizer "$B/test/test_tokenizer" data/gpt2
-else echo "SKIP asan tokenizer: no data/gpt2, and dev/data/fetch_tokenizer.sh cannot fetch it"; skipped=$((skipped + 1)); fi
-run comm_np2 "${MPI[@]}" -np 2 "$B/test/test_comm"
-run optimizer_mpi_np3 "${MPI[@]}" -np 3 "$B/test/test_optimizer_mpi"
-# End to end, on the sanitized binaries: the hostile inputs (every refusal path, the watchdog under mpirun), training,
-# checkpoints (kill -9 and resume, corruption, resharding under mpirun), generation, data preparation.
-export TOOL_DIR="$B/bin" BUILD_DIR="$B"
-run hostile_input bash test/e2e/hostile_input_test.sh
-run cluster bash test/e2e/cluster_test.sh
-run train_cpu bash test/e2e/train_cpu_test.sh
-run checkpoint_e2e bash test/e2e/checkpoint_test.sh
-run generate bash test/e2e/generate_test.sh
-run prepare_data bash test/e2e/prepare_data_test.sh
+in_group() { [ "$GROUP" = all ] || [ "$GROUP" = "$1" ]; }
+if in_group units; then
+    # Unit tests (the simulator's are not built with sanitizers); the Makefile's ASAN_TESTS builds these.
+    for t in layout schedule dataloader cpu_ops adamw sampler checkpoint trainer_host dist_info zero optimizer \
+             hellaswag export_hf watchdog utf8_stream; do
+        run "$t" "$B/test/test_$t"
+    done
+    if gpt2_vocab; then run tokenizer "$B/test/test_tokenizer" data/gpt2
+    else echo "SKIP asan tokenizer: no data/gpt2, and dev/data/fetch_tokenizer.sh cannot fetch it"; skipped=$((skipped + 1)); fi
+    run comm_np2 "${MPI[@]}" -np 2 "$B/test/test_comm"
+    run optimizer_mpi_np3 "${MPI[@]}" -np 3 "$B/test/test_optimizer_mpi"
+    # Every refusal path of the sanitized binaries, the watchdog under mpirun.
+    export TOOL_DIR="$B/bin" BUILD_DIR="$B"
+    run hostile_input bash test/e2e/hostile_input_test.sh
+fi
+if in_group runs; then
+    # End to end, on the sanitized binaries: training, checkpoints (kill -9 and resume, corruption, resharding under
+    # mpirun), generation, data preparation.
+    export TOOL_DIR="$B/bin" BUILD_DIR="$B"
+    run cluster bash test/e2e/cluster_test.sh
+    run train_cpu bash test/e2e/train_cpu_test.sh
+    run checkpoint_e2e bash test/e2e/checkpoint_test.sh
+    run generate bash test/e2e/generate_test.sh
+    run prepare_data bash test/e2e/prepare_data_test.sh
+fi
 
 # Any sanitizer report, from any process of any test above, fails the run.
 # (A report written after the last test, by a process that outlived it, keeps its plain asan.PID name.)

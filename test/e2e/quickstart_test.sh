@@ -16,7 +16,7 @@ rc=$?
 [ $rc -eq 0 ] && pass "quickstart (CPU) finishes" || { fail "quickstart (CPU) finishes" "status $rc: $(tail -3 "$LOG")"; finish; }
 
 # Quiet build: no line that is a compiler or linker invocation.
-cmds=$(grep -cE '^(ccache |g\+\+|c\+\+|gcc|cc |nvcc|/usr/local/cuda/bin/nvcc|mpicxx)' "$LOG")
+cmds=$(grep -cE '^((/usr/bin/)?ccache |g\+\+|c\+\+|gcc|cc |nvcc|/usr/local/cuda/bin/nvcc|mpicxx)' "$LOG")
 [ "$cmds" -eq 0 ] && pass "quickstart prints no compiler command lines" || fail "quickstart prints compiler lines" "$cmds lines"
 
 # Its files: the model, one metrics line per logged step, a sample of text, the plot.
