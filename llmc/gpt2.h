@@ -166,13 +166,7 @@ private:
         visit(b.lnf, BufferSize{"lnf", "N x C", N * C, A}, 0);
         visit(b.lnf_mean, BufferSize{"lnf mean", "N", N, F}, 0);
         visit(b.lnf_rstd, BufferSize{"lnf rstd", "N", N, F}, 0);
-        visit(b.logits, BufferSize{"logits (one chunk)", "min(N, max(chunk, T)) x Vp",
-                                   Model<Backend>::classifier_rows(s.B, s.T, s.opt) * s.cfg.padded_vocab_size, A}, 0);
-        visit(b.losses, BufferSize{"losses", "N", N, F}, 0);
-        visit(b.d_residual, BufferSize{"d residual", "N x C", N * C, A}, 0);
-        visit(b.d_c, BufferSize{"d (N, C)", "N x C", N * C, A}, 0);
-        visit(b.d_3c, BufferSize{"d qkv", "N x 3C", N * 3 * C, A}, 0);
-        visit(b.d_4c, BufferSize{"d fch", "N x 4C", N * 4 * C, A}, 0);
+        Model<Backend>::visit_classifier_and_grad_buffers(b, s, visit);
         visit(b.d_wte_classifier, BufferSize{"d wte (classifier)", "Vp x C, fp32", s.cfg.padded_vocab_size * C, F}, 0);
     }
 

@@ -184,6 +184,20 @@ protected:
         size_t B, T;
         const ModelOptions& opt;
     };
+    // The entries every architecture's activation table has in common, in this order: one chunk of the classifier's
+    // logits, the per-position losses, and the backward's gradients reused across layers (the residual stream's, and
+    // one buffer each of N x C, N x 3C and N x 4C). Buffers: the architecture's, with these members.
+    template <class Buffers, class Visit>
+    static void visit_classifier_and_grad_buffers(Buffers& b, const Shape& s, Visit&& visit) {
+        const size_t N = s.B * s.T, C = s.cfg.channels, A = sizeof(act_t), F = sizeof(float);
+        visit(b.logits, BufferSize{"logits (one chunk)", "min(N, max(chunk, T)) x Vp",
+                                   classifier_rows(s.B, s.T, s.opt) * s.cfg.padded_vocab_size, A}, 0);
+        visit(b.losses, BufferSize{"losses", "N", N, F}, 0);
+        visit(b.d_residual, BufferSize{"d residual", "N x C", N * C, A}, 0);
+        visit(b.d_c, BufferSize{"d (N, C)", "N x C", N * C, A}, 0);
+        visit(b.d_3c, BufferSize{"d qkv", "N x 3C", N * 3 * C, A}, 0);
+        visit(b.d_4c, BufferSize{"d fch", "N x 4C", N * 4 * C, A}, 0);
+    }
     // The subclass's buffers, allocated from its table (llmc/activations.h): counted in memory_bytes().
     void add_buffer_bytes(size_t bytes) { memory_bytes_ += bytes; }
     // Where the classifier leaves the per-position losses and the logits (one chunk of rows).

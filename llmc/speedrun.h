@@ -187,13 +187,7 @@ private:
         visit(b.res3, BufferSize{"residual 3", "L x N x C", L * N * C, A}, N * C);
         visit(b.hf, BufferSize{"final rmsnorm", "N x C", N * C, A}, 0);
         visit(b.hf_rstd, BufferSize{"final rmsnorm rstd", "N", N, F}, 0);
-        visit(b.logits, BufferSize{"logits (one chunk)", "min(N, max(chunk, T)) x Vp",
-                                   Model<Backend>::classifier_rows(s.B, s.T, s.opt) * s.cfg.padded_vocab_size, A}, 0);
-        visit(b.losses, BufferSize{"losses", "N", N, F}, 0);
-        visit(b.d_residual, BufferSize{"d residual", "N x C", N * C, A}, 0);
-        visit(b.d_c, BufferSize{"d (N, C)", "N x C", N * C, A}, 0);
-        visit(b.d_3c, BufferSize{"d qkv", "N x 3C", N * 3 * C, A}, 0);
-        visit(b.d_4c, BufferSize{"d fch", "N x 4C", N * 4 * C, A}, 0);
+        Model<Backend>::visit_classifier_and_grad_buffers(b, s, visit);
         visit(b.d_head_classifier, BufferSize{"d lm_head (classifier)", "Vp x C, fp32", s.cfg.padded_vocab_size * C,
                                               F}, 0);
         if (s.cfg.arch_flags & SR_FLAG_EMBED_SKIP) {
