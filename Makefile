@@ -18,7 +18,9 @@ NVCC     ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc
 # Every binary is compiled to an object and then linked, since ccache does not cache a command that also links.
 # CCACHE_NOHASHDIR: a fresh clone in another folder hits the same entries (-g's only use of the folder is the
 # debug info's compilation directory, which then names the first clone's).
-CCACHE   := $(shell command -v ccache 2>/dev/null)
+# Only with a cache folder it can write (a read-only home would fail every compile instead).
+CCACHE   := $(shell d=$$(ccache -k cache_dir 2>/dev/null) && mkdir -p "$$d" 2>/dev/null && [ -w "$$d" ] && \
+                    command -v ccache)
 ifneq ($(CCACHE),)
 ifeq ($(origin CXX),default)
 CXX      := $(CCACHE) g++

@@ -15,7 +15,7 @@ rm -rf "$OUT" && mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/ref"
 # launch configurations with them.
 make -j"$(nproc)" train_gpt2 test_gpt2 cuda-bench build/train_gpt2_sim build/test/sim_classifier_prefetch >/dev/null
 cp train_gpt2 test_gpt2 "$OUT/bin/"
-for k in build/cuda-bench/*; do [[ "$k" == *.d ]] || cp "$k" "$OUT/bin/"; done
+for k in build/cuda-bench/*; do if [ -f "$k" ] && [[ "$k" != *.d ]]; then cp "$k" "$OUT/bin/"; fi; done
 strip --strip-debug "$OUT/bin"/*  # the carried tree is limited to 64 MiB
 # Shared libraries outside glibc/libstdc++ and outside CUDA (the GPU machine has its own cuBLASLt/NCCL/driver).
 for bin in "$OUT/bin"/*; do

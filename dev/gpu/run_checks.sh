@@ -23,7 +23,7 @@
 #     must handle as fast), with --gemm-tuning 0 (the tuning's gain), and with the classifier in one chunk of all rows
 #     (the chunking's gain in time and memory); the --dry-run plan beside the measured peak
 #   - the speedrun recipe: ./test_gpt2 --speedrun-ref (its model and optimizers against the PyTorch reference; under
-#     memcheck and racecheck too) and 18 steps at GPT-2 124M's width on real text, with and without the record-9
+#     memcheck and racecheck too; memcheck on two training steps at its opt-in shapes) and 18 steps at GPT-2 124M's width on real text, with and without the record-9
 #     options (the loss falls; step time and peak memory); its kernels' benchmark (dev/cuda/speedrun.cu)
 #   - the same model in PyTorch (torch.compile, bf16 autocast, flash attention) in the same call
 #   - the attention benchmark (it checks itself against a plain GPU reference first, then times this GPU's kernels,
@@ -105,6 +105,13 @@ no_gemm_fallbacks() {  # LOG: a fused epilogue cuBLASLt declined, or a candidate
 memcheck_opt_in() {
     sanitizer memcheck "$B/bin/train_gpt2" -i "$TR" -j "$VA" -e "L=2,NH=12,C=768,T=256,V=50257" -b 2 -t 256 -x 2 \
         -v 0 -s 0 --gemm-tuning 0 -o "$WORK/memcheck_opt_in"
+}
+
+# The speedrun recipe's kernels at its own opt-in shapes (6 heads of 128 at C = 768, every record-9 option on).
+memcheck_speedrun_opt_in() {
+    sanitizer memcheck "$B/bin/train_gpt2" -i "$TR" -j "$VA" -e "L=2,NH=6,C=768,T=256,V=50257" --recipe speedrun \
+        --logit-softcap 1 --value-residual 1 --embed-skip 1 -b 2 -t 256 -x 2 -v 0 -s 0 --gemm-tuning 0 \
+        -o "$WORK/memcheck_speedrun_opt_in"
 }
 
 sanitizer() {  # TOOL [PROGRAM ARGS...]: ./test_gpt2 on the small reference unless a program is named
@@ -269,6 +276,7 @@ CHECKS=(
     "sanitizer_racecheck|sanitizer racecheck"
     "sanitizer_synccheck|sanitizer synccheck"
     "sanitizer_memcheck_speedrun|sanitizer memcheck \"\$B/bin/test_gpt2\" --speedrun-ref \"\$B/ref/speedrun/speedrun_reference.bin\""
+    "sanitizer_memcheck_speedrun_opt_in|memcheck_speedrun_opt_in"
     "sanitizer_racecheck_speedrun|sanitizer racecheck \"\$B/bin/test_gpt2\" --speedrun-ref \"\$B/ref/speedrun/speedrun_reference.bin\""
     "sanitizer_memcheck_attention|sanitizer memcheck \"\$B/bin/attention\" 1"
     "pytorch_124M_B64|python3 dev/bench/pytorch_gpu_step.py --batch 64 --seq-len 1024 --steps 20"
