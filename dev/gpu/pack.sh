@@ -7,10 +7,19 @@
 #
 #   bash dev/gpu/pack.sh                  then, on the GPU machine, in a copy of this checkout with .gpu_bundle/:
 #   bash dev/gpu/run_checks.sh
+#   bash dev/gpu/pack.sh --binaries-only  the programs and their libraries again, keeping the references and data
+# GPU_BUNDLE: another folder than .gpu_bundle (run_checks.sh reads the same variable).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-OUT=.gpu_bundle
-rm -rf "$OUT" && mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/ref"
+OUT=${GPU_BUNDLE:-.gpu_bundle}
+BINARIES_ONLY=0
+case "${1:-}" in
+    "") ;;
+    --binaries-only) BINARIES_ONLY=1 ;;
+    *) echo "error: unknown argument '$1' (usage: pack.sh [--binaries-only])" >&2; exit 2 ;;
+esac
+if [ $BINARIES_ONLY = 1 ]; then rm -rf "$OUT/bin" "$OUT/lib"; else rm -rf "$OUT"; fi
+mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/ref"
 # build/train_gpt2_sim and build/test/sim_classifier_prefetch: the simulated device-profile runs below record their
 # launch configurations with them.
 make -j"$(nproc)" train_gpt2 test_gpt2 cuda-bench build/train_gpt2_sim build/test/sim_classifier_prefetch >/dev/null
@@ -27,6 +36,10 @@ done | sort -u | while read -r lib; do
         *) cp -L "$lib" "$OUT/lib/" ;;
     esac
 done
+if [ $BINARIES_ONLY = 1 ]; then
+    echo "packed $OUT: $(ls "$OUT/bin" | wc -l) binaries, $(ls "$OUT/lib" | wc -l) libraries (references and data kept)"
+    exit 0
+fi
 # Real text for the throughput runs: the Brown corpus shards (about 2.5 MB; tokenized here, the GPU machine has no
 # tokenizer data and no network).
 [ -f data/brown/brown_train_000000.bin ] || bash dev/data/prepare_brown.sh >/dev/null
