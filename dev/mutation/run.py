@@ -8,6 +8,10 @@ default the ones that run CUDA code: the simulator's and the reference test) up 
 whether any test failed (caught) or all passed (survived). Prints a table and the score; exits
 non-zero if a mutation survived or does not build, or a snippet does not match exactly once.
 
+The tests that caught each mutation are kept in build/mutation/caught_by.tsv; a later run runs those first, alone,
+and the whole filter only when they pass (a survivor still runs every test), so a re-run costs about one test per
+mutation.
+
   python3 dev/mutation/run.py                  every mutation
   python3 dev/mutation/run.py --check          only verify that every snippet matches exactly once
   python3 dev/mutation/run.py --only ID,ID     some mutations
@@ -34,6 +38,21 @@ DEFAULT_FILTER = "sim reference"
 BUILD_TARGETS = ["test-binaries", "test_gpt2_cpu"]
 NVCC_TARGETS = ["train_gpt2", "test_gpt2"]
 NVCC_FILTER = "sass_check resource_check"  # the tests that read the nvcc object
+CAUGHT_BY = os.path.join(SCRATCH, "caught_by.tsv")  # mutation id, the tests that failed last time (space-separated)
+
+
+def load_caught_by():
+    if not os.path.isfile(CAUGHT_BY):
+        return {}
+    rows = (line.rstrip("\n").split("\t") for line in open(CAUGHT_BY))
+    return {r[0]: r[1] for r in rows if len(r) == 2 and r[1]}
+
+
+def save_caught_by(caught_by):
+    with open(CAUGHT_BY + ".tmp", "w") as f:
+        for mid in sorted(caught_by):
+            f.write(f"{mid}\t{caught_by[mid]}\n")
+    os.replace(CAUGHT_BY + ".tmp", CAUGHT_BY)
 
 
 def fail(msg):
@@ -137,6 +156,7 @@ def main():
     print(f"unmutated: {total.group(0) if total else '?'} (TEST_FILTER='{args.filter}')")
 
     results = []
+    caught_by = load_caught_by()
     for m in mutations:
         path = os.path.join(TREE, m.file)
         original = open(path).read()  # the scratch copy, as copied at the start
@@ -153,8 +173,15 @@ def main():
                 verdict = "caught" if nvcc_only else "BUILD ERROR"
                 by = ("nvcc: " if nvcc_only else "") + (errors[0][:160] if errors else "")
             else:
-                rc, timed_out, failed, total, out = run_tests(NVCC_FILTER if nvcc_only else args.filter,
-                                                              args.timeout)
+                test_filter = NVCC_FILTER if nvcc_only else args.filter
+                failed, rc, timed_out = [], 0, False
+                if m.id in caught_by:  # last time's catchers first, alone
+                    rc, timed_out, failed, total, out = run_tests(caught_by[m.id], args.timeout)
+                if not (failed or rc != 0 or timed_out):
+                    rc, timed_out, failed, total, out = run_tests(test_filter, args.timeout)
+                if failed:
+                    caught_by[m.id] = " ".join(failed)
+                    save_caught_by(caught_by)
                 if timed_out:
                     verdict, by = "caught", "timeout"
                 elif failed or rc != 0:
