@@ -6,9 +6,9 @@ usage: compare_runs.py RUN_A RUN_B LOSS_RTOL PARAM_ATOL [NORM_RTOL] [--first-rto
                       [--param-rtol PARAM_RTOL]
   LOSS_RTOL    relative tolerance of the train and val losses
   PARAM_ATOL   absolute tolerance of the final parameters
+  NORM_RTOL    relative tolerance of the grad norms (default: LOSS_RTOL)
   --param-rtol each parameter may also differ by PARAM_RTOL x max(|a|, |b|) (default 0): one bf16 ulp is at most
                2^-7 of the value, for runs whose bf16 parameters can round to different neighbours
-  NORM_RTOL    relative tolerance of the grad norms (default: LOSS_RTOL)
   --first-rtol the relative tolerances of what both runs compute from identical parameters, the initial ones: the
                val loss of step 0 and the train loss of step 1 (LOSS_RTOL_0), the grad norm of step 1 (NORM_RTOL_0);
                these records are also held to LOSS_RTOL and NORM_RTOL
@@ -60,6 +60,9 @@ def worst_relative(a, b, key, steps=None):
 def main():
     args = sys.argv[1:]
     first_rtol = None
+    for flag, values in (("--first-rtol", 2), ("--param-rtol", 1)):
+        if flag in args and len(args) < args.index(flag) + 1 + values:
+            sys.exit("%s needs %d value(s)\n%s" % (flag, values, __doc__))
     if "--first-rtol" in args:
         i = args.index("--first-rtol")
         first_rtol = (float(args[i + 1]), float(args[i + 2]))
