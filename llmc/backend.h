@@ -8,7 +8,7 @@
 //                                                                    the simulator's headers for tests)
 //
 // Every backend has the same members with the same signatures (only act_t differs): the op list below
-// (BackendContract), with the math and the conventions of each op, written here once. Each backend header ends with
+// (BackendOps), with the math and the conventions of each op, written here once. Each backend header ends with
 // static_assert(satisfies_backend_contract<ItsBackend>()), so a backend that lacks an op, or declares one with
 // another signature, does not compile, and the message names the op (test/e2e/backend_contract_test.sh).
 //
@@ -104,10 +104,12 @@ struct BufferSize {
 // The type of every member a backend has, with its semantics. Shapes use N = B*T rows, C channels, OC output channels,
 // NH heads, hs = C/NH, V real vocab, Vp padded vocab. Matrices are row-major; weights are (out, in) as in the model
 // file, so a linear layer is out = inp @ W^T + b. Besides these: a constructor from const BackendOptions&, the type
-// act_t, and the constants act_dtype (DType), name and attention_state_shape (const char*).
-template <class Backend>
-struct BackendContract {
-    using act_t = typename Backend::act_t;
+// act_t, and the constants act_dtype (DType), name and attention_state_shape (const char*). A backend may declare a
+// member from its type here (`BackendOps<act_t>::relu2_forward relu2_forward;` declares that member function), so
+// the signature is written once: LLMC_BACKEND_DECLARE_OPS below.
+template <class Act>
+struct BackendOps {
+    using act_t = Act;
 
     // ---- memory ------------------------------------------------------------------------------------------------
     using alloc = void*(size_t bytes);  // zero-initialised, at least 64-byte aligned; throws on failure
@@ -285,6 +287,10 @@ struct BackendContract {
                               uint32_t seed, size_t seed_offset);
 };
 
+// The contract of backend B: the op list at its act_t.
+template <class B>
+using BackendContract = BackendOps<typename B::act_t>;
+
 // ---- the compile-time check ------------------------------------------------------------------------------------
 // X-lists of the contract's names: member functions, static functions, constants.
 #define LLMC_BACKEND_MEMBER_OPS(X)                                                                                   \
@@ -295,10 +301,16 @@ struct BackendContract {
     X(event_record) X(stream_wait_event) X(encoder_forward) X(layernorm_forward) X(fused_residual_layernorm_forward) \
     X(matmul_forward) X(gelu_forward) X(attention_forward) X(fused_classifier) X(matmul_backward)                    \
     X(layernorm_backward) X(attention_backward) X(encoder_backward) X(sum_into) X(norm_squared_into) X(add_into)     \
-    X(grads_to_bf16) X(grads_from_bf16) X(adamw_update) X(rmsnorm_forward) X(fused_residual_rmsnorm_forward)       \
-    X(rmsnorm_backward) X(qk_norm_rotary_forward) X(qk_norm_rotary_backward) X(relu2_forward)                       \
-    X(relu2_backward_inplace) X(softcap_classifier) X(muon_update) X(embed_skip_forward) X(embed_skip_backward)     \
-    X(value_residual_forward) X(value_residual_backward) X(value_residual_add)
+    X(grads_to_bf16) X(grads_from_bf16) X(adamw_update) LLMC_BACKEND_SPEEDRUN_OPS(X)
+// The speedrun recipe's ops. Both backends declare them from this list (LLMC_BACKEND_DECLARE_OPS: one member per
+// name, of the op list's type), as they have the same signatures and nothing backend-specific to say.
+#define LLMC_BACKEND_SPEEDRUN_OPS(X)                                                                                 \
+    X(rmsnorm_forward) X(fused_residual_rmsnorm_forward) X(rmsnorm_backward) X(qk_norm_rotary_forward)               \
+    X(qk_norm_rotary_backward) X(relu2_forward) X(relu2_backward_inplace) X(softcap_classifier) X(muon_update)       \
+    X(embed_skip_forward) X(embed_skip_backward) X(value_residual_forward) X(value_residual_backward)                 \
+    X(value_residual_add)
+#define LLMC_BACKEND_DECLARE_OP(NAME) BackendOps<act_t>::NAME NAME;
+#define LLMC_BACKEND_DECLARE_OPS(LIST) LIST(LLMC_BACKEND_DECLARE_OP)
 #define LLMC_BACKEND_STATIC_OPS(X)                                                                                   \
     X(scratch_plan) X(attention_state_elems) X(check_attention_shape)
 

@@ -61,15 +61,8 @@ public:
                                                 plan.group_sharding)
                               : plan.ownership(layout);
         me_ = stage_ == 0 ? 0 : plan.state_rank();
-        if (stage_ == 0)
-            reducer_ = std::make_unique<ReplicatedGrads<Backend>>(be, layout, model.padded_params(), comm_, plan.align,
-                                                                  cfg.reduce_dtype);
-        else if (stage_ == 1)
-            reducer_ = std::make_unique<OwnedGrads<Backend>>(be, layout, model.padded_params(), comm_, plan.align,
-                                                             cfg.reduce_dtype, this->groups_.replica, &owners_);
-        else
-            reducer_ = std::make_unique<BucketPoolGrads<Backend>>(be, layout, model.padded_params(), comm_, plan.align,
-                                                                  cfg.reduce_dtype, this->groups_.replica, &owners_);
+        reducer_ = make_grad_reducer(be, layout, model.padded_params(), comm_, stage_, plan.align, cfg.reduce_dtype,
+                                     this->groups_.replica, stage_ == 0 ? nullptr : &owners_);
         size_t count = 0;
         for (const OwnedRange& o : owners_) {
             state_offset_.push_back(count);

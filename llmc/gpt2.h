@@ -35,16 +35,9 @@ public:
     using act_t = typename Backend::act_t;
 
     Gpt2(Backend& be, const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt = ModelOptions())
-        : Model<Backend>(be, cfg, B, T, opt) {
-        check_shape(cfg, B, T, opt);
-        const Shape s{cfg, B, T, opt};
-        this->add_buffer_bytes(allocate_buffers(be, b_, [&](Buffers& b, auto&& v) { buffer_table(b, s, v); }, owned_));
-        for (size_t l = 0; l < cfg.num_layers; l++)
-            layers_.push_back(layer_view(b_, l, [&](Buffers& b, auto&& v) { buffer_table(b, s, v); }));
+        : Model<Backend>(be, cfg, B, T, opt) {  // checks the shape
+        this->allocate_activations(b_, layers_, table(Shape{cfg, B, T, opt}));
         this->set_outputs(b_.losses, b_.logits);
-    }
-    ~Gpt2() override {
-        for (void* p : owned_) be_.free(p);
     }
 
     ParamViews<act_t> param_views() { return ParamViews<act_t>(this->params_, layout_); }
@@ -103,25 +96,7 @@ public:
         grads.bucket_done(L);  // wte (classifier + encoder), wpe, lnfw, lnfb
     }
 
-    // Fails with a message unless a model of this shape can be created (the backend's attention included).
-    static void check_shape(const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt) {
-        Model<Backend>::check_options(cfg, B, T, opt);
-        Backend::check_attention_shape(cfg.channels, cfg.num_heads);
-    }
-    // The buffers a model of this shape allocates, without allocating anything (the dry run's plan).
-    static std::vector<BufferSize> activation_plan(const ModelConfig& cfg, size_t B, size_t T,
-                                                   const ModelOptions& opt) {
-        check_shape(cfg, B, T, opt);
-        const Shape s{cfg, B, T, opt};
-        return plan_buffers<Buffers>([&](Buffers& b, auto&& v) { buffer_table(b, s, v); });
-    }
-
-private:
-    using Model<Backend>::be_;
-    using Model<Backend>::cfg_;
-    using Model<Backend>::layout_;
-    using Model<Backend>::opt_;
-
+    // ---- the activation table: every buffer of the model, as data (llmc/activations.h) ----
     using Shape = typename Model<Backend>::Shape;
     // Every buffer; layer views (layers_) point the per-layer ones at their layer's slice. `branch` holds a residual
     // branch's output (the attention projection, later the MLP projection) only until the fused residual + layernorm
@@ -169,6 +144,14 @@ private:
         Model<Backend>::visit_classifier_and_grad_buffers(b, s, visit);
         visit(b.d_wte_classifier, BufferSize{"d wte (classifier)", "Vp x C, fp32", s.cfg.padded_vocab_size * C, F}, 0);
     }
+    // The table at one shape, as llmc/activations.h's functions take it.
+    static auto table(const Shape& s) {
+        return [s](Buffers& b, auto&& visit) { buffer_table(b, s, visit); };
+    }
+
+private:
+    using Base = Model<Backend>;
+    using Base::be_, Base::cfg_, Base::layout_, Base::opt_;
 
     // Layer l's backward: d_residual holds dL/d(its res3) and becomes dL/d(its res_in); gw: its gradient slices.
     void layer_backward(size_t l, const LayerParams<float>& gw) {
@@ -195,7 +178,6 @@ private:
 
     Buffers b_{};
     std::vector<Buffers> layers_;  // layer l's view of b_
-    std::vector<void*> owned_;
 };
 
 }  // namespace llmc

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "activations.h"
 #include "backend.h"
 #include "config.h"
 #include "error.h"
@@ -46,7 +47,10 @@ class Model {
 public:
     using act_t = typename Backend::act_t;
 
-    virtual ~Model() { be_.free(params_); }
+    virtual ~Model() {
+        for (void* p : buffers_) be_.free(p);
+        be_.free(params_);
+    }
     Model(const Model&) = delete;
     Model& operator=(const Model&) = delete;
 
@@ -159,23 +163,16 @@ public:
         const size_t rows = opt.classifier_chunk_rows > T ? opt.classifier_chunk_rows : T;
         return rows < B * T ? rows : B * T;
     }
-    // Fails with a message unless a model of this shape can be created with these options.
-    static void check_options(const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt) {
+    // Fails with a message unless a model of this shape can be created with these options (the backend's attention
+    // included). An architecture with conditions of its own hides this with a check_shape that calls it.
+    static void check_shape(const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt) {
         validate_config(cfg);
         if (B == 0 || T == 0) fail("batch size B=%zu and sequence length T=%zu must be positive", B, T);
         if (T > cfg.max_seq_len)
             fail("sequence length T=%zu is longer than the model's maximum %zu (maxT)", T, cfg.max_seq_len);
         if (opt.pad_to == 0) fail("ModelOptions::pad_to must be positive");
         if (opt.classifier_chunk_rows == 0) fail("ModelOptions::classifier_chunk_rows must be positive");
-    }
-
-protected:
-    Model(Backend& be, const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt)
-        : be_(be), cfg_(cfg), layout_(cfg), B_(B), T_(T), opt_(opt), chunk_rows_(classifier_rows(B, T, opt)) {
-        check_options(cfg, B, T, opt);
-        padded_ = padded_params(layout_, opt);
-        params_ = static_cast<act_t*>(be_.alloc(padded_ * sizeof(act_t)));
-        memory_bytes_ = padded_ * sizeof(act_t);
+        Backend::check_attention_shape(cfg.channels, cfg.num_heads);
     }
 
     // The shape an architecture's activation table (llmc/activations.h) is listed for.
@@ -184,6 +181,16 @@ protected:
         size_t B, T;
         const ModelOptions& opt;
     };
+
+protected:
+    Model(Backend& be, const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt)
+        : be_(be), cfg_(cfg), layout_(cfg), B_(B), T_(T), opt_(opt), chunk_rows_(classifier_rows(B, T, opt)) {
+        check_shape(cfg, B, T, opt);
+        padded_ = padded_params(layout_, opt);
+        params_ = static_cast<act_t*>(be_.alloc(padded_ * sizeof(act_t)));
+        memory_bytes_ = padded_ * sizeof(act_t);
+    }
+
     // The entries every architecture's activation table has in common, in this order: one chunk of the classifier's
     // logits, the per-position losses, and the backward's gradients reused across layers (the residual stream's, and
     // one buffer each of N x C, N x 3C and N x 4C). Buffers: the architecture's, with these members.
@@ -198,8 +205,13 @@ protected:
         visit(b.d_3c, BufferSize{"d qkv", "N x 3C", N * 3 * C, A}, 0);
         visit(b.d_4c, BufferSize{"d fch", "N x 4C", N * 4 * C, A}, 0);
     }
-    // The subclass's buffers, allocated from its table (llmc/activations.h): counted in memory_bytes().
-    void add_buffer_bytes(size_t bytes) { memory_bytes_ += bytes; }
+    // The architecture's buffers, from its activation table (llmc/activations.h): allocated into b (counted in
+    // memory_bytes(), freed with the model), and each layer's view of them appended to layers.
+    template <class Buffers, class Table>
+    void allocate_activations(Buffers& b, std::vector<Buffers>& layers, Table&& table) {
+        memory_bytes_ += allocate_buffers(be_, b, table, buffers_);
+        for (size_t l = 0; l < cfg_.num_layers; l++) layers.push_back(layer_view(b, l, table));
+    }
     // Where the classifier leaves the per-position losses and the logits (one chunk of rows).
     void set_outputs(float* losses, act_t* logits) { losses_ = losses, logits_ = logits; }
     // A classifier whose softmax reads cap tanh(z / cap) of the logits z it stores: get_logits() returns those.
@@ -286,11 +298,21 @@ private:
     }
 
     size_t memory_bytes_ = 0;
+    std::vector<void*> buffers_;  // allocate_activations'
     float softcap_ = 0.0f;
     float* losses_ = nullptr;
     act_t* logits_ = nullptr;
     bool has_targets_ = false;
     bool logits_valid_ = false;
 };
+
+// The buffers a model of architecture Arch allocates at this shape, without allocating anything: the dry run's plan,
+// from the table the allocation reads. Arch: a Model subclass with a public activation table (Buffers, table(Shape)),
+// as llmc/gpt2.h's.
+template <class Arch>
+std::vector<BufferSize> plan_activations(const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt) {
+    Arch::check_shape(cfg, B, T, opt);
+    return plan_buffers<typename Arch::Buffers>(Arch::table(typename Arch::Shape{cfg, B, T, opt}));
+}
 
 }  // namespace llmc

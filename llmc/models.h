@@ -25,8 +25,8 @@ std::unique_ptr<Model<Backend>> create_model(Backend& be, const ModelConfig& cfg
 // The buffers create_model's model allocates (its activation table), without allocating anything.
 template <class Backend>
 std::vector<BufferSize> activation_plan(const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt) {
-    if (cfg.arch == gpt2_architecture.name) return Gpt2<Backend>::activation_plan(cfg, B, T, opt);
-    if (cfg.arch == speedrun_architecture.name) return Speedrun<Backend>::activation_plan(cfg, B, T, opt);
+    if (cfg.arch == gpt2_architecture.name) return plan_activations<Gpt2<Backend>>(cfg, B, T, opt);
+    if (cfg.arch == speedrun_architecture.name) return plan_activations<Speedrun<Backend>>(cfg, B, T, opt);
     architecture(cfg.arch);
     fail("architecture '%s' has no model class (llmc/models.h)", cfg.arch.c_str());
 }

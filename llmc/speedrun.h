@@ -35,17 +35,11 @@ public:
     Speedrun(Backend& be, const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt = ModelOptions())
         : Model<Backend>(be, cfg, B, T, opt) {
         check_shape(cfg, B, T, opt);
-        const Shape s{cfg, B, T, opt};
-        this->add_buffer_bytes(allocate_buffers(be, b_, [&](Buffers& b, auto&& v) { buffer_table(b, s, v); }, owned_));
-        for (size_t l = 0; l < cfg.num_layers; l++)
-            layers_.push_back(layer_view(b_, l, [&](Buffers& b, auto&& v) { buffer_table(b, s, v); }));
-        const std::vector<float> table = rotary_table(T, cfg.head_size());
-        be.copy_to_device(b_.rotary, table.data(), table.size() * sizeof(float));
+        this->allocate_activations(b_, layers_, table(Shape{cfg, B, T, opt}));
+        const std::vector<float> rotary = rotary_table(T, cfg.head_size());
+        be.copy_to_device(b_.rotary, rotary.data(), rotary.size() * sizeof(float));
         this->set_outputs(b_.losses, b_.logits);
         this->set_logit_softcap(speedrun_softcap(cfg));
-    }
-    ~Speedrun() override {
-        for (void* p : owned_) be_.free(p);
     }
 
     SpeedrunViews<act_t> param_views() { return SpeedrunViews<act_t>(this->params_, layout_); }
@@ -121,25 +115,13 @@ public:
     // Fails with a message unless a model of this shape can be created (the backend's attention and the rotary
     // pairs: an even head size).
     static void check_shape(const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt) {
-        Model<Backend>::check_options(cfg, B, T, opt);
-        Backend::check_attention_shape(cfg.channels, cfg.num_heads);
+        Model<Backend>::check_shape(cfg, B, T, opt);
         if (cfg.head_size() % 2 != 0)
             fail("the speedrun architecture's rotary embeddings need an even head size, got C/NH = %zu/%zu = %zu",
                  cfg.channels, cfg.num_heads, cfg.head_size());
     }
-    static std::vector<BufferSize> activation_plan(const ModelConfig& cfg, size_t B, size_t T,
-                                                   const ModelOptions& opt) {
-        check_shape(cfg, B, T, opt);
-        const Shape s{cfg, B, T, opt};
-        return plan_buffers<Buffers>([&](Buffers& b, auto&& v) { buffer_table(b, s, v); });
-    }
 
-private:
-    using Model<Backend>::be_;
-    using Model<Backend>::cfg_;
-    using Model<Backend>::layout_;
-    using Model<Backend>::opt_;
-
+    // ---- the activation table: every buffer of the model, as data (llmc/activations.h) ----
     using Shape = typename Model<Backend>::Shape;
     // Every buffer; layer views (layers_) point the per-layer ones at their layer's slice. `branch` holds a residual
     // branch's output until the fused residual + RMSNorm that follows adds it in (as GPT-2's).
@@ -199,6 +181,14 @@ private:
             visit(b.d_v1, BufferSize{"d v1 (value residual)", "N x C, fp32", N * C, F}, 0);
         }
     }
+    // The table at one shape, as llmc/activations.h's functions take it.
+    static auto table(const Shape& s) {
+        return [s](Buffers& b, auto&& visit) { buffer_table(b, s, visit); };
+    }
+
+private:
+    using Base = Model<Backend>;
+    using Base::be_, Base::cfg_, Base::layout_, Base::opt_;
 
     bool embed_skip() const { return cfg_.arch_flags & SR_FLAG_EMBED_SKIP; }
     bool value_residual() const { return cfg_.arch_flags & SR_FLAG_VALUE_RESIDUAL; }
@@ -235,7 +225,6 @@ private:
 
     Buffers b_{};
     std::vector<Buffers> layers_;  // layer l's view of b_
-    std::vector<void*> owned_;
 };
 
 }  // namespace llmc

@@ -46,15 +46,17 @@ struct OptimConfig {
 };
 
 // The gradient reduction of a ZeRO stage (0, 1 or 2) for a model with this layout and padding over `comm` (replica:
-// hybrid sharding's comm across the groups, or null).
+// hybrid sharding's comm across the groups, or null). owners: who owns which ranges of the optimizer state
+// (llmc/state_ownership.h), or null for the shard plan's flat shards.
 template <class Backend>
 std::unique_ptr<GradReducer<Backend>> make_grad_reducer(Backend& be, const ParamLayout& layout, size_t padded,
-                                                        Comm& comm, int stage, size_t align, DType wire, Comm* replica) {
+                                                        Comm& comm, int stage, size_t align, DType wire, Comm* replica,
+                                                        const std::vector<OwnedRange>* owners = nullptr) {
     validate_zero_stage(stage);
     if (stage == 0 && replica) fail("GradReducer: ZeRO 0 all-reduces over every rank; sharding groups need ZeRO 1 or 2");
     if (stage == 0) return std::make_unique<ReplicatedGrads<Backend>>(be, layout, padded, comm, align, wire);
-    if (stage == 1) return std::make_unique<OwnedGrads<Backend>>(be, layout, padded, comm, align, wire, replica);
-    return std::make_unique<BucketPoolGrads<Backend>>(be, layout, padded, comm, align, wire, replica);
+    if (stage == 1) return std::make_unique<OwnedGrads<Backend>>(be, layout, padded, comm, align, wire, replica, owners);
+    return std::make_unique<BucketPoolGrads<Backend>>(be, layout, padded, comm, align, wire, replica, owners);
 }
 
 template <class Backend>

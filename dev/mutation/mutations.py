@@ -122,11 +122,11 @@ MUTATIONS = [
         "        // (no wait)  this thread's copies of row `row` have landed",
         "the prefetch kernel reads its shared-memory slots before its cp.async copies of the row have landed"),
     Mutation(
-        "classifier-prefetch-partials-one-slot", "shared", "llmc/cuda/classifier.cuh",
-        "smax[parity], ssum[parity]);",
-        "smax[0], ssum[0]);",
-        "the prefetch kernel's consecutive rows share one pair of per-warp partial slots: a fast warp overwrites "
-        "them with the next row's while a slower warp still reads this row's"),
+        "classifier-prefetch-no-row-barrier", "shared", "llmc/cuda/classifier.cuh",
+        "        // several microseconds.\n        __syncthreads();\n",
+        "        // several microseconds.\n",
+        "the prefetch kernel has no barrier at the top of a row: a fast warp writes the next row's per-warp partials "
+        "while a slower warp still reads this row's, and refills slots before its own loads of them are ordered"),
     Mutation(
         "reduce-column-sums-no-barrier", "shared", "llmc/cuda/reduce.cuh",
         "    for (int e = 0; e < W; e++) warp_sums[warp][lane * W + e] = acc[e];\n    __syncthreads();\n",
@@ -213,10 +213,10 @@ MUTATIONS = [
         "",
         "the encoder backward without a position embedding still launches the dwpe kernel, on a null dwpe"),
     Mutation(
-        "gelu-forward-off-by-one", "bounds", "llmc/cuda/gelu.cuh",
+        "activation-forward-off-by-one", "bounds", "llmc/cuda/activation.cuh",
         "    if (i >= n) return;\n    float x[W];\n",
         "    if (i > n) return;\n    float x[W];\n",
-        "GELU forward reads and writes one pack past the end"),
+        "the activation forward (GELU, ReLU^2) reads and writes one pack past the end"),
     Mutation(
         "adamw-off-by-one", "bounds", "llmc/cuda/adamw.cuh",
         "    if (i >= n) return;\n    float g[W], mi[W], vi[W], w[W];\n",
@@ -582,14 +582,14 @@ MUTATIONS = [
         "mid-pack"),
     Mutation(
         "relu2-backward-no-factor-2", "numerics", "llmc/cuda/relu2.cuh",
-        "    for (int e = 0; e < W; e++) d[e] *= 2.0f * fmaxf(x[e], 0.0f);\n",
-        "    for (int e = 0; e < W; e++) d[e] *= fmaxf(x[e], 0.0f);\n",
+        "float grad(float x) { return 2.0f * fmaxf(x, 0.0f); }",
+        "float grad(float x) { return fmaxf(x, 0.0f); }",
         "the ReLU^2 backward forgets the factor 2 of its derivative"),
     Mutation(
-        "relu2-forward-off-by-one", "bounds", "llmc/cuda/relu2.cuh",
-        "    if (i >= n) return;\n    float x[W];\n",
-        "    if (i > n) return;\n    float x[W];\n",
-        "the ReLU^2 forward reads and writes one pack past the end"),
+        "activation-backward-off-by-one", "bounds", "llmc/cuda/activation.cuh",
+        "    if (i >= n) return;\n    float d[W], x[W];\n",
+        "    if (i > n) return;\n    float d[W], x[W];\n",
+        "the in-place activation backward (GELU, ReLU^2) reads and writes one pack past the end"),
     Mutation(
         "softcap-no-slope", "numerics", "llmc/cuda/classifier.cuh",
         "            if (col < num_real) g = dloss * (expf(c - m) * inv - (col == tgt ? 1.0f : 0.0f)) * logits.slope(c);\n",

@@ -8,9 +8,9 @@ default the ones that run CUDA code: the simulator's and the reference test) up 
 whether any test failed (caught) or all passed (survived). Prints a table and the score; exits
 non-zero if a mutation survived or does not build, or a snippet does not match exactly once.
 
-The tests that caught each mutation are kept in build/mutation/caught_by.tsv; a later run runs those first, alone,
-and the whole filter only when they pass (a survivor still runs every test), so a re-run costs about one test per
-mutation.
+The tests that caught each mutation are kept in build/mutation/caught_by.tsv; a later run builds only the programs
+those tests name (test/tests.list, and the scripts it runs) and runs those tests first, alone, and the whole build
+and filter only when they pass (a survivor still runs every test), so a re-run costs about one test per mutation.
 
   python3 dev/mutation/run.py                  every mutation
   python3 dev/mutation/run.py --check          only verify that every snippet matches exactly once
@@ -100,6 +100,40 @@ def copy_tree():
                         ignore=shutil.ignore_patterns("mutation", "test-logs", "test-tmp"))
 
 
+def test_commands():
+    """Each test/tests.list entry's name and command, as the runner would run it."""
+    shim = ('run() { while [[ $1 == --* ]]; do shift; done; local n=$1; shift; printf "%s\\t%s\\n" "$n" "$*"; }; '
+            'quick_if() { :; }; source test/tests.list')
+    out = subprocess.run(["bash", "-c", shim], cwd=TREE, check=True, capture_output=True, text=True).stdout
+    return dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+
+
+def programs_of(tests, commands):
+    """The built programs that the tests TEST_FILTER=tests selects run (paths in their commands or in the scripts
+    these run), or None when one of them names none (then only the whole build is safe)."""
+    programs = set()
+    matched = [name for name in commands if any(word in name for word in tests)]  # the runner's TEST_FILTER rule
+    for name in matched or [None]:
+        text = commands.get(name)
+        if text is None:
+            return None
+        for script in re.findall(r"\b(?:test|dev)/\S+\.(?:sh|py)\b", text):
+            if os.path.isfile(os.path.join(TREE, script)):
+                text += "\n" + open(os.path.join(TREE, script)).read()
+        found = {p.lstrip("./") for p in re.findall(r"(?<![\w/])(?:\./|build/)[\w./-]+", text)}
+        found = {p for p in found if os.path.isfile(os.path.join(TREE, p)) and os.access(os.path.join(TREE, p), os.X_OK)}
+        if not found:
+            return None
+        programs |= found
+    return sorted(programs)
+
+
+class BuildError(Exception):
+    def __init__(self, log):
+        super().__init__("build failed")
+        self.log = log
+
+
 def make(jobs, nvcc=False, build=BUILD_TARGETS):
     targets = list(build) + (NVCC_TARGETS if nvcc else [])
     r = subprocess.run(["nice", "make", f"-j{jobs}", "--no-print-directory"] + targets, cwd=TREE,
@@ -157,6 +191,7 @@ def main():
 
     results = []
     caught_by = load_caught_by()
+    commands = test_commands()
     for m in mutations:
         path = os.path.join(TREE, m.file)
         original = open(path).read()  # the scratch copy, as copied at the start
@@ -167,30 +202,43 @@ def main():
         # nvcc object must.
         nvcc_only = m.cls == "nvcc"
         try:
-            ok, log = make(args.jobs, args.nvcc or nvcc_only, build)
+            # Last time's catchers first, alone, with only the programs they run built (the rest stays unmutated).
+            catchers, built = caught_by.get(m.id, "").split(), build
+            quick = programs_of(catchers, commands) if catchers and not nvcc_only else None
+            built = quick or build  # the programs built with the mutation
+            ok, log = make(args.jobs, args.nvcc or nvcc_only, built)
             if not ok:
-                errors = [l for l in log.splitlines() if re.search(r"error\s*:", l)] or log.strip().splitlines()[-1:]
-                verdict = "caught" if nvcc_only else "BUILD ERROR"
-                by = ("nvcc: " if nvcc_only else "") + (errors[0][:160] if errors else "")
+                raise BuildError(log)
+            test_filter = NVCC_FILTER if nvcc_only else args.filter
+            failed, rc, timed_out = [], 0, False
+            if catchers:
+                rc, timed_out, failed, total, out = run_tests(" ".join(catchers), args.timeout)
+            if not (failed or rc != 0 or timed_out):
+                if built is not build:  # then the whole build
+                    built = build
+                    ok, log = make(args.jobs, args.nvcc, build)
+                    if not ok:
+                        raise BuildError(log)
+                rc, timed_out, failed, total, out = run_tests(test_filter, args.timeout)
+            if failed:
+                caught_by[m.id] = " ".join(failed)
+                save_caught_by(caught_by)
+            if timed_out:
+                verdict, by = "caught", "timeout"
+            elif failed or rc != 0:
+                verdict, by = "caught", ", ".join(failed) or f"exit status {rc}"
             else:
-                test_filter = NVCC_FILTER if nvcc_only else args.filter
-                failed, rc, timed_out = [], 0, False
-                if m.id in caught_by:  # last time's catchers first, alone
-                    rc, timed_out, failed, total, out = run_tests(caught_by[m.id], args.timeout)
-                if not (failed or rc != 0 or timed_out):
-                    rc, timed_out, failed, total, out = run_tests(test_filter, args.timeout)
-                if failed:
-                    caught_by[m.id] = " ".join(failed)
-                    save_caught_by(caught_by)
-                if timed_out:
-                    verdict, by = "caught", "timeout"
-                elif failed or rc != 0:
-                    verdict, by = "caught", ", ".join(failed) or f"exit status {rc}"
-                else:
-                    verdict, by = "SURVIVED", total.group(0) if total else ""
+                verdict, by = "SURVIVED", total.group(0) if total else ""
+        except BuildError as e:
+            errors = [l for l in e.log.splitlines() if re.search(r"error\s*:", l)] or e.log.strip().splitlines()[-1:]
+            verdict = "caught" if nvcc_only else "BUILD ERROR"
+            by = ("nvcc: " if nvcc_only else "") + (errors[0][:160] if errors else "")
         finally:
             with open(path, "w") as f:
                 f.write(original)
+            # What was built mutated, rebuilt unmutated (compiler cache hits): a later mutation's quick run must not
+            # meet this one's programs.
+            make(args.jobs, args.nvcc or nvcc_only, built)
         dt = time.time() - t0
         results.append((m, verdict, by, dt))
         print(f"{verdict:11s} {m.id:42s} {m.cls:9s} {dt:6.0f} s  {by}", flush=True)

@@ -90,27 +90,8 @@ public:
     void adamw_update(act_t* params, float* master, const float* grads, float* m, float* v, size_t n,
                       float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                       int t, uint32_t seed, size_t seed_offset = 0);
-    // cpu_speedrun.cpp: the speedrun recipe's ops
-    void rmsnorm_forward(act_t* out, float* rstd, const act_t* inp, size_t N, size_t C);
-    void fused_residual_rmsnorm_forward(act_t* residual, act_t* out, float* rstd, const act_t* inp1,
-                                        const act_t* inp2, size_t N, size_t C);
-    void rmsnorm_backward(act_t* dinp, const act_t* dout, const act_t* inp, const float* rstd, size_t N, size_t C);
-    void qk_norm_rotary_forward(act_t* qkv, float* rstd, const float* table, size_t B, size_t T, size_t C, size_t NH);
-    void qk_norm_rotary_backward(act_t* dqkv, const act_t* qkv, const float* rstd, const float* table, size_t B,
-                                 size_t T, size_t C, size_t NH);
-    void relu2_forward(act_t* out, const act_t* inp, size_t n);
-    void relu2_backward_inplace(act_t* dout, const act_t* pre, size_t n);
-    void softcap_classifier(act_t* logits, float* losses, const int* targets, float dloss, size_t N, size_t V,
-                            size_t Vp, bool write_dlogits, float cap);
-    void muon_update(act_t* params, float* master, const float* grads, float* momentum, size_t rows, size_t cols,
-                     float lr, float mu, bool nesterov, float grad_scale, uint32_t seed, size_t seed_offset);
-    void embed_skip_forward(act_t* out, const act_t* x, const act_t* x0, const act_t* l0, const act_t* l1, size_t n);
-    void embed_skip_backward(act_t* dx, act_t* dx0, float* dl0, float* dl1, const act_t* dout, const act_t* x,
-                             const act_t* x0, const act_t* l0, const act_t* l1, size_t n);
-    void value_residual_forward(act_t* qkv, act_t* v_pre, const act_t* qkv1, const act_t* lam, size_t N, size_t C);
-    void value_residual_backward(act_t* dqkv, float* dv1, float* dlam, const act_t* v_pre, const act_t* qkv1,
-                                 const act_t* lam, size_t N, size_t C);
-    void value_residual_add(act_t* dqkv, const float* dv1, size_t N, size_t C);
+    // cpu_speedrun.cpp: the speedrun recipe's ops, declared from the op list (llmc/backend.h)
+    LLMC_BACKEND_DECLARE_OPS(LLMC_BACKEND_SPEEDRUN_OPS)
 
 private:
     int device_ = 0;

@@ -151,16 +151,16 @@ LLMC_UNROLL
 
 // Persistent blocks (grid <= N): block b does the rows b, b + grid, ... The buffer (dynamic shared memory) holds the
 // register packs of one row: min(packs, P blockDim) slots of 16 bytes. Row r's packs beyond the registers (rows over
-// P 8 blockDim columns) come from memory as in fused_classifier_kernel. The (max, sum) partials alternate between two
-// slots by row: a warp may write row r + grid's partials while a slower warp still reads row r's, never row r - grid's
-// (every warp has passed row r's barrier, after its reads of row r - grid).
+// P 8 blockDim columns) come from memory as in fused_classifier_kernel. One pair of (max, sum) partial slots serves
+// every row: the barrier at the top of each row (below) also keeps a fast warp from writing row r + grid's partials
+// before a slower warp has read row r's.
 // The body of the persistent kernels (fused_classifier_prefetch_kernel, and the soft-capped one).
 template <int P, class Logits>
 __device__ __forceinline__ void classifier_prefetch_rows(bf16* logits, float* losses, const int* targets, float dloss,
                                                          size_t N, size_t V, size_t Vp, bool write_dlogits,
                                                          const Logits& lg) {
     constexpr int W = kPackBf16;
-    __shared__ float smax[2][32], ssum[2][32];
+    __shared__ float smax[32], ssum[32];
     bf16* buffer = reinterpret_cast<bf16*>(dynamic_shared_floats());
     const unsigned packs = (unsigned)(Vp / W);
     size_t row = blockIdx.x;
@@ -168,7 +168,7 @@ __device__ __forceinline__ void classifier_prefetch_rows(bf16* logits, float* lo
     int target = targets[row];
     float x_target =
         threadIdx.x == 0 && target >= 0 && (size_t)target < V ? lg(to_float(logits[row * Vp + target])) : 0.0f;
-    for (int parity = 0; row < N; parity ^= 1) {
+    while (row < N) {
         const size_t next = row + gridDim.x;
         bf16* x = logits + row * Vp;
         cp_async_wait<0>();  // this thread's copies of row `row` have landed (it reads only its own slots)
@@ -176,7 +176,8 @@ __device__ __forceinline__ void classifier_prefetch_rows(bf16* logits, float* lo
         slice.src = x;  // packs beyond the registers: from the row in memory
         // The slots just read are refilled with the next row. cp.async is not ordered after the thread's earlier
         // shared loads of the same slots (PTX: asynchronous copies are weak operations, ordered only by waits and
-        // barriers), so the barrier makes those loads complete before any refill is issued. One barrier per row of
+        // barriers), so the barrier makes those loads complete before any refill is issued. It also ends every
+        // warp's reads of the previous row's partials before any warp writes this row's. One barrier per row of
         // several microseconds.
         __syncthreads();
         int target_next = 0;
@@ -184,8 +185,7 @@ __device__ __forceinline__ void classifier_prefetch_rows(bf16* logits, float* lo
             classifier_prefetch<P>(buffer, logits + next * Vp, packs);
             target_next = targets[next];
         }
-        classifier_row(slice, x, losses + row, target, x_target, dloss, V, write_dlogits, lg,
-                       smax[parity], ssum[parity]);
+        classifier_row(slice, x, losses + row, target, x_target, dloss, V, write_dlogits, lg, smax, ssum);
         // The next row is untouched until this block reaches it: x[target] read now, used after its first barrier.
         if (next < N && threadIdx.x == 0 && target_next >= 0 && (size_t)target_next < V)
             x_target = lg(to_float(logits[next * Vp + target_next]));

@@ -220,10 +220,6 @@ __device__ __forceinline__ float warp_sum(float v) {
     for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
     return v;
 }
-__device__ __forceinline__ float warp_max(float v) {
-    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-    return v;
-}
 
 // Sum of v over the whole block, returned to every thread. blockDim.x must be a multiple of 32 (at most 1024) and
 // the block 1-D. `scratch` is __shared__ float[32]. The first barrier protects scratch from a previous call whose
@@ -236,15 +232,6 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     __syncthreads();
     v = lane < num_warps ? scratch[lane] : 0.0f;
     return warp_sum(v);
-}
-__device__ __forceinline__ float block_max(float v, float* scratch) {
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, num_warps = blockDim.x / 32;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    v = lane < num_warps ? scratch[lane] : -3.402823466e38f;
-    return warp_max(v);
 }
 
 // A 32-bit integer hash (a multiply-xorshift finalizer) for stochastic rounding: well mixed, stateless, identical on

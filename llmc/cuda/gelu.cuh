@@ -6,11 +6,10 @@
 // forward:  out = gelu(inp)                      (also the recomputation path of -r: the model calls it again)
 // backward: dout *= gelu'(pre_gelu), in place   (used by matmul_backward before the matmuls: dout becomes the
 //           gradient with respect to the pre-activation)
-// Element-wise in fp32, rounded to bf16 once. A thread handles W = 8 elements (16-byte loads and stores) on the
-// vector path, W = 1 on the scalar path (common.cuh).
+// The element-wise kernels are activation.cuh's.
 #pragma once
 
-#include "common.cuh"
+#include "activation.cuh"
 
 namespace llmc {
 
@@ -27,39 +26,17 @@ __device__ __forceinline__ float gelu_grad_f(float x) {
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
 
-template <int W>
-__global__ void gelu_forward_kernel(bf16* __restrict__ out, const bf16* __restrict__ inp, size_t n) {
-    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
-    if (i >= n) return;
-    float x[W];
-    load_floats(x, inp + i);
-LLMC_UNROLL
-    for (int e = 0; e < W; e++) x[e] = gelu_f(x[e]);
-    store_floats(out + i, x);
-}
+struct Gelu {
+    static __device__ __forceinline__ float value(float x) { return gelu_f(x); }
+    static __device__ __forceinline__ float grad(float x) { return gelu_grad_f(x); }
+};
 
-template <int W>
-__global__ void gelu_backward_inplace_kernel(bf16* dout, const bf16* __restrict__ pre_gelu, size_t n) {
-    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
-    if (i >= n) return;
-    float d[W], x[W];
-    load_floats(d, dout + i);
-    load_floats(x, pre_gelu + i);
-LLMC_UNROLL
-    for (int e = 0; e < W; e++) d[e] *= gelu_grad_f(x[e]);
-    store_floats(dout + i, d);
-}
-
-// Both return true when the vector path ran (W = 8: every pointer 16-byte aligned and n a multiple of 8).
+// Both return true when the vector path ran (activation.cuh).
 inline bool gelu_forward(bf16* out, const bf16* inp, size_t n, cudaStream_t stream) {
-    if (n == 0) return true;
-    return launch_elementwise(vector_ok(n, kPackBf16, out, inp), gelu_forward_kernel<kPackBf16>,
-                              gelu_forward_kernel<1>, kPackBf16, n, stream, out, inp, n);
+    return activation_forward<Gelu>(out, inp, n, stream);
 }
 inline bool gelu_backward_inplace(bf16* dout, const bf16* pre_gelu, size_t n, cudaStream_t stream) {
-    if (n == 0) return true;
-    return launch_elementwise(vector_ok(n, kPackBf16, dout, pre_gelu), gelu_backward_inplace_kernel<kPackBf16>,
-                              gelu_backward_inplace_kernel<1>, kPackBf16, n, stream, dout, pre_gelu, n);
+    return activation_backward_inplace<Gelu>(dout, pre_gelu, n, stream);
 }
 
 }  // namespace llmc

@@ -43,8 +43,8 @@ KERNELS = [
     ("llmc::layernorm_forward_kernel<8, 4>", True),
     ("llmc::fused_residual_layernorm_forward_kernel<8, 4>", True),
     ("llmc::layernorm_backward_kernel<8, 4>", True),
-    ("llmc::gelu_forward_kernel<8>", True),
-    ("llmc::gelu_backward_inplace_kernel<8>", True),
+    ("llmc::activation_forward_kernel<8, llmc::Gelu>", True),
+    ("llmc::activation_backward_inplace_kernel<8, llmc::Gelu>", True),
     ("llmc::add_bias_kernel<8>", True),
     ("llmc::bias_backward_partials_kernel<8>", True),
     ("llmc::fused_classifier_kernel<8, 7>", True),
@@ -67,7 +67,7 @@ ASYNC_KERNELS = [
 ]
 # Scalar-path instantiations: must have no 128-bit global load or store.
 SCALAR_CONTROLS = [
-    "llmc::gelu_forward_kernel<1>",
+    "llmc::activation_forward_kernel<1, llmc::Gelu>",
     "llmc::layernorm_backward_kernel<1, 4>",
     "llmc::fused_classifier_kernel<1, 7>",
     "llmc::adamw_kernel<1>",
