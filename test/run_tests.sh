@@ -17,7 +17,8 @@
 # not time (a new clone, a new entry) before the timed ones, in list order.
 #
 # Environment:
-#   TEST_FILTER="a b"   only the tests whose names contain one of the words (and the tests they run --after)
+#   TEST_FILTER="a b"   only the tests whose names contain one of the words (and the tests they run --after); a word
+#                       =NAME matches the test NAME only
 #   TEST_TIER=quick     only the entries marked --quick (`make check`)
 #   TEST_JOBS=N         slots in the pool
 #   TEST_FAIL_FAST=1    once a test has failed, start no other and stop the running ones (mutation testing)
@@ -72,7 +73,10 @@ wanted() {  # wanted I: the tier and the filter pick entry I
     local w
     [ "$TIER" = quick ] && [ "${quick[$1]}" = 0 ] && return 1
     [ -z "$FILTER" ] && return 0
-    for w in $FILTER; do [[ "${names[$1]}" == *"$w"* ]] && return 0; done
+    for w in $FILTER; do
+        if [[ "$w" == =* ]]; then [[ "${names[$1]}" == "${w#=}" ]] && return 0
+        else [[ "${names[$1]}" == *"$w"* ]] && return 0; fi
+    done
     return 1
 }
 select_entry() {  # select_entry I: entry I and the entries it runs after

@@ -112,7 +112,8 @@ def programs_of(tests, commands):
     """The built programs that the tests TEST_FILTER=tests selects run (paths in their commands or in the scripts
     these run), or None when one of them names none (then only the whole build is safe)."""
     programs = set()
-    matched = [name for name in commands if any(word in name for word in tests)]  # the runner's TEST_FILTER rule
+    matched = [name for name in commands  # the runner's TEST_FILTER rule
+               if any(name == word[1:] if word.startswith("=") else word in name for word in tests)]
     for name in matched or [None]:
         text = commands.get(name)
         if text is None:
@@ -203,7 +204,7 @@ def main():
         nvcc_only = m.cls == "nvcc"
         try:
             # Last time's catchers first, alone, with only the programs they run built (the rest stays unmutated).
-            catchers, built = caught_by.get(m.id, "").split(), build
+            catchers, built = ["=" + t for t in caught_by.get(m.id, "").split()], build  # those tests, exactly
             quick = programs_of(catchers, commands) if catchers and not nvcc_only else None
             built = quick or build  # the programs built with the mutation
             ok, log = make(args.jobs, args.nvcc or nvcc_only, built)

@@ -78,6 +78,10 @@ runner "$LIST" TEST_FILTER=gam TEST_JOBS=2
 [ "$(grep -cE '^[a-z]+ +[0-9]+ passed' "$TMP/out")" -eq 2 ] && grep -q '^alpha ' "$TMP/out" && grep -q '^gamma ' "$TMP/out" \
     && ! grep -q '^beta ' "$TMP/out" && pass "TEST_FILTER runs the matches and the tests they run after" \
     || fail "TEST_FILTER" "$(head -c 600 "$TMP/out")"
+runner "run alpha bash -c 'echo PASS alpha'
+run alphabet bash -c 'echo PASS alphabet'" TEST_FILTER==alpha TEST_JOBS=2
+[ "$(tail -n 1 "$TMP/out")" = "1 passed, 0 failed, 0 skipped" ] && grep -q '^alpha ' "$TMP/out" \
+    && pass "TEST_FILTER=\"=NAME\" runs that test only, not the names that contain it" || fail "TEST_FILTER=NAME" "$(head -c 600 "$TMP/out")"
 runner "$LIST" TEST_TIER=quick TEST_JOBS=2
 [ "$(tail -n 1 "$TMP/out")" = "1 passed, 0 failed, 0 skipped" ] && grep -q '^beta ' "$TMP/out" \
     && pass "TEST_TIER=quick runs the --quick entries only" || fail "TEST_TIER=quick" "$(head -c 600 "$TMP/out")"
