@@ -13,8 +13,8 @@
 # N, and `--slots=N` says so for a script that keeps N processes busy (never more than the pool). Each test gets an
 # empty directory of its own, build/test-tmp/NAME, as $TEST_TMPDIR. A test starts once the tests it names with
 # `--after=NAME` have finished; a `--last` test once every other test of the run has. Start order: the widest first (once the pool is busy, narrower tests would keep
-# taking the slots a wide one waits for), then the longest of the last run (build/test-logs/durations), tests it did
-# not time (a new clone, a new entry) before the timed ones, in list order.
+# taking the slots a wide one waits for), then the longest of the last run (build/test-logs/durations, else the
+# committed test/durations.txt), tests neither times (a new entry) before the timed ones, in list order.
 #
 # Environment:
 #   TEST_FILTER="a b"   only the tests whose names contain one of the words (and the tests they run --after); a word
@@ -90,10 +90,13 @@ select_entry() {  # select_entry I: entry I and the entries it runs after
 }
 for i in "${!names[@]}"; do if wanted "$i"; then select_entry "$i"; fi; done
 
+# A fresh clone has no durations of its own: test/durations.txt (committed, a typical run's) orders its first run, so
+# that the longest tests do not start last and leave one core busy at the end; this machine's own replace them.
 declare -A last_seconds=()
-if [ -f "$DURATIONS" ]; then
-    while read -r name seconds _; do last_seconds[$name]=$seconds; done <"$DURATIONS"
-fi
+for f in test/durations.txt "$DURATIONS"; do
+    [ -f "$f" ] || continue
+    while read -r name seconds _; do last_seconds[$name]=$seconds; done <"$f"
+done
 order=()
 while read -r _ i; do order+=("$i"); done < <(
     for i in "${!selected[@]}"; do echo "${slots[$i]} ${last_seconds[${names[$i]}]:-999999} $i"; done \

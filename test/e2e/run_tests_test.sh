@@ -70,6 +70,14 @@ runner "run --after=writer reader bash -c '[ -f \$MARKERS/written ] && echo PASS
 run writer bash -c 'sleep 1; touch \$TEST_TMPDIR/mine; [ \"\$TEST_TMPDIR\" = \"\$PWD/build/test-tmp/writer\" ] && echo PASS directory named after the test; touch \$MARKERS/written'" TEST_JOBS=2
 [ "$(tail -n 1 "$TMP/out")" = "3 passed, 0 failed, 0 skipped" ] && pass "--after orders two tests; each test has an empty build/test-tmp/NAME" \
     || fail "--after and TEST_TMPDIR" "$(head -c 600 "$TMP/out")"
+# Without durations of its own, the committed test/durations.txt orders the run: the longer test first.
+printf '# a comment line\na 1 0\nb 50 10\n' >"$REPO/test/durations.txt"
+runner "run a bash -c 'touch \$MARKERS/a; echo PASS a'
+run b bash -c '[ ! -e \$MARKERS/a ] && echo PASS b before a'" TEST_JOBS=1
+rm -f "$REPO/test/durations.txt"
+[ "$(tail -n 1 "$TMP/out")" = "2 passed, 0 failed, 0 skipped" ] \
+    && pass "a fresh clone's first run starts the tests test/durations.txt times longest first" \
+    || fail "test/durations.txt order" "$(head -c 600 "$TMP/out")"
 # TEST_FILTER picks by name and brings in what a match runs after; TEST_TIER=quick runs the --quick entries only.
 LIST="run alpha bash -c 'echo PASS alpha'
 run --quick beta bash -c 'echo PASS beta'
