@@ -288,8 +288,9 @@ MUTATIONS = [
     Mutation(
         "attention-dq-rowdot-of-other-half", "numerics", "llmc/cuda/attention.cuh",
         "            if (t4 == 0 && row < T) rowdot[(size_t)bh * T + row] = D[mt][hh];\n",
-        "            if (t4 == 0 && row < T) rowdot[(size_t)bh * T + row] = D[mt][1 - hh];\n",
-        "the dQ kernel hands the dK/dV kernel the D of the row 8 away (rows g and g + 8 swapped)"),
+        "            if (t4 == 0 && row + 8 - 16 * hh < T) rowdot[(size_t)bh * T + row + 8 - 16 * hh] = D[mt][hh];\n",
+        "the dQ kernel hands the dK/dV kernel the D of the row 8 away (rows g and g + 8 swapped; reading the other "
+        "half's D[mt][1 - hh] instead reads row g + 8's before it is computed, which g++ refuses)"),
     Mutation(
         "attention-dq-mask-lets-next-key-in", "tail", "llmc/cuda/attention.cuh",
         "            mask_tile(s, r0, k0, lane, 0.0f, [T](int row, int key) { return key <= row && key < T && row < T; });\n",
