@@ -122,7 +122,8 @@ def programs_of(tests, commands):
             if os.path.isfile(os.path.join(TREE, script)):
                 text += "\n" + open(os.path.join(TREE, script)).read()
         found = {p.lstrip("./") for p in re.findall(r"(?<![\w/])(?:\./|build/)[\w./-]+", text)}
-        found = {p for p in found if os.path.isfile(os.path.join(TREE, p)) and os.access(os.path.join(TREE, p), os.X_OK)}
+        found = {p for p in found
+                 if os.path.isfile(os.path.join(TREE, p)) and os.access(os.path.join(TREE, p), os.X_OK)}
         if not found:
             return None
         programs |= found
@@ -202,9 +203,10 @@ def main():
         # Class nvcc plants a bug in code only nvcc compiles: nvcc refusing it catches it, else the checks of the
         # nvcc object must.
         nvcc_only = m.cls == "nvcc"
+        built = build
         try:
             # Last time's catchers first, alone, with only the programs they run built (the rest stays unmutated).
-            catchers, built = ["=" + t for t in caught_by.get(m.id, "").split()], build  # those tests, exactly
+            catchers = ["=" + t for t in caught_by.get(m.id, "").split()]  # those tests, by exact name
             quick = programs_of(catchers, commands) if catchers and not nvcc_only else None
             built = quick or build  # the programs built with the mutation
             ok, log = make(args.jobs, args.nvcc or nvcc_only, built)
