@@ -23,8 +23,9 @@
 #     must handle as fast), with --gemm-tuning 0 (the tuning's gain), and with the classifier in one chunk of all rows
 #     (the chunking's gain in time and memory); the --dry-run plan beside the measured peak
 #   - the speedrun recipe: ./test_gpt2 --speedrun-ref (its model and optimizers against the PyTorch reference; under
-#     memcheck and racecheck too; memcheck on two training steps at its opt-in shapes) and 18 steps at GPT-2 124M's width on real text, with and without the record-9
-#     options (the loss falls; step time and peak memory); its kernels' benchmark (dev/cuda/speedrun.cu)
+#     memcheck and racecheck too; memcheck on two training steps at its opt-in shapes) and 18 steps at GPT-2 124M's
+#     width on real text, with and without the record-9 options (the loss falls; step time and peak memory); its
+#     kernels' benchmark (dev/cuda/speedrun.cu)
 #   - the same model in PyTorch (torch.compile, bf16 autocast, flash attention) in the same call
 #   - the attention benchmark (it checks itself against a plain GPU reference first, then times this GPU's kernels,
 #     the recomputing and 16-rows-per-warp backwards with the same bits checked, and the kernels from before the
