@@ -53,9 +53,17 @@ CASES = [
                                      "--shard-group", "2"]),
     case("cpu_sync_4_to_2", "cpu", 2, ["-b", "1", "-d", "128", "-x", "8", "-n", "4", "--sync-every", "2", "-y", "1"],
          "cpu_sync_ckpt"),
+    # The speedrun recipe (Muon on the block matrices): its own model class, ops and optimizer groups.
+    case("cpu_speedrun", "cpu", 1, ["-b", "2", "-d", "64", "-x", "6", "-n", "3", "--recipe", "speedrun", "-c", "0",
+                                    "--value-residual", "1", "--embed-skip", "1"]),
+    case("sim_speedrun", "sim", 1, ["-b", "2", "-d", "64", "-x", "4", "--recipe", "speedrun", "-c", "0", "-r", "2"]),
+    case("cpu_3_speedrun_z1", "cpu", 3, ["-b", "2", "-d", "192", "-x", "6", "-z", "1", "--recipe", "speedrun",
+                                         "-c", "0"]),
 ]
 
 DRY_RUNS = {
+    "dry_speedrun_d12": ("cpu", ["-e", "d12", "-b", "4", "-t", "1024", "-pn", "8", "-z", "1", "--recipe", "speedrun",
+                                 "-c", "0"]),
     "dry_d12_z0": ("cpu", ["-e", "d12", "-b", "4", "-t", "1024", "-pn", "8", "-z", "0"]),
     "dry_d12_z1": ("cpu", ["-e", "d12", "-b", "4", "-t", "1024", "-pn", "8", "-z", "1"]),
     "dry_d12_z2": ("sim", ["-e", "d12", "-b", "4", "-t", "1024", "-pn", "8", "-z", "2", "-r", "2"]),

@@ -14,6 +14,12 @@
 
 namespace llmc {
 
+// Arch's table at one shape: its static buffer_table(Buffers&, const Shape&, visit) with the shape bound.
+template <class Arch, class Shape>
+auto activation_table(const Shape& s) {
+    return [s](typename Arch::Buffers& b, auto&& visit) { Arch::buffer_table(b, s, visit); };
+}
+
 // The buffers a table lists, without allocating anything.
 template <class Buffers, class Table>
 std::vector<BufferSize> plan_buffers(Table&& table) {

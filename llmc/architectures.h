@@ -23,6 +23,8 @@ struct Architecture {
     double (*flops_per_token)(const ModelConfig& cfg, size_t num_params, size_t T);
     std::string (*describe_flops)(const ModelConfig& cfg, size_t num_params, size_t T);
     unsigned known_flags;  // the ModelConfig::arch_flags it has (0: none)
+    // Fails on a config the architecture cannot build beyond validate_config's common limits (null: none).
+    void (*check_config)(const ModelConfig& cfg);
 };
 
 // Fails naming the known architectures when `name` is not one of them.

@@ -28,6 +28,7 @@ std::string default_text(double x) {
     return buf;
 }
 std::string default_text(float x) { return default_text((double)x); }
+std::string default_text(const std::string& x) { return x; }
 template <class I>
 std::string default_text(I x) {
     return std::to_string(x);
@@ -143,18 +144,18 @@ TrainOptions parse_train_options(int argc, char** argv, const char* backend) {
         std::exit(2);  // a usage error: nothing ran
     }
     cxxopts::Options opts(prog, "Train GPT-2 (llm.c-compatible flags; every short flag has a long name).");
-    auto v = [](auto& x) { return cxxopts::value(x)->default_value(default_text(x)); };
-    auto s = [](std::string& x) {  // an empty default is not shown as (default: "")
-        std::shared_ptr<cxxopts::Value> v = cxxopts::value(x);
-        if (!x.empty()) v->default_value(x);
-        return v;
+    auto v = [](auto& x) {  // x's value as the default; an empty string is not shown as (default: "")
+        std::shared_ptr<cxxopts::Value> val = cxxopts::value(x);
+        const std::string shown = default_text(x);
+        if (!shown.empty()) val->default_value(shown);
+        return val;
     };
     opts.add_options("data and model")
-        ("i,train-data", "training shards (glob)", s(o.train_data))
-        ("j,val-data", "validation shards (glob)", s(o.val_data))
-        ("e,model", "model file (.bin) or descriptor: d12 d24 d36 d48, dN, or L=6,NH=6,C=384[,T=..][,V=..]", s(o.model))
-        ("o,output-dir", "where metrics.jsonl, checkpoints and the final model go", s(o.output_dir))
-        ("tokenizer", "llm.c decode table used to print samples", s(o.tokenizer));
+        ("i,train-data", "training shards (glob)", v(o.train_data))
+        ("j,val-data", "validation shards (glob)", v(o.val_data))
+        ("e,model", "model file (.bin) or descriptor: d12 d24 d36 d48, dN, or L=6,NH=6,C=384[,T=..][,V=..]", v(o.model))
+        ("o,output-dir", "where metrics.jsonl, checkpoints and the final model go", v(o.output_dir))
+        ("tokenizer", "llm.c decode table used to print samples", v(o.tokenizer));
     opts.add_options("batch")
         ("b,batch-size", "sequences per rank per micro-step (B)", v(o.batch_size))
         ("t,seq-len", "sequence length (T)", v(o.seq_len))
@@ -164,7 +165,7 @@ TrainOptions parse_train_options(int argc, char** argv, const char* backend) {
         ("recipe", "gpt2: llm.c's GPT-2 and AdamW; speedrun: the NanoGPT speedrun's model (RMSNorm, QK-norm, rotary, "
                    "ReLU², untied zero-initialised head) with Muon on the block matrices and Adam on the rest; its "
                    "defaults: -l 0.02 (Muon) -k wsd -u 0 -q 0 --decay-fraction 0.286 --grad-clip 0 (docs/speedrun.md)",
-         s(o.recipe))
+         v(o.recipe))
         ("embed-lr", "speedrun: Adam's learning rate on the embedding (follows -k's schedule)", v(o.embed_lr))
         ("head-lr", "speedrun: Adam's learning rate on the head", v(o.head_lr))
         ("muon-momentum-warmup", "speedrun: Muon's momentum rises from 0.85 to 0.95 over this many steps (0: 0.95 "
@@ -181,7 +182,7 @@ TrainOptions parse_train_options(int argc, char** argv, const char* backend) {
         ("l,learning-rate", "peak learning rate (speedrun: Muon's)", v(o.learning_rate))
         ("u,warmup", "linear warmup steps", v(o.warmup_steps))
         ("q,final-lr-frac", "final learning rate as a fraction of the peak", v(o.final_lr_fraction))
-        ("k,lr-schedule", "cosine, linear, constant or wsd", s(o.lr_schedule))
+        ("k,lr-schedule", "cosine, linear, constant or wsd", v(o.lr_schedule))
         ("decay-fraction", "-k wsd: the share of the steps after warmup spent decaying to -q", v(o.decay_fraction))
         ("c,weight-decay", "AdamW weight decay (2-D weights only)", v(o.weight_decay))
         ("beta1", "AdamW beta1", v(o.beta1))
@@ -196,7 +197,7 @@ TrainOptions parse_train_options(int argc, char** argv, const char* backend) {
         ("s,sample-every", "print a sample every N steps (0: off)", v(o.sample_every))
         ("g,gen-tokens", "tokens per sample", v(o.gen_tokens))
         ("log-every", "print a step line every N steps", v(o.log_every))
-        ("hellaswag", "HellaSwag eval file (llm.c format)", s(o.hellaswag));
+        ("hellaswag", "HellaSwag eval file (llm.c format)", v(o.hellaswag));
     opts.add_options("checkpoints and memory")
         ("n,checkpoint-every", "write a checkpoint every N steps (0: off)", v(o.checkpoint_every))
         ("keep-last", "-nk: keep the last N checkpoints (0: all)", v(o.keep_last))
@@ -220,9 +221,9 @@ TrainOptions parse_train_options(int argc, char** argv, const char* backend) {
         ("dry-run", "print the device memory plan per rank (-pn ranks, -z stage) and exit: no data, no allocation",
          cxxopts::value(o.dry_run));
     opts.add_options("distributed")
-        ("init-method", "-pi: auto, mpi or fs", s(o.init_method))
+        ("init-method", "-pi: auto, mpi or fs", v(o.init_method))
         ("reduce-dtype", "the type gradients are reduced in across ranks: fp32 or bf16 (half the bytes; "
-                         "accumulation stays fp32)", s(o.reduce_dtype))
+                         "accumulation stays fp32)", v(o.reduce_dtype))
         ("sync-every", "H > 0: no gradient reduction across replicas; every rank (with --shard-group: every "
                        "sharding group) trains its own replica and every H steps an outer Nesterov step averages "
                        "them (0: off)", v(o.sync_every))
@@ -230,19 +231,19 @@ TrainOptions parse_train_options(int argc, char** argv, const char* backend) {
         ("outer-momentum", "--sync-every's outer Nesterov momentum, in [0, 1)", v(o.outer_momentum))
         ("shard-group", "hybrid sharding: ZeRO within groups of N ranks (or node: the ranks of one node), gradient "
                         "shards all-reduced across the groups (with --sync-every: each group is a replica) "
-                        "(default: one group of every rank)", s(o.shard_group))
+                        "(default: one group of every rank)", v(o.shard_group))
         ("num-processes", "-pn: world size override", v(o.num_processes))
         ("process-rank", "-pr: rank override", v(o.process_rank))
         ("gpus-per-node", "-pg: GPUs per node override", v(o.gpus_per_node))
-        ("rendezvous-dir", "-pf: shared directory for -pi fs", s(o.rendezvous_dir))
-        ("server-ip", "-ps: accepted for llm.c compatibility (unused)", s(o.server_ip))
+        ("rendezvous-dir", "-pf: shared directory for -pi fs", v(o.rendezvous_dir))
+        ("server-ip", "-ps: accepted for llm.c compatibility (unused)", v(o.server_ip))
         ("comm-timeout", "seconds a collective may wait for a peer before every rank stops, naming the stuck rank "
                          "(0: off; default $LLMC_COMM_TIMEOUT, else 300)", cxxopts::value<std::string>())
         ("threads", "CPU threads (0: one per core; idle threads sleep, llmc/cpu/thread_policy.h)", v(o.threads))
         ("show-placement", "every rank prints its node, local rank, GPU, data slice and ZeRO shard",
          cxxopts::value(o.show_placement))
         ("preempt-signal", "besides SIGTERM and SIGINT, this signal finishes the step, saves a checkpoint and exits "
-                           "75: USR1, USR2, HUP or none (for sbatch --signal)", s(o.preempt_signal))
+                           "75: USR1, USR2, HUP or none (for sbatch --signal)", v(o.preempt_signal))
         ("preempt-grace", "seconds the step may take after such a signal (at least 3x the slowest step so far) "
                           "before the process stops without saving it (0: no limit)", v(o.preempt_grace))
         ("h,help", "print this help");

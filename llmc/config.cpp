@@ -47,6 +47,7 @@ void validate_config(const ModelConfig& c) {
     if (c.padded_vocab_size < c.vocab_size)
         fail("model config %s: padded vocab %zu is smaller than the vocab %zu", c.describe().c_str(),
              c.padded_vocab_size, c.vocab_size);
+    if (a.check_config) a.check_config(c);
 }
 
 // Parses an unsigned integer that must make up the whole string.

@@ -32,15 +32,12 @@ namespace llmc {
 template <class Backend>
 class Gpt2 : public Model<Backend> {
 public:
-    using act_t = typename Backend::act_t;
-
     Gpt2(Backend& be, const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt = ModelOptions())
         : Model<Backend>(be, cfg, B, T, opt) {  // checks the shape
-        this->allocate_activations(b_, layers_, table(Shape{cfg, B, T, opt}));
-        this->set_outputs(b_.losses, b_.logits);
+        this->allocate_activations(b_, layers_, activation_table<Gpt2>(Shape{cfg, B, T, opt}));
     }
 
-    ParamViews<act_t> param_views() { return ParamViews<act_t>(this->params_, layout_); }
+    using act_t = typename Backend::act_t;
 
     void forward(const int* inputs, const int* targets, size_t B, size_t T, float grad_scale = 0.0f) override {
         this->start_forward(inputs, targets, B, T, grad_scale, b_.inputs, b_.targets);
@@ -58,8 +55,8 @@ public:
             be_.matmul_forward(a.branch, a.atty, w.attprojw, w.attprojb, N, C, C);           // (B,T,C)
             be_.fused_residual_layernorm_forward(a.res2, a.ln2, a.ln2_mean, a.ln2_rstd,       // (B,T,C) x2
                                                  res_in, a.branch, w.ln2w, w.ln2b, N, C);
-            be_.matmul_forward(a.fch_gelu, a.ln2, w.fcw, w.fcb, N, C, 4 * C, a.fch);          // (B,T,4C) x2
-            be_.matmul_forward(a.branch, a.fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);     // (B,T,C)
+            be_.matmul_forward(a.fch_act, a.ln2, w.fcw, w.fcb, N, C, 4 * C, a.fch);          // (B,T,4C) x2
+            be_.matmul_forward(a.branch, a.fch_act, w.fcprojw, w.fcprojb, N, 4 * C, C);     // (B,T,C)
             // res3 = res2 + fcproj, normalised by the next layer's ln1 or by the final layernorm.
             const bool last = l + 1 == L;
             const Buffers& next = last ? a : layers_[l + 1];
@@ -104,7 +101,7 @@ public:
     // activation gradients (d_*) are reused layer after layer, each always in the same role.
     struct Buffers {
         int *inputs, *targets;
-        act_t *encoded, *ln1, *qkv, *atty, *res2, *ln2, *fch, *fch_gelu, *branch, *res3, *lnf, *logits;
+        act_t *encoded, *ln1, *qkv, *atty, *res2, *ln2, *fch, *fch_act, *branch, *res3, *lnf, *logits;
         float *ln1_mean, *ln1_rstd, *att_state, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
         act_t *d_residual, *d_c, *d_3c, *d_4c;
         float* d_wte_classifier;  // the classifier's wte gradient of one micro-step, summed over its chunks (fp32)
@@ -113,58 +110,43 @@ public:
     // The one list of GPT-2's buffers, in allocation order (llmc/activations.h).
     template <class Visit>
     static void buffer_table(Buffers& b, const Shape& s, Visit&& visit) {
-        const size_t N = s.B * s.T, C = s.cfg.channels, L = s.cfg.num_layers, NH = s.cfg.num_heads;
-        const size_t A = sizeof(act_t), F = sizeof(float), I = sizeof(int);
-        const bool rln = s.opt.recompute_layernorm, rgelu = s.opt.recompute_gelu;
-        const size_t ln_layers = rln ? 1 : L;  // -r 2: one buffer serves every layer
-        const std::string ln_shape = rln ? "N x C (-r 2)" : "L x N x C";
-        const size_t state = Backend::attention_state_elems(s.B, s.T, NH);
-        visit(b.inputs, BufferSize{"input tokens", "N", N, I}, 0);
-        visit(b.targets, BufferSize{"target tokens", "N", N, I}, 0);
+        const size_t N = s.B * s.T, C = s.cfg.channels, L = s.cfg.num_layers;
+        const size_t A = sizeof(act_t), F = sizeof(float);
+        Base::visit_token_buffers(b, s, visit);
         visit(b.encoded, BufferSize{"encoded", "N x C", N * C, A}, 0);
-        visit(b.ln1, BufferSize{"ln1", ln_shape, ln_layers * N * C, A}, rln ? 0 : N * C);
+        Base::visit_norm_output(b.ln1, "ln1", s, visit);
         visit(b.ln1_mean, BufferSize{"ln1 mean", "L x N", L * N, F}, N);
         visit(b.ln1_rstd, BufferSize{"ln1 rstd", "L x N", L * N, F}, N);
         visit(b.qkv, BufferSize{"qkv", "L x N x 3C", L * N * 3 * C, A}, N * 3 * C);
-        visit(b.atty, BufferSize{"attention out", "L x N x C", L * N * C, A}, N * C);
-        visit(b.att_state, BufferSize{"attention state", std::string("L x ") + Backend::attention_state_shape,
-                                      L * state, F}, state);
-        visit(b.res2, BufferSize{"residual 2", "L x N x C", L * N * C, A}, N * C);
-        visit(b.ln2, BufferSize{"ln2", ln_shape, ln_layers * N * C, A}, rln ? 0 : N * C);
+        Base::visit_attention_buffers(b, s, visit);
+        Base::visit_norm_output(b.ln2, "ln2", s, visit);
         visit(b.ln2_mean, BufferSize{"ln2 mean", "L x N", L * N, F}, N);
         visit(b.ln2_rstd, BufferSize{"ln2 rstd", "L x N", L * N, F}, N);
-        visit(b.fch, BufferSize{"fch (pre-GELU)", "L x N x 4C", L * N * 4 * C, A}, N * 4 * C);
-        visit(b.fch_gelu, BufferSize{"gelu(fch)", rgelu ? "N x 4C (-r >= 1)" : "L x N x 4C",
-                                     (rgelu ? 1 : L) * N * 4 * C, A}, rgelu ? 0 : N * 4 * C);
-        visit(b.branch, BufferSize{"residual branch out", "N x C", N * C, A}, 0);
-        visit(b.res3, BufferSize{"residual 3", "L x N x C", L * N * C, A}, N * C);
+        Base::visit_mlp_buffers(b, s, visit, "fch (pre-GELU)", "gelu(fch)");
         visit(b.lnf, BufferSize{"lnf", "N x C", N * C, A}, 0);
         visit(b.lnf_mean, BufferSize{"lnf mean", "N", N, F}, 0);
         visit(b.lnf_rstd, BufferSize{"lnf rstd", "N", N, F}, 0);
-        Model<Backend>::visit_classifier_and_grad_buffers(b, s, visit);
+        Base::visit_classifier_and_grad_buffers(b, s, visit);
         visit(b.d_wte_classifier, BufferSize{"d wte (classifier)", "Vp x C, fp32", s.cfg.padded_vocab_size * C, F}, 0);
-    }
-    // The table at one shape, as llmc/activations.h's functions take it.
-    static auto table(const Shape& s) {
-        return [s](Buffers& b, auto&& visit) { buffer_table(b, s, visit); };
     }
 
 private:
     using Base = Model<Backend>;
     using Base::be_, Base::cfg_, Base::layout_, Base::opt_;
 
+    ParamViews<act_t> param_views() { return ParamViews<act_t>(this->params_, layout_); }
     // Layer l's backward: d_residual holds dL/d(its res3) and becomes dL/d(its res_in); gw: its gradient slices.
     void layer_backward(size_t l, const LayerParams<float>& gw) {
         const size_t B = this->cur_B_, T = this->cur_T_, N = B * T, C = cfg_.channels, NH = cfg_.num_heads;
         const LayerParams<act_t> w = param_views().layer(l);
         const Buffers& a = layers_[l];
         const act_t* res_in = l == 0 ? b_.encoded : layers_[l - 1].res3;
-        if (opt_.recompute_gelu) be_.gelu_forward(a.fch_gelu, a.fch, N * 4 * C);
+        if (opt_.recompute_gelu) be_.gelu_forward(a.fch_act, a.fch, N * 4 * C);
         if (opt_.recompute_layernorm)
             be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
         // MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2))))
         // fcproj's input is gelu(fch): its dinp is written as the gradient with respect to fch (dinp_pre_gelu)
-        be_.matmul_backward(a.d_4c, gw.fcprojw, gw.fcprojb, a.d_residual, a.fch_gelu, w.fcprojw, N, 4 * C, C, nullptr,
+        be_.matmul_backward(a.d_4c, gw.fcprojw, gw.fcprojb, a.d_residual, a.fch_act, w.fcprojw, N, 4 * C, C, nullptr,
                             a.fch);
         be_.matmul_backward(a.d_c, gw.fcw, gw.fcb, a.d_4c, a.ln2, w.fcw, N, C, 4 * C);
         be_.layernorm_backward(a.d_residual, gw.ln2w, gw.ln2b, a.d_c, a.res2, w.ln2w, a.ln2_mean, a.ln2_rstd, N, C);

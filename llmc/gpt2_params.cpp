@@ -52,6 +52,7 @@ std::string gpt2_describe_flops(const ModelConfig& c, size_t num_params, size_t 
 
 }  // namespace
 
-const Architecture gpt2_architecture = {"gpt2", "GPT-2", gpt2_params, gpt2_flops_per_token, gpt2_describe_flops, 0};
+const Architecture gpt2_architecture = {"gpt2", "GPT-2", gpt2_params, gpt2_flops_per_token, gpt2_describe_flops, 0,
+                                        nullptr};
 
 }  // namespace llmc

@@ -52,21 +52,16 @@ LayerParams<T> layer_slices(const ParamLayout& layout, size_t l, At at) {
 // Typed views into a flat buffer laid out by GPT-2's ParamLayout. T is the element type (float gradients, bf16 or
 // float parameters).
 template <class T>
-struct ParamViews {
-    T* base = nullptr;
-    const ParamLayout* layout = nullptr;
+struct ParamViews : LayoutViews<T> {
+    using LayoutViews<T>::LayoutViews;
 
-    ParamViews() = default;
-    ParamViews(T* b, const ParamLayout& l) : base(b), layout(&l) {}
-
-    T* tensor(int t) const { return base + layout->offsets[(size_t)t]; }
-    T* wte() const { return tensor(WTE); }
-    T* wpe() const { return tensor(WPE); }
-    T* lnfw() const { return tensor(LNFW); }
-    T* lnfb() const { return tensor(LNFB); }
+    T* wte() const { return this->tensor(WTE); }
+    T* wpe() const { return this->tensor(WPE); }
+    T* lnfw() const { return this->tensor(LNFW); }
+    T* lnfb() const { return this->tensor(LNFB); }
 
     LayerParams<T> layer(size_t l) const {
-        return layer_slices<T>(*layout, l, [&](size_t flat) { return base + flat; });
+        return layer_slices<T>(*this->layout, l, [&](size_t flat) { return this->base + flat; });
     }
 };
 

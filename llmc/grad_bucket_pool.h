@@ -34,10 +34,9 @@ public:
     // accumulator holds this rank's owned ranges back to back, in flat order).
     BucketPoolGrads(Backend& be, const ParamLayout& layout, size_t padded, Comm& comm, size_t align, DType wire,
                     Comm* replica, const std::vector<OwnedRange>* owners = nullptr)
-        : GradReducer<Backend>(be, layout, padded, comm, align, wire, replica) {
+        : GradReducer<Backend>(be, layout, padded, comm, align, wire, replica, owners) {
         const ShardPlan& plan = this->plan_;
         if (owners) {
-            for (size_t b = 0; b < this->pieces_.size(); b++) this->pieces_[b] = ownership_pieces(*owners, layout, b);
             for (const OwnedRange& o : *owners)
                 if (o.owner == plan.rank) own_.push_back({o.begin, o.end}), accum_size_ += o.end - o.begin;
             real_size_ = accum_size_;

@@ -136,8 +136,10 @@ public:
 protected:
     // `padded`: the model's flat buffer length, a multiple of zero_pad_multiple(world size, align)
     // (ModelOptions::pad_to). wire: F32 or BF16. replica: hybrid sharding's comm across groups (null: one group).
+    // The pieces' owners are the shard plan's, or `owners` (llmc/state_ownership.h: optimizer groups sharded by
+    // whole matrices).
     GradReducer(Backend& be, const ParamLayout& layout, size_t padded, Comm& comm, size_t align, DType wire,
-                Comm* replica)
+                Comm* replica, const std::vector<OwnedRange>* owners)
         : be_(be), layout_(layout), padded_(padded), comm_(comm), replica_(replica), wire_(wire),
           plan_(make_shard_plan(layout.total, comm.world_size(), comm.rank(), align)) {
         if (wire != DType::F32 && wire != DType::BF16)
@@ -148,7 +150,7 @@ protected:
                  padded, plan_.world_size, plan_.padded, plan_.world_size, zero_pad_multiple(plan_.world_size, align));
         for (size_t b = 0; b < num_grad_buckets(layout); b++) {
             ranges_.push_back(bucket_ranges(layout, b));
-            pieces_.push_back(bucket_pieces(plan_, layout, b));
+            pieces_.push_back(owners ? ownership_pieces(*owners, layout, b) : bucket_pieces(plan_, layout, b));
         }
         bucket_done_.assign(ranges_.size(), 0);
         if (wire_ == DType::BF16) wire_buf_ = be_.alloc(max_bucket_elements(layout) * 2);
@@ -251,8 +253,9 @@ public:
 
 protected:
     FullBufferGrads(Backend& be, const ParamLayout& layout, size_t padded, Comm& comm, size_t align, DType wire,
-                    Comm* replica)
-        : GradReducer<Backend>(be, layout, padded, comm, align, wire, replica), grads_(this->alloc_floats(padded)) {}
+                    Comm* replica, const std::vector<OwnedRange>* owners)
+        : GradReducer<Backend>(be, layout, padded, comm, align, wire, replica, owners),
+          grads_(this->alloc_floats(padded)) {}
     float* const grads_;
 };
 
@@ -261,7 +264,7 @@ template <class Backend>
 class ReplicatedGrads : public FullBufferGrads<Backend> {
 public:
     ReplicatedGrads(Backend& be, const ParamLayout& layout, size_t padded, Comm& comm, size_t align, DType wire)
-        : FullBufferGrads<Backend>(be, layout, padded, comm, align, wire, nullptr) {}
+        : FullBufferGrads<Backend>(be, layout, padded, comm, align, wire, nullptr, nullptr) {}
 
 private:
     std::vector<typename GradReducer<Backend>::Part> parts_of(size_t b) override {
@@ -274,16 +277,13 @@ private:
 };
 
 // ZeRO 1: each piece reduced to its owner (and, under hybrid sharding, the own pieces all-reduced across groups).
-// The owners are the shard plan's, or `owners` (llmc/state_ownership.h: optimizer groups sharded by whole matrices).
+// The owners are the shard plan's, or `owners` (see GradReducer).
 template <class Backend>
 class OwnedGrads : public FullBufferGrads<Backend> {
 public:
     OwnedGrads(Backend& be, const ParamLayout& layout, size_t padded, Comm& comm, size_t align, DType wire,
                Comm* replica, const std::vector<OwnedRange>* owners = nullptr)
-        : FullBufferGrads<Backend>(be, layout, padded, comm, align, wire, replica) {
-        if (owners)
-            for (size_t b = 0; b < this->pieces_.size(); b++) this->pieces_[b] = ownership_pieces(*owners, layout, b);
-    }
+        : FullBufferGrads<Backend>(be, layout, padded, comm, align, wire, replica, owners) {}
 
 private:
     using Part = typename GradReducer<Backend>::Part;

@@ -88,6 +88,19 @@ private:
     std::vector<ParamSpec> specs_;
 };
 
+// A flat buffer (parameters or gradients) seen through a layout: the base of the architectures' typed views
+// (llmc/gpt2_params.h, llmc/speedrun_params.h), which name the tensors.
+template <class T>
+struct LayoutViews {
+    T* base = nullptr;
+    const ParamLayout* layout = nullptr;
+
+    LayoutViews() = default;
+    LayoutViews(T* b, const ParamLayout& l) : base(b), layout(&l) {}
+
+    T* tensor(int t) const { return base + layout->offsets[(size_t)t]; }
+};
+
 inline size_t num_grad_buckets(const ParamLayout& layout) { return layout.num_buckets(); }
 inline std::vector<FlatRange> bucket_ranges(const ParamLayout& layout, size_t bucket) {
     return layout.bucket_ranges(bucket);

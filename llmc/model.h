@@ -10,7 +10,7 @@
 // Parameter gradients are not the model's: backward hands them to a GradSink (llmc/grad_sink.h) bucket by bucket.
 //
 // Every architecture ends in the same classifier: a forward with targets leaves one loss per position (and a forward
-// without them the logits), which this class reads back; the subclass records where they are (set_outputs).
+// without them the logits), which this class reads back from the table's `losses` and `logits` buffers.
 #pragma once
 
 #include <algorithm>
@@ -191,6 +191,47 @@ protected:
         memory_bytes_ = padded_ * sizeof(act_t);
     }
 
+    // Pieces of the activation tables of block-structured architectures (GPT-2's and the speedrun's), each with the
+    // same members, labels and sizes in both. Buffers: the architecture's, with the members named.
+    //
+    // The input and target tokens.
+    template <class Buffers, class Visit>
+    static void visit_token_buffers(Buffers& b, const Shape& s, Visit&& visit) {
+        const size_t N = s.B * s.T;
+        visit(b.inputs, BufferSize{"input tokens", "N", N, sizeof(int)}, 0);
+        visit(b.targets, BufferSize{"target tokens", "N", N, sizeof(int)}, 0);
+    }
+    // A block's normalised input: one per layer, or with -r 2 one that every layer shares (recomputed in backward).
+    template <class Visit>
+    static void visit_norm_output(act_t*& out, const char* label, const Shape& s, Visit&& visit) {
+        const size_t NC = s.B * s.T * s.cfg.channels, L = s.cfg.num_layers;
+        const bool shared = s.opt.recompute_layernorm;
+        visit(out, BufferSize{label, shared ? "N x C (-r 2)" : "L x N x C", (shared ? 1 : L) * NC, sizeof(act_t)},
+              shared ? 0 : NC);
+    }
+    // Attention's output and saved state (the backend's, per layer), and the residual stream after attention.
+    template <class Buffers, class Visit>
+    static void visit_attention_buffers(Buffers& b, const Shape& s, Visit&& visit) {
+        const size_t NC = s.B * s.T * s.cfg.channels, L = s.cfg.num_layers;
+        const size_t state = Backend::attention_state_elems(s.B, s.T, s.cfg.num_heads);
+        visit(b.atty, BufferSize{"attention out", "L x N x C", L * NC, sizeof(act_t)}, NC);
+        visit(b.att_state, BufferSize{"attention state", std::string("L x ") + Backend::attention_state_shape,
+                                      L * state, sizeof(float)}, state);
+        visit(b.res2, BufferSize{"residual 2", "L x N x C", L * NC, sizeof(act_t)}, NC);
+    }
+    // The MLP's: the first matmul's output (fch), its activation (one per layer, or with -r >= 1 one that every
+    // layer shares), the second matmul's output, and the residual stream after the block.
+    template <class Buffers, class Visit>
+    static void visit_mlp_buffers(Buffers& b, const Shape& s, Visit&& visit, const char* fch_label,
+                                  const char* act_label) {
+        const size_t NC = s.B * s.T * s.cfg.channels, L = s.cfg.num_layers, A = sizeof(act_t);
+        const bool shared = s.opt.recompute_gelu;
+        visit(b.fch, BufferSize{fch_label, "L x N x 4C", L * 4 * NC, A}, 4 * NC);
+        visit(b.fch_act, BufferSize{act_label, shared ? "N x 4C (-r >= 1)" : "L x N x 4C", (shared ? 1 : L) * 4 * NC,
+                                    A}, shared ? 0 : 4 * NC);
+        visit(b.branch, BufferSize{"residual branch out", "N x C", NC, A}, 0);
+        visit(b.res3, BufferSize{"residual 3", "L x N x C", L * NC, A}, NC);
+    }
     // The entries every architecture's activation table has in common, in this order: one chunk of the classifier's
     // logits, the per-position losses, and the backward's gradients reused across layers (the residual stream's, and
     // one buffer each of N x C, N x 3C and N x 4C). Buffers: the architecture's, with these members.
@@ -206,14 +247,14 @@ protected:
         visit(b.d_4c, BufferSize{"d fch", "N x 4C", N * 4 * C, A}, 0);
     }
     // The architecture's buffers, from its activation table (llmc/activations.h): allocated into b (counted in
-    // memory_bytes(), freed with the model), and each layer's view of them appended to layers.
+    // memory_bytes(), freed with the model), and each layer's view of them appended to layers. The classifier leaves
+    // the per-position losses in b.losses and one chunk of logits in b.logits.
     template <class Buffers, class Table>
     void allocate_activations(Buffers& b, std::vector<Buffers>& layers, Table&& table) {
         memory_bytes_ += allocate_buffers(be_, b, table, buffers_);
         for (size_t l = 0; l < cfg_.num_layers; l++) layers.push_back(layer_view(b, l, table));
+        losses_ = b.losses, logits_ = b.logits;
     }
-    // Where the classifier leaves the per-position losses and the logits (one chunk of rows).
-    void set_outputs(float* losses, act_t* logits) { losses_ = losses, logits_ = logits; }
     // A classifier whose softmax reads cap tanh(z / cap) of the logits z it stores: get_logits() returns those.
     void set_logit_softcap(float cap) { softcap_ = cap; }
     // The start of every forward: checks the batch and the tokens and uploads them into the architecture's buffers.
@@ -242,7 +283,7 @@ protected:
     void set_logits_kept(bool kept) { logits_valid_ = kept; }
 
     // The classifier over the N rows of x (N, C) against head (Vp, C), chunk_rows_ rows at a time, so that only one
-    // chunk of logits exists (in `logits`, the buffer of set_outputs):
+    // chunk of logits exists (in the table's `logits` buffer):
     //   logits = x_rows @ head^T;  the rows' losses (and, training, logits <- dlogits) by the fused classifier, on
     //   cap tanh(z / cap) when cap > 0;  training: dx_rows (=) = dlogits @ head and dhead (fp32) += dlogits^T @ x_rows,
     //   dhead zeroed first.
@@ -307,12 +348,12 @@ private:
 };
 
 // The buffers a model of architecture Arch allocates at this shape, without allocating anything: the dry run's plan,
-// from the table the allocation reads. Arch: a Model subclass with a public activation table (Buffers, table(Shape)),
+// from the table the allocation reads. Arch: a Model subclass with a public activation table (Buffers, buffer_table),
 // as llmc/gpt2.h's.
 template <class Arch>
 std::vector<BufferSize> plan_activations(const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt) {
     Arch::check_shape(cfg, B, T, opt);
-    return plan_buffers<typename Arch::Buffers>(Arch::table(typename Arch::Shape{cfg, B, T, opt}));
+    return plan_buffers<typename Arch::Buffers>(activation_table<Arch>(typename Arch::Shape{cfg, B, T, opt}));
 }
 
 }  // namespace llmc

@@ -30,19 +30,15 @@ namespace llmc {
 template <class Backend>
 class Speedrun : public Model<Backend> {
 public:
-    using act_t = typename Backend::act_t;
-
     Speedrun(Backend& be, const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt = ModelOptions())
-        : Model<Backend>(be, cfg, B, T, opt) {
-        check_shape(cfg, B, T, opt);
-        this->allocate_activations(b_, layers_, table(Shape{cfg, B, T, opt}));
+        : Model<Backend>(be, cfg, B, T, opt) {  // checks the shape (the even head size: the architecture's entry)
+        this->allocate_activations(b_, layers_, activation_table<Speedrun>(Shape{cfg, B, T, opt}));
         const std::vector<float> rotary = rotary_table(T, cfg.head_size());
         be.copy_to_device(b_.rotary, rotary.data(), rotary.size() * sizeof(float));
-        this->set_outputs(b_.losses, b_.logits);
         this->set_logit_softcap(speedrun_softcap(cfg));
     }
 
-    SpeedrunViews<act_t> param_views() { return SpeedrunViews<act_t>(this->params_, layout_); }
+    using act_t = typename Backend::act_t;
 
     void forward(const int* inputs, const int* targets, size_t B, size_t T, float grad_scale = 0.0f) override {
         this->start_forward(inputs, targets, B, T, grad_scale, b_.inputs, b_.targets);
@@ -112,15 +108,6 @@ public:
         grads.bucket_done(L);  // wte, lm_head
     }
 
-    // Fails with a message unless a model of this shape can be created (the backend's attention and the rotary
-    // pairs: an even head size).
-    static void check_shape(const ModelConfig& cfg, size_t B, size_t T, const ModelOptions& opt) {
-        Model<Backend>::check_shape(cfg, B, T, opt);
-        if (cfg.head_size() % 2 != 0)
-            fail("the speedrun architecture's rotary embeddings need an even head size, got C/NH = %zu/%zu = %zu",
-                 cfg.channels, cfg.num_heads, cfg.head_size());
-    }
-
     // ---- the activation table: every buffer of the model, as data (llmc/activations.h) ----
     using Shape = typename Model<Backend>::Shape;
     // Every buffer; layer views (layers_) point the per-layer ones at their layer's slice. `branch` holds a residual
@@ -141,35 +128,23 @@ public:
     template <class Visit>
     static void buffer_table(Buffers& b, const Shape& s, Visit&& visit) {
         const size_t N = s.B * s.T, C = s.cfg.channels, L = s.cfg.num_layers, NH = s.cfg.num_heads;
-        const size_t A = sizeof(act_t), F = sizeof(float), I = sizeof(int);
-        const bool rnorm = s.opt.recompute_layernorm, ract = s.opt.recompute_gelu;
-        const size_t norm_layers = rnorm ? 1 : L;  // -r 2: one buffer serves every layer
-        const std::string norm_shape = rnorm ? "N x C (-r 2)" : "L x N x C";
-        const size_t state = Backend::attention_state_elems(s.B, s.T, NH);
-        visit(b.inputs, BufferSize{"input tokens", "N", N, I}, 0);
-        visit(b.targets, BufferSize{"target tokens", "N", N, I}, 0);
+        const size_t A = sizeof(act_t), F = sizeof(float);
+        Base::visit_token_buffers(b, s, visit);
         visit(b.rotary, BufferSize{"rotary table", "T x C/NH", rotary_table_floats(s.T, s.cfg.head_size()), F}, 0);
         visit(b.encoded, BufferSize{"embedded", "N x C", N * C, A}, 0);
         visit(b.x0, BufferSize{"x0 (normalised embedding)", "N x C", N * C, A}, 0);
         visit(b.x0_rstd, BufferSize{"x0 rstd", "N", N, F}, 0);
-        visit(b.h1, BufferSize{"rmsnorm 1", norm_shape, norm_layers * N * C, A}, rnorm ? 0 : N * C);
+        Base::visit_norm_output(b.h1, "rmsnorm 1", s, visit);
         visit(b.rstd1, BufferSize{"rmsnorm 1 rstd", "L x N", L * N, F}, N);
         visit(b.qkv, BufferSize{"qkv (q, k rotated)", "L x N x 3C", L * N * 3 * C, A}, N * 3 * C);
         visit(b.qk_rstd, BufferSize{"qk-norm rstd", "L x N x 2NH", L * N * 2 * NH, F}, N * 2 * NH);
-        visit(b.atty, BufferSize{"attention out", "L x N x C", L * N * C, A}, N * C);
-        visit(b.att_state, BufferSize{"attention state", std::string("L x ") + Backend::attention_state_shape,
-                                      L * state, F}, state);
-        visit(b.res2, BufferSize{"residual 2", "L x N x C", L * N * C, A}, N * C);
-        visit(b.h2, BufferSize{"rmsnorm 2", norm_shape, norm_layers * N * C, A}, rnorm ? 0 : N * C);
+        Base::visit_attention_buffers(b, s, visit);
+        Base::visit_norm_output(b.h2, "rmsnorm 2", s, visit);
         visit(b.rstd2, BufferSize{"rmsnorm 2 rstd", "L x N", L * N, F}, N);
-        visit(b.fch, BufferSize{"fch (pre-ReLU^2)", "L x N x 4C", L * N * 4 * C, A}, N * 4 * C);
-        visit(b.fch_act, BufferSize{"relu(fch)^2", ract ? "N x 4C (-r >= 1)" : "L x N x 4C",
-                                    (ract ? 1 : L) * N * 4 * C, A}, ract ? 0 : N * 4 * C);
-        visit(b.branch, BufferSize{"residual branch out", "N x C", N * C, A}, 0);
-        visit(b.res3, BufferSize{"residual 3", "L x N x C", L * N * C, A}, N * C);
+        Base::visit_mlp_buffers(b, s, visit, "fch (pre-ReLU^2)", "relu(fch)^2");
         visit(b.hf, BufferSize{"final rmsnorm", "N x C", N * C, A}, 0);
         visit(b.hf_rstd, BufferSize{"final rmsnorm rstd", "N", N, F}, 0);
-        Model<Backend>::visit_classifier_and_grad_buffers(b, s, visit);
+        Base::visit_classifier_and_grad_buffers(b, s, visit);
         visit(b.d_head_classifier, BufferSize{"d lm_head (classifier)", "Vp x C, fp32", s.cfg.padded_vocab_size * C,
                                               F}, 0);
         if (s.cfg.arch_flags & SR_FLAG_EMBED_SKIP) {
@@ -181,15 +156,12 @@ public:
             visit(b.d_v1, BufferSize{"d v1 (value residual)", "N x C, fp32", N * C, F}, 0);
         }
     }
-    // The table at one shape, as llmc/activations.h's functions take it.
-    static auto table(const Shape& s) {
-        return [s](Buffers& b, auto&& visit) { buffer_table(b, s, visit); };
-    }
 
 private:
     using Base = Model<Backend>;
     using Base::be_, Base::cfg_, Base::layout_, Base::opt_;
 
+    SpeedrunViews<act_t> param_views() { return SpeedrunViews<act_t>(this->params_, layout_); }
     bool embed_skip() const { return cfg_.arch_flags & SR_FLAG_EMBED_SKIP; }
     bool value_residual() const { return cfg_.arch_flags & SR_FLAG_VALUE_RESIDUAL; }
     // The residual stream entering layer l (x0, or the previous layer's res3), and the layer's input: that, or its

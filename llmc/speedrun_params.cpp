@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "error.h"
 #include "speedrun_recipe.h"
 
 namespace llmc {
@@ -60,10 +61,17 @@ std::string speedrun_describe_flops(const ModelConfig& c, size_t num_params, siz
     return s;
 }
 
+// The rotary embedding turns pairs of a head's channels: an even head size.
+void speedrun_check_config(const ModelConfig& c) {
+    if (c.head_size() % 2 != 0)
+        fail("the speedrun architecture's rotary embeddings need an even head size, got C/NH = %zu/%zu = %zu",
+             c.channels, c.num_heads, c.head_size());
+}
+
 }  // namespace
 
 const Architecture speedrun_architecture = {"speedrun", "speedrun", speedrun_params,
                                             speedrun_flops_per_token, speedrun_describe_flops,
-                                            SR_KNOWN_FLAGS};
+                                            SR_KNOWN_FLAGS, speedrun_check_config};
 
 }  // namespace llmc

@@ -56,17 +56,14 @@ struct SpeedrunLayerParams {
 
 // Typed views into a flat buffer laid out by the speedrun's ParamLayout (parameters or gradients).
 template <class T>
-struct SpeedrunViews {
-    T* base = nullptr;
-    const ParamLayout* layout = nullptr;
+struct SpeedrunViews : LayoutViews<T> {
+    using LayoutViews<T>::LayoutViews;
 
-    SpeedrunViews() = default;
-    SpeedrunViews(T* b, const ParamLayout& l) : base(b), layout(&l) {}
-
-    T* tensor(int t) const { return base + layout->offsets[(size_t)t]; }
-    T* wte() const { return tensor(SR_WTE); }
-    T* lm_head() const { return tensor(SR_LM_HEAD); }
-    SpeedrunLayerParams<T> layer(size_t l) const { return layer_at(*layout, l, [&](size_t f) { return base + f; }); }
+    T* wte() const { return this->tensor(SR_WTE); }
+    T* lm_head() const { return this->tensor(SR_LM_HEAD); }
+    SpeedrunLayerParams<T> layer(size_t l) const {
+        return layer_at(*this->layout, l, [&](size_t f) { return this->base + f; });
+    }
 
     // Layer l's slices, each found by at(flat offset of the slice's first element).
     template <class At>

@@ -282,8 +282,8 @@ MUTATIONS = [
         "end of the buffer for the last head"),
     Mutation(
         "attention-dq-d-of-other-row-half", "numerics", "llmc/cuda/attention.cuh",
-        "                    for (int i = 0; i < 4; i++) s[mt][c * DPK / 8 + nt][i] *= dp[mt][nt][i] - D[mt][i / 2];\n",
-        "                    for (int i = 0; i < 4; i++) s[mt][c * DPK / 8 + nt][i] *= dp[mt][nt][i] - D[mt][i % 2];\n",
+        "                s[mt][c * DPK / 8 + nt][i] *= dp[mt][nt][i] - D[mt][i / 2];\n",
+        "                s[mt][c * DPK / 8 + nt][i] *= dp[mt][nt][i] - D[mt][i % 2];\n",
         "the dQ kernel's dS = P (dP - D) takes D of the wrong row of the lane's pair (rows g and g + 8)"),
     Mutation(
         "attention-dq-rowdot-of-other-half", "numerics", "llmc/cuda/attention.cuh",
@@ -513,25 +513,28 @@ MUTATIONS = [
         "    const bool vec = vector_ok(kPackBf16, kPackBf16, out, inp);\n",
         "the RMSNorm forward takes the 16-byte path for any row length"),
     Mutation(
-        "fused-rmsnorm-sum-of-unrounded", "numerics", "llmc/cuda/rmsnorm.cuh",
-        "            ss += to_float(r[e]) * to_float(r[e]);\n",
-        "            ss += (to_float(pa[e]) + to_float(pb[e])) * (to_float(pa[e]) + to_float(pb[e]));\n",
-        "the fused residual RMSNorm's rstd is of the fp32 sum, not of the residual it stored (rounded to bf16)"),
+        "rmsnorm-sum-over-registers-only", "tail", "llmc/cuda/rmsnorm.cuh",
+        "    x.for_each([&](int, unsigned, const Pack<bf16, W>& p) {\nLLMC_UNROLL\n"
+        "        for (int e = 0; e < W; e++) ss += to_float(p[e]) * to_float(p[e]);\n",
+        "    x.for_each([&](int k, unsigned, const Pack<bf16, W>& p) {\nLLMC_UNROLL\n"
+        "        for (int e = 0; e < W; e++) ss += k < P ? to_float(p[e]) * to_float(p[e]) : 0.0f;\n",
+        "the RMSNorm's sum of squares leaves out the packs beyond the registers (rows longer than 32 P W elements)"),
     Mutation(
-        "fused-rmsnorm-normalises-inp1", "numerics", "llmc/cuda/rmsnorm.cuh",
-        "        r.store(res + j * W);\n        x.set(k, r);\n",
-        "        r.store(res + j * W);\n        x.set(k, pa);\n",
-        "the fused residual RMSNorm keeps inp1's packs in registers instead of the residual's, and normalises those"),
+        "fused-residual-normalises-inp1", "numerics", "llmc/cuda/common.cuh",
+        "        r.store(residual + j * W);\n        x.set(k, r);\n",
+        "        r.store(residual + j * W);\n        x.set(k, pa);\n",
+        "the fused residual norms (layernorm and RMSNorm) keep inp1's packs in registers instead of the residual's, and "
+        "normalise those"),
     Mutation(
-        "fused-rmsnorm-residual-in-registers-only", "tail", "llmc/cuda/rmsnorm.cuh",
-        "        r.store(res + j * W);\n",
-        "        if (k < P) r.store(res + j * W);\n",
-        "the fused residual RMSNorm stores only the residual packs it keeps in registers: a longer row's rest is never "
+        "fused-residual-in-registers-only", "tail", "llmc/cuda/common.cuh",
+        "        r.store(residual + j * W);\n",
+        "        if (k < P) r.store(residual + j * W);\n",
+        "the fused residual norms store only the residual packs they keep in registers: a longer row's rest is never "
         "written, and the norm re-reads what was there"),
     Mutation(
         "fused-rmsnorm-row-past-end", "bounds", "llmc/cuda/rmsnorm.cuh",
-        "    if (row >= N) return;\n    const unsigned packs = (unsigned)(C / W);\n    bf16* res = residual",
-        "    if (row > N) return;\n    const unsigned packs = (unsigned)(C / W);\n    bf16* res = residual",
+        "    if (row >= N) return;\n    auto x = residual_sum_row",
+        "    if (row > N) return;\n    auto x = residual_sum_row",
         "the fused residual RMSNorm's warps past the last row read and write one row beyond the buffers"),
     Mutation(
         "fused-rmsnorm-vector-any-width", "vector", "llmc/cuda/rmsnorm.cuh",

@@ -26,11 +26,11 @@ __global__ void adamw_kernel(bf16* __restrict__ params, float* __restrict__ mast
     const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
     if (i >= n) return;
     float g[W], mi[W], vi[W], w[W];
-    Pack<bf16, W> p;
     load_floats(g, grads + i);
     load_floats(mi, m + i);
     load_floats(vi, v + i);
     load_floats(w, master + i);
+    Pack<bf16, W> p;  // the updated parameters, stochastically rounded
 LLMC_UNROLL
     for (int e = 0; e < W; e++) {
         const float ge = grad_scale * g[e];

@@ -128,19 +128,27 @@ struct HeadOffsets {
           in_rows((size_t)(bh / NH) * T * C + (size_t)(bh % NH) * hs) {}
 };
 
-// Sets acc[mt][nt][i] to `value` where keep(row, col) is false, for the element's row = row0 + 16 mt + g + 8 (i / 2)
-// and column col0 + 8 nt + 2 t + (i & 1) (g = lane / 4, t = lane % 4): the causal and end-of-sequence masks.
-template <int MT, int NT, class Keep>
-__device__ __forceinline__ void mask_tile(float (&acc)[MT][NT][4], int row0, int col0, int lane, float value,
-                                          Keep keep) {
+// f(mt, nt, i) for every element acc[mt][nt][i] of a lane's MT x NT accumulator tiles (m16n8 fragments: element i of
+// a tile is at the fragment's row g + 8 (i / 2) and column 2 t + (i & 1)).
+template <int MT, int NT, class F>
+__device__ __forceinline__ void for_each_acc(const float (&acc)[MT][NT][4], F&& f) {
     LLMC_UNROLL
     for (int mt = 0; mt < MT; mt++)
         LLMC_UNROLL
         for (int nt = 0; nt < NT; nt++)
             LLMC_UNROLL
-            for (int i = 0; i < 4; i++)
-                if (!keep(row0 + mt * 16 + lane / 4 + 8 * (i / 2), col0 + nt * 8 + 2 * (lane % 4) + (i & 1)))
-                    acc[mt][nt][i] = value;
+            for (int i = 0; i < 4; i++) f(mt, nt, i);
+}
+
+// Sets acc[mt][nt][i] to `value` where keep(row, col) is false, for the element's row = row0 + 16 mt + g + 8 (i / 2)
+// and column col0 + 8 nt + 2 t + (i & 1) (g = lane / 4, t = lane % 4): the causal and end-of-sequence masks.
+template <int MT, int NT, class Keep>
+__device__ __forceinline__ void mask_tile(float (&acc)[MT][NT][4], int row0, int col0, int lane, float value,
+                                          Keep keep) {
+    for_each_acc(acc, [&](int mt, int nt, int i) {
+        if (!keep(row0 + mt * 16 + lane / 4 + 8 * (i / 2), col0 + nt * 8 + 2 * (lane % 4) + (i & 1)))
+            acc[mt][nt][i] = value;
+    });
 }
 
 // acc[mt][nt] += A_mt B^T for a warp: A_mt = 16 rows (mt 16 ..) x 16 KS columns of the shared tile `a`, B^T from the
@@ -256,12 +264,7 @@ __device__ __forceinline__ void lane_mma_fb_step(float (&acc)[MT][NT][4], const 
 
 template <int MT, int NT>
 __device__ __forceinline__ void zero(float (&acc)[MT][NT][4]) {
-    LLMC_UNROLL
-    for (int mt = 0; mt < MT; mt++)
-        LLMC_UNROLL
-        for (int nt = 0; nt < NT; nt++)
-            LLMC_UNROLL
-            for (int i = 0; i < 4; i++) acc[mt][nt][i] = 0.0f;
+    for_each_acc(acc, [&](int mt, int nt, int i) { acc[mt][nt][i] = 0.0f; });
 }
 
 // Sum / max over the 4 lanes that share a row of an accumulator tile (xor 1, then xor 2).
@@ -474,12 +477,9 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
         float s[MT][NTK][4];
         zero(s);
         warp_mma_abt<MT, HS / 16, NTK>(s, sQw, sKt, S, lane);  // S = Q K^T
-        LLMC_UNROLL
-        for (int mt = 0; mt < MT; mt++)
-            LLMC_UNROLL
-            for (int nt = 0; nt < NTK; nt++)
-                LLMC_UNROLL
-                for (int i = 0; i < 4; i++) s[mt][nt][i] = exp2_approx(fmaf(s[mt][nt][i], c_log2, -L[mt][i / 2]));  // P
+        for_each_acc(s, [&](int mt, int nt, int i) {  // P
+            s[mt][nt][i] = exp2_approx(fmaf(s[mt][nt][i], c_log2, -L[mt][i / 2]));
+        });
         if (k0 + BC - 1 > r0 || k0 + BC > T || r0 + 16 * MT - 1 >= T)
             mask_tile(s, r0, k0, lane, 0.0f, [T](int row, int key) { return key <= row && key < T && row < T; });
         LLMC_UNROLL
@@ -487,12 +487,9 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
             float dp[MT][DPK / 8][4];
             zero(dp);
             warp_mma_abt<MT, HS / 16, DPK / 8>(dp, sdOw, sVt + c * DPK * S, S, lane);
-            LLMC_UNROLL
-            for (int mt = 0; mt < MT; mt++)
-                LLMC_UNROLL
-                for (int nt = 0; nt < DPK / 8; nt++)
-                    LLMC_UNROLL
-                    for (int i = 0; i < 4; i++) s[mt][c * DPK / 8 + nt][i] *= dp[mt][nt][i] - D[mt][i / 2];
+            for_each_acc(dp, [&](int mt, int nt, int i) {
+                s[mt][c * DPK / 8 + nt][i] *= dp[mt][nt][i] - D[mt][i / 2];
+            });
         }
         warp_mma_pb<MT, BC / 16, NTD>(dq, s, sKt, S, lane);  // dQ += dS K
     }
@@ -569,13 +566,9 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
         float st[MT][NTQ][4];
         zero(st);
         lane_mma_abt<MT, HS / 16, NTQ, S>(st, sKl, sQl);  // S^T = K Q^T
-        LLMC_UNROLL
-        for (int mt = 0; mt < MT; mt++)
-            LLMC_UNROLL
-            for (int nt = 0; nt < NTQ; nt++)
-                LLMC_UNROLL
-                for (int i = 0; i < 4; i++)
-                    st[mt][nt][i] = exp2_approx(fmaf(st[mt][nt][i], c_log2, -sLl[nt * 8 + (i & 1)]));  // P^T
+        for_each_acc(st, [&](int mt, int nt, int i) {  // P^T
+            st[mt][nt][i] = exp2_approx(fmaf(st[mt][nt][i], c_log2, -sLl[nt * 8 + (i & 1)]));
+        });
         if (qbase < kw0 + 16 * MT - 1 || qbase + BQ > T || kw0 + 16 * MT - 1 >= T)
             mask_tile(st, kw0, qbase, lane, 0.0f,
                       [T](int key, int query) { return query >= key && query < T && key < T; });
@@ -588,12 +581,9 @@ __global__ void __launch_bounds__(AttentionTiles<HS>::kBwdWarps * 32, AttentionT
         float dpt[MT][NTQ][4];
         zero(dpt);
         lane_mma_abt<MT, HS / 16, NTQ, S>(dpt, sKl + BK * S, sQl + 2 * BQ * S);  // dP^T = V dO^T
-        LLMC_UNROLL
-        for (int mt = 0; mt < MT; mt++)
-            LLMC_UNROLL
-            for (int nt = 0; nt < NTQ; nt++)
-                LLMC_UNROLL
-                for (int i = 0; i < 4; i++) st[mt][nt][i] *= dpt[mt][nt][i] - sLl[2 * BQ + nt * 8 + (i & 1)];
+        for_each_acc(dpt, [&](int mt, int nt, int i) {  // dS^T = P^T (dP^T - D)
+            st[mt][nt][i] *= dpt[mt][nt][i] - sLl[2 * BQ + nt * 8 + (i & 1)];
+        });
         LLMC_UNROLL
         for (int ks = 0; ks < BQ / 16; ks++) {  // dK += dS^T Q
             uint32_t dsf[MT][4];

@@ -201,6 +201,28 @@ LLMC_UNROLL
     }
 };
 
+// The first pass of a fused residual norm (one warp per row): residual = inp1 + inp2, summed in fp32 and stored
+// rounded to bf16, and the slice of the stored row that the norm then reads (its first P packs in registers). The norm
+// normalises exactly the stored values, which its backward reads. Each lane re-reads (beyond the registers) only the
+// residual packs it wrote itself: no barrier needed.
+template <int W, int P>
+__device__ __forceinline__ RowSlice<bf16, W, P> residual_sum_row(bf16* __restrict__ residual,
+                                                                 const bf16* __restrict__ inp1,
+                                                                 const bf16* __restrict__ inp2, unsigned packs,
+                                                                 int lane) {
+    const RowSlice<bf16, W, P> a(inp1, packs, lane, 32), b(inp2, packs, lane, 32);
+    RowSlice<bf16, W, P> x(residual, packs, lane, 32, false);
+    a.for_each([&](int k, unsigned j, const Pack<bf16, W>& pa) {
+        const Pack<bf16, W> pb = b.get(k, j);
+        Pack<bf16, W> r;
+LLMC_UNROLL
+        for (int e = 0; e < W; e++) r[e] = to_bf16(to_float(pa[e]) + to_float(pb[e]));
+        r.store(residual + j * W);
+        x.set(k, r);
+    });
+    return x;
+}
+
 // Host: the row kernels index inside a row with 32-bit integers.
 inline void check_row_length(const char* op, size_t n) {
     if (n >= 2147483648u) fail("%s: row length %zu does not fit the kernels' 32-bit row indices", op, n);

@@ -87,19 +87,7 @@ __global__ void fused_residual_layernorm_forward_kernel(bf16* __restrict__ resid
     const size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= N) return;
-    const unsigned packs = (unsigned)(C / W);
-    bf16* res = residual + row * C;
-    const RowSlice<bf16, W, P> a(inp1 + row * C, packs, lane, 32), c(inp2 + row * C, packs, lane, 32);
-    RowSlice<bf16, W, P> x(res, packs, lane, 32, false);
-    // Each lane re-reads (beyond the registers) only the residual packs it wrote itself: no barrier needed.
-    a.for_each([&](int k, unsigned j, const Pack<bf16, W>& pa) {
-        const Pack<bf16, W> pc = c.get(k, j);
-        Pack<bf16, W> r;
-LLMC_UNROLL
-        for (int e = 0; e < W; e++) r[e] = to_bf16(to_float(pa[e]) + to_float(pc[e]));
-        r.store(res + j * W);
-        x.set(k, r);
-    });
+    auto x = residual_sum_row<W, P>(residual + row * C, inp1 + row * C, inp2 + row * C, (unsigned)(C / W), lane);
     layernorm_row(out + row * C, mean, rstd, x, w, b, row, C, lane);
 }
 

@@ -20,10 +20,16 @@ namespace llmc {
 constexpr int kRmsNormRegPacks = 4;  // rows up to 32 x 4 x 8 = 1024 (vector) or 128 (scalar) elements in registers
 constexpr size_t kRmsNormRowsPerBlock = 8;
 
-// Writes the normalised row held in `x` (one warp; ss: this lane's part of the sum of squares; rstd by lane 0).
+// Normalises the row held in `x` (one warp; rstd written by lane 0).
 template <int W, int P>
-__device__ __forceinline__ void rmsnorm_row(bf16* __restrict__ out, float* __restrict__ rstd,
-                                            const RowSlice<bf16, W, P>& x, float ss, size_t row, size_t C, int lane) {
+__device__ __forceinline__ void rmsnorm_row(bf16* __restrict__ out, float* __restrict__ rstd, RowSlice<bf16, W, P>& x,
+                                            size_t row, size_t C, int lane) {
+    float ss = 0.0f;
+    x.for_each([&](int, unsigned, const Pack<bf16, W>& p) {
+LLMC_UNROLL
+        for (int e = 0; e < W; e++) ss += to_float(p[e]) * to_float(p[e]);
+    });
+    x.keep_packed();
     const float r = rsqrtf(warp_sum(ss) / (float)C + kRmsNormEps);
     x.for_each([&](int, unsigned j, const Pack<bf16, W>& p) {
         float v[W];
@@ -41,17 +47,9 @@ __global__ void rmsnorm_forward_kernel(bf16* __restrict__ out, float* __restrict
     const int lane = threadIdx.x % 32;
     if (row >= N) return;  // whole warps leave together
     RowSlice<bf16, W, P> x(inp + row * C, (unsigned)(C / W), lane, 32);
-    float ss = 0.0f;
-    x.for_each([&](int, unsigned, const Pack<bf16, W>& p) {
-LLMC_UNROLL
-        for (int e = 0; e < W; e++) ss += to_float(p[e]) * to_float(p[e]);
-    });
-    x.keep_packed();
-    rmsnorm_row(out + row * C, rstd, x, ss, row, C, lane);
+    rmsnorm_row(out + row * C, rstd, x, row, C, lane);
 }
 
-// The sum of squares is taken over the residual as stored (rounded to bf16), in the pass that writes it, so the
-// backward (which reads `residual`) differentiates exactly what was normalised.
 template <int W, int P>
 __global__ void fused_residual_rmsnorm_forward_kernel(bf16* __restrict__ residual, bf16* __restrict__ out,
                                                       float* __restrict__ rstd, const bf16* __restrict__ inp1,
@@ -59,25 +57,8 @@ __global__ void fused_residual_rmsnorm_forward_kernel(bf16* __restrict__ residua
     const size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= N) return;
-    const unsigned packs = (unsigned)(C / W);
-    bf16* res = residual + row * C;
-    const RowSlice<bf16, W, P> a(inp1 + row * C, packs, lane, 32), b(inp2 + row * C, packs, lane, 32);
-    RowSlice<bf16, W, P> x(res, packs, lane, 32, false);
-    float ss = 0.0f;
-    // Each lane re-reads (beyond the registers) only the residual packs it wrote itself: no barrier needed.
-    a.for_each([&](int k, unsigned j, const Pack<bf16, W>& pa) {
-        const Pack<bf16, W> pb = b.get(k, j);
-        Pack<bf16, W> r;
-LLMC_UNROLL
-        for (int e = 0; e < W; e++) {
-            r[e] = to_bf16(to_float(pa[e]) + to_float(pb[e]));
-            ss += to_float(r[e]) * to_float(r[e]);
-        }
-        r.store(res + j * W);
-        x.set(k, r);
-    });
-    x.keep_packed();
-    rmsnorm_row(out + row * C, rstd, x, ss, row, C, lane);
+    auto x = residual_sum_row<W, P>(residual + row * C, inp1 + row * C, inp2 + row * C, (unsigned)(C / W), lane);
+    rmsnorm_row(out + row * C, rstd, x, row, C, lane);
 }
 
 template <int W, int P>
