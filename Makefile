@@ -110,17 +110,19 @@ $(BUILD)/sim/%.o: %.cpp
 # The binaries' objects are kept (make would delete them as intermediate files, and relink from scratch).
 .SECONDARY:
 # Each binary's own source is compiled to $(BUILD)/main/NAME.o (or beside the test programs), then linked.
-# The same train_gpt2.cu / test_gpt2.cu: g++ -x c++ gives the CPU backend, nvcc the CUDA backend, g++ against the
-# simulator the CUDA backend's real sources on the CPU.
+# The same train_gpt2.cu / test_gpt2.cu: g++ -x c++ gives the CPU backend, with -DLLMC_CUDA the CUDA backend, against
+# the simulator the CUDA backend's real sources on the CPU.
 $(BUILD)/main/%_cpu.o: %.cu
 	@mkdir -p $(@D)
 	$(call say,CXX)$(CXX) $(CXXFLAGS) -x c++ -c $< -o $@
 $(BUILD)/main/%_sim.o: %.cu
 	@mkdir -p $(@D)
 	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ -c $< -o $@
+# The CUDA programs' own sources hold no device code (llmc/main_backend.h): g++ compiles them against the CUDA headers
+# (half nvcc's time, which compiles every source once per architecture), nvcc links them with the kernels.
 $(BUILD)/main/%_cuda.o: %.cu
 	@mkdir -p $(@D)
-	$(call say,NVCC)$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) -DLLMC_CUDA -isystem $(CUDA_HOME)/include -x c++ -c $< -o $@
 $(BUILD)/tools/%.o: dev/tools/%.cpp
 	@mkdir -p $(@D)
 	$(call say,CXX)$(CXX) $(CXXFLAGS) -c $< -o $@
@@ -160,7 +162,20 @@ $(BUILD)/cuda-bench/obj/%.o: dev/cuda/%.cu
 	$(call say,NVCC)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 $(BUILD)/cuda-bench/%: $(BUILD)/cuda-bench/obj/%.o
 	$(call say,LD)$(NVCC) $(NVCCFLAGS) $< -lcublasLt $(BENCH_LIBS) -o $@
-$(BUILD)/cuda-bench/host_side: BENCH_LIBS := -lnccl
+$(BUILD)/cuda-bench/host_side $(BUILD)/cuda-bench-check/host_side: BENCH_LIBS := -lnccl
+# `make test` compiles and links the benchmarks for one architecture only (the last of GPU_ARCH), into their own
+# folder: a check that they still build, at half the cost. The kernels they time are compiled for every architecture,
+# with ptxas's spill checks, in the trainer's objects.
+BENCH_CHECK_FLAGS := $(filter-out -gencode arch=%,$(NVCCFLAGS)) \
+                     -gencode arch=compute_$(lastword $(GPU_ARCH)),code=sm_$(lastword $(GPU_ARCH))
+BENCH_CHECK_BINS := $(BENCH_BINS:$(BUILD)/cuda-bench/%=$(BUILD)/cuda-bench-check/%)
+.PHONY: cuda-bench-check
+cuda-bench-check: $(BENCH_CHECK_BINS)
+$(BUILD)/cuda-bench-check/obj/%.o: dev/cuda/%.cu
+	@mkdir -p $(@D)
+	$(call say,NVCC)$(NVCC) $(BENCH_CHECK_FLAGS) -c $< -o $@
+$(BUILD)/cuda-bench-check/%: $(BUILD)/cuda-bench-check/obj/%.o
+	$(call say,LD)$(NVCC) $(BENCH_CHECK_FLAGS) $< -lcublasLt $(BENCH_LIBS) -o $@
 
 deps:
 	@bash scripts/install_deps.sh
@@ -184,11 +199,10 @@ ASAN_TESTS := layout schedule dataloader cpu_ops adamw sampler checkpoint traine
               hellaswag export_hf watchdog utf8_stream tokenizer comm optimizer_mpi
 asan-binaries: cpu $(ASAN_TESTS:%=$(BUILD)/test/test_%)
 
-# deps first (it may install the libraries the build needs), then everything (and the sanitizer build that
-# test/tests.list runs as its last test), then the runner.
+# deps first (it may install the libraries the build needs), then everything the tests run, then the runner. The
+# sanitizer build is one of test/tests.list's entries (asan_build), so that it compiles beside the first tests.
 test: deps
-	@$(MAKE) --no-print-directory -j$(shell nproc 2>/dev/null || echo 2) all
-	@$(MAKE) --no-print-directory asan-build
+	@$(MAKE) --no-print-directory -j$(shell nproc 2>/dev/null || echo 2) cpu cuda cuda-bench-check test-binaries
 	@bash test/run_tests.sh
 
 # The inner loop: the CPU and simulator programs (nvcc, the CUDA benchmarks and the ASan build are left to `make

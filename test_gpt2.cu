@@ -3,8 +3,9 @@
 //   /usr/bin/python3 dev/reference/gpt2_reference.py --out build/ref/small     (writes model.bin, reference.bin)
 //   ./test_gpt2_cpu --ref build/ref/small
 //
-// One source, three builds: g++ -x c++ -> ./test_gpt2_cpu (CpuBackend, fp32); nvcc -> ./test_gpt2 (CudaBackend, bf16);
-// g++ -DLLMC_CUDASIM -> build/test_gpt2_sim (CudaBackend's real sources on the CUDA simulator).
+// One source, three builds (llmc/main_backend.h): g++ -x c++ -> ./test_gpt2_cpu (CpuBackend, fp32); g++ -DLLMC_CUDA
+// (or nvcc) -> ./test_gpt2 (CudaBackend, bf16); g++ -DLLMC_CUDASIM -> build/test_gpt2_sim (CudaBackend's real sources
+// on the CUDA simulator).
 //
 // Checks, each printing a PASS/FAIL line (test/fixtures/testing.h) with the observed errors:
 //   logits (B,T,Vp) and the mean loss of one forward pass at the initial weights;
@@ -39,17 +40,9 @@
 #include "llmc/zero.h"
 #include "test/fixtures/testing.h"
 
-#if defined(__CUDACC__) || defined(LLMC_CUDASIM)
-#include "llmc/cuda/cuda_backend.h"
-#include "llmc/cuda/cuda_comm.h"
-using Backend = llmc::CudaBackend;
-constexpr bool kBf16 = true;
-#else
-#include "llmc/cpu/cpu_backend.h"
-#include "llmc/cpu/cpu_comm.h"
-using Backend = llmc::CpuBackend;
-constexpr bool kBf16 = false;
-#endif
+#include "llmc/main_backend.h"
+using Backend = llmc::MainBackend;
+constexpr bool kBf16 = LLMC_MAIN_CUDA;  // the CUDA backend's activations and parameters are bf16
 #include "test/fixtures/speedrun_model_check.h"  // after the backend: its strategies need the backend's comm
 
 using llmc::fail;
@@ -405,7 +398,7 @@ static int run(const std::string& model_path, const std::string& ref_path) {
     expect_close("step losses", losses.data(), ref.step_losses.data(), ref.steps, tol.step_loss_rtol, 0.0);
     expect_close("grad norms", norms.data(), ref.grad_norms.data(), ref.steps, tol.norm_rtol, 0.0);
     check_final_params(ref, model.get_params(), tol);
-#if defined(__CUDACC__) || defined(LLMC_CUDASIM)
+#if LLMC_MAIN_CUDA
     // Alignment by construction (docs/cuda.md, "Vector access"): with C and Vp multiples of 8 and B T of 4 (the loss
     // sum), every memory-bound kernel of the model, the optimizer and the casts took its 16-byte vector path.
     if (ref.cfg.channels % 8 == 0 && Vp % 8 == 0 && N % 4 == 0)

@@ -1,7 +1,7 @@
-// The GPT-2 trainer. One source, two programs:
-//   nvcc            -> ./train_gpt2      CUDA backend (bf16 kernels, cuBLASLt, NCCL)
-//   g++ -x c++      -> ./train_gpt2_cpu  CPU backend (fp32, OpenMP, OpenBLAS)
-//   g++ -DLLMC_CUDASIM -> build/train_gpt2_sim: the CUDA backend on the CUDA simulator (tests only)
+// The GPT-2 trainer. One source, three programs (llmc/main_backend.h):
+//   g++ -DLLMC_CUDA (or nvcc) -> ./train_gpt2      CUDA backend (bf16 kernels, cuBLASLt, NCCL)
+//   g++                       -> ./train_gpt2_cpu  CPU backend (fp32, OpenMP, OpenBLAS)
+//   g++ -DLLMC_CUDASIM        -> build/train_gpt2_sim: the CUDA backend on the CUDA simulator (tests only)
 // Everything else (model, loop, optimizer, data, logging) is shared host code in llmc/.
 //
 //   ./train_gpt2_cpu -i "data/brown/brown_train_*.bin" -j "data/brown/brown_val_*.bin" -e d6 -b 4 -t 128 -x 100
@@ -12,23 +12,15 @@
 #include "llmc/dist_info.h"
 #include "llmc/launch_check.h"
 #include "llmc/error.h"
+#include "llmc/main_backend.h"
 #include "llmc/mpi_env.h"
 #include "llmc/test_hooks.h"
 #include "llmc/trainer.h"
 
-#if defined(__CUDACC__) || defined(LLMC_CUDASIM)
-#include "llmc/cuda/cuda_backend.h"
-#include "llmc/cuda/cuda_comm.h"
-using Backend = llmc::CudaBackend;
-#else
-#include "llmc/cpu/cpu_backend.h"
-#include "llmc/cpu/cpu_comm.h"
-#include "llmc/cpu/thread_policy.h"
-using Backend = llmc::CpuBackend;
-#endif
+using Backend = llmc::MainBackend;
 
 int main(int argc, char** argv) {
-#if !defined(__CUDACC__) && !defined(LLMC_CUDASIM)
+#if !LLMC_MAIN_CUDA
     llmc::use_passive_openmp_wait(argv);  // before OpenMP starts: idle threads sleep (llmc/cpu/thread_policy.h)
 #endif
     try {

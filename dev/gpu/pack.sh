@@ -8,7 +8,8 @@
 #   bash dev/gpu/pack.sh                  then, on the GPU machine, in a copy of this checkout with .gpu_bundle/:
 #   bash dev/gpu/run_checks.sh
 #   bash dev/gpu/pack.sh --binaries-only  the programs and their libraries again, keeping the references and data
-# GPU_BUNDLE: another folder than .gpu_bundle (run_checks.sh reads the same variable).
+# GPU_BUNDLE: another folder than .gpu_bundle (run_checks.sh reads the same variable). GPU_BENCH=cuda-bench-check:
+# the benchmarks as `make test` builds them (for the last of GPU_ARCH only) instead of `make cuda-bench`'s.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${GPU_BUNDLE:-.gpu_bundle}
@@ -22,9 +23,14 @@ if [ $BINARIES_ONLY = 1 ]; then rm -rf "$OUT/bin" "$OUT/lib"; else rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/ref"
 # build/train_gpt2_sim and build/test/sim_classifier_prefetch: the simulated device-profile runs below record their
 # launch configurations with them.
-make -j"$(nproc)" train_gpt2 test_gpt2 cuda-bench build/train_gpt2_sim build/test/sim_classifier_prefetch >/dev/null
+BENCH=${GPU_BENCH:-cuda-bench}
+case "$BENCH" in
+    cuda-bench|cuda-bench-check) ;;
+    *) echo "error: GPU_BENCH=$BENCH (cuda-bench or cuda-bench-check)" >&2; exit 2 ;;
+esac
+make -j"$(nproc)" train_gpt2 test_gpt2 "$BENCH" build/train_gpt2_sim build/test/sim_classifier_prefetch >/dev/null
 cp train_gpt2 test_gpt2 "$OUT/bin/"
-for k in build/cuda-bench/*; do if [ -f "$k" ] && [[ "$k" != *.d ]]; then cp "$k" "$OUT/bin/"; fi; done
+for k in "build/$BENCH"/*; do if [ -f "$k" ] && [[ "$k" != *.d ]]; then cp "$k" "$OUT/bin/"; fi; done
 strip --strip-debug "$OUT/bin"/*  # the carried tree is limited to 64 MiB
 # Shared libraries outside glibc/libstdc++ and outside CUDA (the GPU machine has its own cuBLASLt/NCCL/driver).
 for bin in "$OUT/bin"/*; do

@@ -2,12 +2,13 @@
 # dev/gpu/pack.sh's programs (--binaries-only: no references or data, which a GPU call needs but this check does not):
 # it must run to the end on this build tree and carry train_gpt2, test_gpt2 and one program for each dev/cuda/*.cu
 # benchmark, plain files only (a folder under build/cuda-bench, say its objects', must not stop it), and the shared
-# libraries they need except glibc's, libstdc++'s and CUDA's own (the GPU machine has its own driver, cuBLASLt and NCCL).
+# libraries they need except glibc's, libstdc++'s and CUDA's own (the GPU machine has its own driver, cuBLASLt and
+# NCCL). It packs the benchmarks as `make test` builds them (GPU_BENCH=cuda-bench-check: one architecture), not a second set.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
 TMP=$(test_tmp_dir gpu_pack)
 B="$TMP/bundle"
-if GPU_BUNDLE="$B" bash dev/gpu/pack.sh --binaries-only >"$TMP/pack.log" 2>&1; then pass "pack.sh --binaries-only runs to the end"
+if GPU_BUNDLE="$B" GPU_BENCH=cuda-bench-check bash dev/gpu/pack.sh --binaries-only >"$TMP/pack.log" 2>&1; then pass "pack.sh --binaries-only runs to the end"
 else fail "pack.sh --binaries-only runs to the end" "$(tail -3 "$TMP/pack.log")"; finish; fi
 missing=()
 for p in train_gpt2 test_gpt2 $(ls dev/cuda/*.cu | sed 's|dev/cuda/||; s|\.cu$||'); do
