@@ -18,6 +18,9 @@ NVCC     ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc
 # Every binary is compiled to an object and then linked, since ccache does not cache a command that also links.
 # CCACHE_NOHASHDIR: a fresh clone in another folder hits the same entries (-g's only use of the folder is the
 # debug info's compilation directory, which then names the first clone's).
+# CCACHE_DEPEND: on a miss ccache takes the key from the -MMD dependency file instead of running the preprocessor
+# first, which cuts a miss's overhead from 5-20% of the compile to 1-3% (ccache's figures): a fresh machine's first
+# build is all misses.
 # Only with a cache folder it can write (a read-only home would fail every compile instead).
 CCACHE   := $(shell d=$$(ccache -k cache_dir 2>/dev/null) && mkdir -p "$$d" 2>/dev/null && [ -w "$$d" ] && \
                     command -v ccache)
@@ -29,6 +32,7 @@ ifeq ($(origin NVCC),file)
 NVCC     := $(CCACHE) $(NVCC)
 endif
 export CCACHE_NOHASHDIR := 1
+export CCACHE_DEPEND := 1
 endif
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(lastword $(NVCC)))
 GPU_ARCH ?= 80 90
