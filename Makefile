@@ -121,7 +121,7 @@ $(BUILD)/main/%_cpu.o: %.cu
 	$(call say,CXX)$(CXX) $(CXXFLAGS) -x c++ -c $< -o $@
 $(BUILD)/main/%_sim.o: %.cu
 	@mkdir -p $(@D)
-	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) -x c++ -c $< -o $@
+	$(call say,CXX)$(CXX) $(CXXFLAGS) $(SIMFLAGS) -DLLMC_CUDA -x c++ -c $< -o $@
 # The CUDA programs' own sources hold no device code (llmc/main_backend.h): g++ compiles them against the CUDA headers
 # (half nvcc's time, which compiles every source once per architecture), nvcc links them with the kernels.
 $(BUILD)/main/%_cuda.o: %.cu
@@ -198,15 +198,18 @@ asan: deps asan-build
 asan-build:
 	@$(MAKE) --no-print-directory -j$(shell nproc 2>/dev/null || echo 2) BUILD=$(ASAN_DIR) BIN_DIR=$(ASAN_DIR)/bin \
 	    SANITIZE="$(ASAN_FLAGS)" asan-binaries
-# Only the unit tests test/e2e/asan_test.sh runs (it reports one that is not built as a failure).
+# Only the programs and unit tests test/e2e/asan_test.sh runs (it reports one that is not built as a failure): the
+# trainer and four tools; not test_gpt2_cpu or import_hf.
+ASAN_PROGRAMS := train_gpt2_cpu generate prepare_data export_hf gpt2_tokenizer
 ASAN_TESTS := layout schedule dataloader cpu_ops adamw sampler checkpoint trainer_host dist_info zero optimizer \
               hellaswag export_hf watchdog utf8_stream tokenizer comm optimizer_mpi
-asan-binaries: cpu $(ASAN_TESTS:%=$(BUILD)/test/test_%)
+asan-binaries: $(addprefix $(BIN_DIR)/,$(ASAN_PROGRAMS)) $(ASAN_TESTS:%=$(BUILD)/test/test_%)
 
-# deps first (it may install the libraries the build needs), then everything the tests run, then the runner. The
-# sanitizer build is one of test/tests.list's entries (asan_build), so that it compiles beside the first tests.
+# deps first (it may install the libraries the build needs), then everything the tests run (and the sanitizer build
+# that test/tests.list's last tests run), then the runner.
 test: deps
 	@$(MAKE) --no-print-directory -j$(shell nproc 2>/dev/null || echo 2) cpu cuda cuda-bench-check test-binaries
+	@$(MAKE) --no-print-directory asan-build
 	@bash test/run_tests.sh
 
 # The inner loop: the CPU and simulator programs (nvcc, the CUDA benchmarks and the ASan build are left to `make

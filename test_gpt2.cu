@@ -4,8 +4,8 @@
 //   ./test_gpt2_cpu --ref build/ref/small
 //
 // One source, three builds (llmc/main_backend.h): g++ -x c++ -> ./test_gpt2_cpu (CpuBackend, fp32); g++ -DLLMC_CUDA
-// (or nvcc) -> ./test_gpt2 (CudaBackend, bf16); g++ -DLLMC_CUDASIM -> build/test_gpt2_sim (CudaBackend's real sources
-// on the CUDA simulator).
+// (or nvcc) -> ./test_gpt2 (CudaBackend, bf16); g++ -DLLMC_CUDA -DLLMC_CUDASIM -> build/test_gpt2_sim (CudaBackend's
+// real sources on the CUDA simulator).
 //
 // Checks, each printing a PASS/FAIL line (test/fixtures/testing.h) with the observed errors:
 //   logits (B,T,Vp) and the mean loss of one forward pass at the initial weights;

@@ -1,7 +1,7 @@
 // The GPT-2 trainer. One source, three programs (llmc/main_backend.h):
 //   g++ -DLLMC_CUDA (or nvcc) -> ./train_gpt2      CUDA backend (bf16 kernels, cuBLASLt, NCCL)
 //   g++                       -> ./train_gpt2_cpu  CPU backend (fp32, OpenMP, OpenBLAS)
-//   g++ -DLLMC_CUDASIM        -> build/train_gpt2_sim: the CUDA backend on the CUDA simulator (tests only)
+//   g++ -DLLMC_CUDA -DLLMC_CUDASIM -> build/train_gpt2_sim: the CUDA backend on the CUDA simulator (tests only)
 // Everything else (model, loop, optimizer, data, logging) is shared host code in llmc/.
 //
 //   ./train_gpt2_cpu -i "data/brown/brown_train_*.bin" -j "data/brown/brown_val_*.bin" -e d6 -b 4 -t 128 -x 100
