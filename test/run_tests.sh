@@ -7,9 +7,9 @@
 # A program that exits non-zero without printing a FAIL line counts as one failure; one that prints no
 # PASS/FAIL/SKIP line at all counts as a failure too (a test that checks nothing is a defect).
 #
-# Scheduling: a pool of TEST_JOBS slots (default: one per core and one more: a quarter of the tests' time is spent
-# waiting, on mpirun's start-up, a watchdog's timeout or a child's exit, and one test more than cores keeps the cores
-# busy through it; docs in test/README.md). A test takes one slot; an `mpirun -np N` entry takes
+# Scheduling: a pool of TEST_JOBS slots (default: one per core and two more: about 40% of the tests' wall time is
+# spent waiting, on mpirun's start-up, a watchdog's timeout or a child's exit, and tests beyond the cores keep the
+# cores busy through it; on 2 cores 4 slots took 528 s where 3 took 576; docs in test/README.md). A test takes one slot; an `mpirun -np N` entry takes
 # N, and `--slots=N` says so for a script that keeps N processes busy (never more than the pool). Each test gets an
 # empty directory of its own, build/test-tmp/NAME, as $TEST_TMPDIR. A test starts once the tests it names with
 # `--after=NAME` have finished; a `--last` test once every other test of the run has. Start order: the widest first (once the pool is busy, narrower tests would keep
@@ -33,7 +33,7 @@ DURATIONS=$LOGS/durations
 FILTER=${TEST_FILTER:-}
 TIER=${TEST_TIER:-all}
 FAIL_FAST=${TEST_FAIL_FAST:-}
-JOBS=${TEST_JOBS:-$(( $(nproc 2>/dev/null || echo 2) + 1 ))}
+JOBS=${TEST_JOBS:-$(( $(nproc 2>/dev/null || echo 2) + 2 ))}
 case "$TIER" in all|quick) ;; *) echo "run_tests.sh: TEST_TIER is '$TIER', expected 'all' or 'quick'" >&2; exit 2 ;; esac
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "run_tests.sh: TEST_JOBS is '$JOBS', expected a positive integer" >&2; exit 2; }
 
