@@ -9,12 +9,13 @@
 #
 # Scheduling: a pool of TEST_JOBS slots (default: one per core and two more: about 40% of the tests' wall time is
 # spent waiting, on mpirun's start-up, a watchdog's timeout or a child's exit, and tests beyond the cores keep the
-# cores busy through it; on 2 cores 4 slots took 528 s where 3 took 576; docs in test/README.md). A test takes one slot; an `mpirun -np N` entry takes
-# N, and `--slots=N` says so for a script that keeps N processes busy (never more than the pool). Each test gets an
-# empty directory of its own, build/test-tmp/NAME, as $TEST_TMPDIR. A test starts once the tests it names with
-# `--after=NAME` have finished; a `--last` test once every other test of the run has. Start order: the widest first (once the pool is busy, narrower tests would keep
-# taking the slots a wide one waits for), then the longest of the last run (build/test-logs/durations, else the
-# committed test/durations.txt), tests neither times (a new entry) before the timed ones, in list order.
+# cores busy through it; on 2 cores 4 slots took 528 s where 3 took 576; docs in test/README.md). A test takes one
+# slot; an `mpirun -np N` entry takes N, and `--slots=N` says so for a script that keeps N processes busy (never more
+# than the pool). Each test gets an empty directory of its own, build/test-tmp/NAME, as $TEST_TMPDIR. A test starts
+# once the tests it names with `--after=NAME` have finished; a `--last` test once every other test of the run has.
+# Start order: the widest first (once the pool is busy, narrower tests would keep taking the slots a wide one waits
+# for), then the longest of the last run (build/test-logs/durations, else the committed test/durations.txt), tests
+# neither times (a new entry) before the timed ones, in list order.
 #
 # Environment:
 #   TEST_FILTER="a b"   only the tests whose names contain one of the words (and the tests they run --after); a word

@@ -523,8 +523,8 @@ MUTATIONS = [
         "fused-residual-normalises-inp1", "numerics", "llmc/cuda/common.cuh",
         "        r.store(residual + j * W);\n        x.set(k, r);\n",
         "        r.store(residual + j * W);\n        x.set(k, pa);\n",
-        "the fused residual norms (layernorm and RMSNorm) keep inp1's packs in registers instead of the residual's, and "
-        "normalise those"),
+        "the fused residual norms (layernorm and RMSNorm) keep inp1's packs in registers instead of the residual's, "
+        "and normalise those"),
     Mutation(
         "fused-residual-in-registers-only", "tail", "llmc/cuda/common.cuh",
         "        r.store(residual + j * W);\n",

@@ -3,7 +3,8 @@
 # it must run to the end on this build tree and carry train_gpt2, test_gpt2 and one program for each dev/cuda/*.cu
 # benchmark, plain files only (a folder under build/cuda-bench, say its objects', must not stop it), and the shared
 # libraries they need except glibc's, libstdc++'s and CUDA's own (the GPU machine has its own driver, cuBLASLt and
-# NCCL). It packs the benchmarks as `make test` builds them (GPU_BENCH=cuda-bench-check: one architecture), not a second set.
+# NCCL). It packs the benchmarks as `make test` builds them (GPU_BENCH=cuda-bench-check: one architecture), not a
+# second set.
 cd "$(dirname "$0")/../.."
 source test/helpers/lib.sh
 TMP=$(test_tmp_dir gpu_pack)
